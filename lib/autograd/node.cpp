@@ -1,0 +1,85 @@
+#include "autograd/node.h"
+#include <atomic>
+#include "autograd/grad_mode.h"
+#include "ops/ops.h"
+
+namespace tr {
+
+namespace {
+std::atomic<uint64_t> next_sequence_nr{0};
+std::atomic<int> hook_counter{0};
+
+// Nodes whose last owner is being destroyed are parked here and destroyed by the outermost
+// ~Node, so that freeing a 100k-node chain does not recurse 100k deep.
+thread_local std::vector<std::shared_ptr<Node>> pending_release;
+thread_local bool draining = false;
+}  // namespace
+
+int next_hook_id() { return ++hook_counter; }
+
+Node::Node() : sequence_nr_(next_sequence_nr++) {}
+
+void defer_release(std::shared_ptr<Node>& p) {
+  if (p && p.use_count() == 1) pending_release.push_back(std::move(p));
+  p.reset();
+}
+
+void defer_release_tensor(Tensor& t) {
+  if (t.defined() && t.impl_ptr().use_count() == 1 && t.impl()->autograd)
+    defer_release(t.impl()->autograd->grad_fn);
+  t = Tensor();
+}
+
+Node::~Node() {
+  for (auto& e : next_edges) defer_release(e.fn);
+  if (draining) return;
+  draining = true;
+  while (!pending_release.empty()) {
+    std::shared_ptr<Node> n = std::move(pending_release.back());
+    pending_release.pop_back();
+    n.reset();
+  }
+  draining = false;
+}
+
+AccumulateGrad::AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf) : leaf_(leaf) {
+  sequence_nr_ = UINT64_MAX;  // runs as soon as it is ready, as in torch
+  output_specs.push_back({leaf->sizes, leaf->dtype});
+}
+
+std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
+  auto impl = leaf_.lock();
+  if (!impl || !grads[0].defined()) return {};
+  Tensor leaf(impl);
+  Tensor g = grads[0];
+  AutogradMeta& m = *impl->autograd;
+  if (!m.grad.defined()) {
+    // Take the incoming buffer when nobody else can see it; otherwise copy.
+    bool steal = !GradMode::is_enabled() && g.impl_ptr().use_count() <= 2 && g.is_contiguous() &&
+                 !g.impl()->is_view && !g.requires_grad();
+    m.grad = steal ? g : (GradMode::is_enabled() ? g.clone() : g.detach().clone());
+  } else if (GradMode::is_enabled()) {
+    m.grad = add(m.grad, g);  // create_graph: keep the graph of the accumulated gradient
+  } else {
+    m.grad.add_(g);
+  }
+  return {};
+}
+
+Edge gradient_edge(const Tensor& t) {
+  AutogradMeta* m = t.autograd_meta();
+  if (!m) return {};
+  if (m->grad_fn) return {m->grad_fn, m->output_nr};
+  if (!m->requires_grad) return {};
+  if (!m->grad_accumulator) m->grad_accumulator = std::make_shared<AccumulateGrad>(t.impl_ptr());
+  return {m->grad_accumulator, 0};
+}
+
+void set_history(Tensor& t, const std::shared_ptr<Node>& fn, uint32_t output_nr) {
+  AutogradMeta& m = t.mutable_autograd_meta();
+  m.requires_grad = true;
+  m.grad_fn = fn;
+  m.output_nr = output_nr;
+}
+
+}  // namespace tr

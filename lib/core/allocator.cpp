@@ -1,0 +1,135 @@
+#include "core/allocator.h"
+#include <cstdlib>
+#include <new>
+#include <vector>
+#include "core/error.h"
+
+namespace tr {
+
+namespace {
+
+class CpuAllocator : public Allocator {
+ public:
+  void* allocate(size_t nbytes) override {
+    size_t n = (nbytes + 63) / 64 * 64;
+    if (n == 0) n = 64;
+    void* p = std::aligned_alloc(64, n);
+    if (!p) throw Error(str("cpu allocator: out of memory allocating ", nbytes, " bytes"));
+    std::lock_guard<std::mutex> g(mu_);
+    stats_.allocated += int64_t(nbytes);
+    stats_.reserved += int64_t(nbytes);
+    stats_.num_allocs++;
+    if (stats_.allocated > stats_.peak_allocated) stats_.peak_allocated = stats_.allocated;
+    return p;
+  }
+  void deallocate(void* p, size_t nbytes) override {
+    std::free(p);
+    std::lock_guard<std::mutex> g(mu_);
+    stats_.allocated -= int64_t(nbytes);
+    stats_.reserved -= int64_t(nbytes);
+  }
+  MemoryStats stats() const override {
+    std::lock_guard<std::mutex> g(mu_);
+    return stats_;
+  }
+  void reset_peak() override {
+    std::lock_guard<std::mutex> g(mu_);
+    stats_.peak_allocated = stats_.allocated;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  MemoryStats stats_;
+};
+
+std::function<Allocator&(int)>& factory(DeviceType t) {
+  static std::function<Allocator&(int)> f[kNumDeviceTypes];
+  return f[int(t)];
+}
+
+}  // namespace
+
+CachingAllocator::CachingAllocator(RawAlloc raw_alloc, RawFree raw_free)
+    : raw_alloc_(std::move(raw_alloc)), raw_free_(std::move(raw_free)) {}
+
+CachingAllocator::~CachingAllocator() { empty_cache(); }
+
+size_t CachingAllocator::round_size(size_t nbytes) {
+  // 512-byte granularity below 1 MiB, 2 MiB granularity above (as torch's small/large pools).
+  if (nbytes == 0) return 512;
+  if (nbytes < (1u << 20)) return (nbytes + 511) / 512 * 512;
+  return (nbytes + (2u << 20) - 1) / (2u << 20) * (2u << 20);
+}
+
+void* CachingAllocator::allocate(size_t nbytes) {
+  size_t rs = round_size(nbytes);
+  std::lock_guard<std::mutex> g(mu_);
+  void* p = nullptr;
+  auto it = free_blocks_.find(rs);
+  if (it != free_blocks_.end()) {
+    p = it->second;
+    free_blocks_.erase(it);
+    stats_.cache_hits++;
+  } else {
+    p = raw_alloc_(rs);
+    if (!p) {  // free the cache and retry once before giving up
+      for (auto& [sz, b] : free_blocks_) { raw_free_(b); stats_.reserved -= int64_t(sz); }
+      free_blocks_.clear();
+      p = raw_alloc_(rs);
+    }
+    if (!p) throw Error(str("caching allocator: out of memory allocating ", nbytes, " bytes (",
+                            stats_.allocated, " bytes in use)"));
+    stats_.reserved += int64_t(rs);
+  }
+  live_blocks_[p] = rs;
+  stats_.allocated += int64_t(rs);
+  stats_.num_allocs++;
+  if (stats_.allocated > stats_.peak_allocated) stats_.peak_allocated = stats_.allocated;
+  return p;
+}
+
+void CachingAllocator::deallocate(void* p, size_t) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = live_blocks_.find(p);
+  if (it == live_blocks_.end()) return;
+  size_t rs = it->second;
+  live_blocks_.erase(it);
+  stats_.allocated -= int64_t(rs);
+  free_blocks_.emplace(rs, p);
+}
+
+MemoryStats CachingAllocator::stats() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return stats_;
+}
+
+void CachingAllocator::reset_peak() {
+  std::lock_guard<std::mutex> g(mu_);
+  stats_.peak_allocated = stats_.allocated;
+}
+
+void CachingAllocator::empty_cache() {
+  std::lock_guard<std::mutex> g(mu_);
+  for (auto& [sz, b] : free_blocks_) {
+    raw_free_(b);
+    stats_.reserved -= int64_t(sz);
+  }
+  free_blocks_.clear();
+}
+
+void register_allocator(DeviceType t, std::function<Allocator&(int)> get) { factory(t) = std::move(get); }
+
+Allocator& allocator_for(Device d) {
+  if (d.is_cpu()) {
+    static CpuAllocator cpu;
+    return cpu;
+  }
+  auto& f = factory(d.type);
+  if (!f) throw Error(str("no allocator for device ", d.str(), ": this build has no CUDA support"));
+  return f(d.index);
+}
+
+MemoryStats memory_stats(Device d) { return allocator_for(d).stats(); }
+void reset_peak_memory_stats(Device d) { allocator_for(d).reset_peak(); }
+
+}  // namespace tr

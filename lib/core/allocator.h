@@ -1,0 +1,65 @@
+// Allocators per device type, with current/peak statistics (torch.cuda.memory_allocated,
+// max_memory_allocated, reset_peak_memory_stats), and the caching allocator used for CUDA.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include "core/device.h"
+
+namespace tr {
+
+struct MemoryStats {
+  int64_t allocated = 0;       // bytes held by live tensors
+  int64_t peak_allocated = 0;  // high-water mark of `allocated` since the last reset
+  int64_t reserved = 0;        // bytes obtained from the device (includes the cache)
+  int64_t num_allocs = 0;      // allocations served
+  int64_t cache_hits = 0;      // allocations served from the cache
+};
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* allocate(size_t nbytes) = 0;
+  virtual void deallocate(void* p, size_t nbytes) = 0;
+  virtual MemoryStats stats() const = 0;
+  virtual void reset_peak() = 0;
+  virtual void empty_cache() {}
+};
+
+// A size-bucketed cache over raw device allocation: freed blocks are kept and reused for
+// requests of the same rounded size, so a training step after the first allocates nothing
+// from the device. Generic over the raw functions so the same logic is tested on the CPU.
+class CachingAllocator : public Allocator {
+ public:
+  using RawAlloc = std::function<void*(size_t)>;
+  using RawFree = std::function<void(void*)>;
+  CachingAllocator(RawAlloc raw_alloc, RawFree raw_free);
+  ~CachingAllocator() override;
+  void* allocate(size_t nbytes) override;
+  void deallocate(void* p, size_t nbytes) override;
+  MemoryStats stats() const override;
+  void reset_peak() override;
+  void empty_cache() override;
+  static size_t round_size(size_t nbytes);
+
+ private:
+  RawAlloc raw_alloc_;
+  RawFree raw_free_;
+  mutable std::mutex mu_;
+  std::multimap<size_t, void*> free_blocks_;        // rounded size -> block
+  std::unordered_map<void*, size_t> live_blocks_;   // block -> rounded size
+  MemoryStats stats_;
+};
+
+// Returns the allocator for a device (CPU: 64-byte aligned malloc with statistics).
+Allocator& allocator_for(Device d);
+// Backends register their allocator factory at static-initialisation time.
+void register_allocator(DeviceType t, std::function<Allocator&(int index)> get);
+
+MemoryStats memory_stats(Device d);
+void reset_peak_memory_stats(Device d);
+
+}  // namespace tr

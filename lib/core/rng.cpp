@@ -1,0 +1,12 @@
+#include "core/rng.h"
+
+namespace tr {
+
+Generator& default_generator() {
+  static Generator g;
+  return g;
+}
+
+void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+
+}  // namespace tr

@@ -1,0 +1,137 @@
+// CPU loop engine: parallel_for on the one OpenMP pool, and a broadcasting, strided,
+// N-ary elementwise loop with a flat fast path that the compiler vectorises.
+#pragma once
+#include <omp.h>
+#include <array>
+#include <cstdint>
+#include <utility>
+#include "core/tensor.h"
+
+namespace tr::cpu {
+
+constexpr int64_t kGrain = 32768;  // elements below which a loop stays on one thread
+
+// f(begin, end) over [0, n), split across the OpenMP pool when n >= grain.
+template <typename F>
+void parallel_for(int64_t n, int64_t grain, const F& f) {
+  if (n <= 0) return;
+  int nt = omp_get_max_threads();
+  if (n < grain || nt <= 1 || omp_in_parallel()) {
+    f(int64_t(0), n);
+    return;
+  }
+  int64_t chunks = std::min<int64_t>(nt, (n + grain - 1) / grain);
+#pragma omp parallel for num_threads(int(chunks)) schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    int64_t b = n * c / chunks, e = n * (c + 1) / chunks;
+    f(b, e);
+  }
+}
+
+template <typename To, typename From>
+inline To convert(From v) {
+  if constexpr (std::is_same_v<To, bool>) {
+    return static_cast<float>(v) != 0.0f;
+  } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {
+    return To(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) {
+    return static_cast<To>(static_cast<float>(v));
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+// Strides of `t` (in elements) when broadcast to `shape` (0 on broadcast dims).
+Shape broadcast_strides(const Tensor& t, const Shape& shape);
+
+// Geometry shared by the operands of an elementwise loop, with adjacent dims merged
+// where every operand allows it.
+template <int N>
+struct LoopGeometry {
+  int ndim = 0;
+  int64_t sizes[16];
+  int64_t strides[N][16];  // elements; operand 0 is the output
+  void build(const Shape& shape, const std::array<Shape, N>& st) {
+    ndim = 0;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] == 1) continue;
+      if (ndim > 0) {
+        bool merge = true;
+        for (int k = 0; k < N; ++k)
+          if (strides[k][ndim - 1] != st[k][d] * shape[d]) merge = false;
+        if (merge) {
+          sizes[ndim - 1] *= shape[d];
+          for (int k = 0; k < N; ++k) strides[k][ndim - 1] = st[k][d];
+          continue;
+        }
+      }
+      TR_CHECK(ndim < 16, "elementwise loop: more than 16 dims");
+      sizes[ndim] = shape[d];
+      for (int k = 0; k < N; ++k) strides[k][ndim] = st[k][d];
+      ++ndim;
+    }
+    if (ndim == 0) {
+      ndim = 1;
+      sizes[0] = 1;
+      for (int k = 0; k < N; ++k) strides[k][0] = 1;
+    }
+  }
+};
+
+// out[i] = op(in0[i], in1[i], ...) with broadcasting; out may be strided (copy_ into a view).
+template <typename Out, typename... Ins, typename Op>
+void elementwise(const Tensor& out, const std::array<Tensor, sizeof...(Ins)>& ins, const Op& op) {
+  constexpr int N = 1 + sizeof...(Ins);
+  const Shape& shape = out.sizes();
+  int64_t n = out.numel();
+  if (n == 0) return;
+  Out* o = static_cast<Out*>(out.raw_data());
+  std::array<char*, N - 1> base{};
+  for (int k = 0; k < N - 1; ++k) base[k] = static_cast<char*>(ins[k].raw_data());
+
+  bool flat = out.is_contiguous();
+  for (int k = 0; k < N - 1 && flat; ++k) flat = ins[k].sizes() == shape && ins[k].is_contiguous();
+  if (flat) {
+    auto run = [&]<size_t... I>(std::index_sequence<I...>, int64_t b, int64_t e) {
+      std::tuple<const Ins*...> p{reinterpret_cast<const Ins*>(base[I])...};
+      for (int64_t i = b; i < e; ++i) o[i] = op(std::get<I>(p)[i]...);
+    };
+    parallel_for(n, kGrain, [&](int64_t b, int64_t e) { run(std::index_sequence_for<Ins...>{}, b, e); });
+    return;
+  }
+
+  std::array<Shape, N> st;
+  st[0] = out.strides();
+  for (int k = 0; k < N - 1; ++k) st[k + 1] = broadcast_strides(ins[k], shape);
+  LoopGeometry<N> g;
+  g.build(shape, st);
+  const int nd = g.ndim;
+  const int64_t inner = g.sizes[nd - 1];
+  const int64_t outer = n / inner;
+  auto run_rows = [&]<size_t... I>(std::index_sequence<I...>, int64_t rb, int64_t re) {
+    int64_t idx[16] = {0};
+    int64_t r = rb;
+    for (int d = nd - 2; d >= 0; --d) {
+      idx[d] = r % g.sizes[d];
+      r /= g.sizes[d];
+    }
+    for (int64_t row = rb; row < re; ++row) {
+      int64_t off[N] = {0};
+      for (int d = 0; d < nd - 1; ++d)
+        for (int k = 0; k < N; ++k) off[k] += idx[d] * g.strides[k][d];
+      Out* po = o + off[0];
+      const int64_t so = g.strides[0][nd - 1];
+      std::tuple<const Ins*...> p{reinterpret_cast<const Ins*>(base[I]) + off[I + 1]...};
+      const int64_t si[] = {g.strides[I + 1][nd - 1]...};
+      for (int64_t i = 0; i < inner; ++i) po[i * so] = op(std::get<I>(p)[i * si[I]]...);
+      for (int d = nd - 2; d >= 0; --d) {
+        if (++idx[d] < g.sizes[d]) break;
+        idx[d] = 0;
+      }
+    }
+  };
+  int64_t grain_rows = std::max<int64_t>(1, kGrain / std::max<int64_t>(inner, 1));
+  parallel_for(outer, grain_rows, [&](int64_t b, int64_t e) { run_rows(std::index_sequence_for<Ins...>{}, b, e); });
+}
+
+}  // namespace tr::cpu

@@ -1,0 +1,87 @@
+// CPU matrix products through OpenBLAS (f32/f64); f16/bf16 multiply in f32; integers by loops.
+#include <cblas.h>
+#include "ops/cpu/loops.h"
+#include "ops/ops.h"
+#include "ops/registry.h"
+
+namespace tr::cpu {
+
+namespace {
+
+// A 2-D operand as BLAS sees it: pointer, transpose flag and leading dimension.
+struct BlasMat {
+  const void* p;
+  CBLAS_TRANSPOSE trans;
+  int64_t ld;
+  Tensor keep;  // holds a contiguous copy when one was needed
+};
+
+BlasMat blas_view(const Tensor& m) {
+  int64_t r = m.size(0), c = m.size(1);
+  if (m.stride(1) == 1 && (m.stride(0) >= std::max<int64_t>(c, 1) || r == 1)) return {m.raw_data(), CblasNoTrans, std::max<int64_t>(m.stride(0), std::max<int64_t>(c, 1)), {}};
+  if (m.stride(0) == 1 && (m.stride(1) >= std::max<int64_t>(r, 1) || c == 1)) return {m.raw_data(), CblasTrans, std::max<int64_t>(m.stride(1), std::max<int64_t>(r, 1)), {}};
+  Tensor cc = m.clone();
+  return {cc.raw_data(), CblasNoTrans, std::max<int64_t>(c, 1), cc};
+}
+
+// out[M,N] = a[M,K] b[K,N]; out contiguous.
+void gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
+  int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    out.detach().zero_();
+    return;
+  }
+  DType t = out.dtype();
+  if (t == DType::F32 || t == DType::F64) {
+    BlasMat A = blas_view(a), B = blas_view(b);
+    if (t == DType::F32)
+      cblas_sgemm(CblasRowMajor, A.trans, B.trans, int(M), int(N), int(K), 1.0f, static_cast<const float*>(A.p),
+                  int(A.ld), static_cast<const float*>(B.p), int(B.ld), 0.0f, static_cast<float*>(out.raw_data()), int(N));
+    else
+      cblas_dgemm(CblasRowMajor, A.trans, B.trans, int(M), int(N), int(K), 1.0, static_cast<const double*>(A.p),
+                  int(A.ld), static_cast<const double*>(B.p), int(B.ld), 0.0, static_cast<double*>(out.raw_data()), int(N));
+    return;
+  }
+  if (t == DType::F16 || t == DType::BF16) {
+    Tensor a32 = cast(a, DType::F32), b32 = cast(b, DType::F32);
+    Tensor o32 = empty({M, N}, DType::F32);
+    gemm(a32, b32, o32);
+    out.detach().copy_(o32);
+    return;
+  }
+  TR_DISPATCH_NUMERIC(t, "mm", [&] {
+    Tensor ac = a.contiguous(), bc = b.contiguous();
+    const scalar_t* pa = ac.data_ptr<scalar_t>();
+    const scalar_t* pb = bc.data_ptr<scalar_t>();
+    scalar_t* po = static_cast<scalar_t*>(out.raw_data());
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        int64_t s = 0;
+        for (int64_t k = 0; k < K; ++k) s += int64_t(pa[i * K + k]) * int64_t(pb[k * N + j]);
+        po[i * N + j] = scalar_t(s);
+      }
+  });
+}
+
+void mm_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) { gemm(in[0], in[1], out[0]); }
+TR_REGISTER_KERNEL(mm, CPU, mm_cpu);
+
+void bmm_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
+  int64_t B = in[0].size(0);
+  // detached: worker threads start in grad mode, and these per-batch views need no history
+  Tensor a = in[0].detach(), b = in[1].detach(), o = out[0];
+  int64_t work = a.size(1) * a.size(2) * b.size(2);
+  // Small matrices: one BLAS call per thread, batches split across the pool. Large: BLAS threads.
+  if (B > 1 && work < (1 << 21)) {
+    parallel_for(B, 1, [&](int64_t s, int64_t e) {
+      for (int64_t i = s; i < e; ++i) gemm(a.select(0, i), b.select(0, i), o.select(0, i));
+    });
+  } else {
+    for (int64_t i = 0; i < B; ++i) gemm(a.select(0, i), b.select(0, i), o.select(0, i));
+  }
+}
+TR_REGISTER_KERNEL(bmm, CPU, bmm_cpu);
+
+}  // namespace
+}  // namespace tr::cpu

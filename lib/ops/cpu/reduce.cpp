@@ -1,0 +1,176 @@
+// CPU reduction kernels. The input is brought into [outer, inner] row layout (kept dims first,
+// reduced dims last); reductions over leading dims of a contiguous tensor run column-wise.
+#include <cmath>
+#include <limits>
+#include "ops/cpu/loops.h"
+#include "ops/ops.h"
+#include "ops/registry.h"
+
+namespace tr::cpu {
+
+namespace {
+
+using Ins = std::vector<Tensor>;
+using Outs = std::vector<Tensor>;
+
+struct Rows {
+  Tensor t;           // contiguous [outer, inner]
+  int64_t outer = 1;  // number of output elements
+  int64_t inner = 1;  // elements reduced into each
+};
+
+Rows to_rows(const Tensor& x, const Shape& dims) {
+  Shape perm, kept;
+  int64_t inner = 1;
+  for (int64_t i = 0; i < x.dim(); ++i)
+    if (std::find(dims.begin(), dims.end(), i) == dims.end()) perm.push_back(i);
+  for (auto d : dims) {
+    perm.push_back(d);
+    inner *= x.size(d);
+  }
+  Tensor p = x.dim() ? x.detach().permute(perm).contiguous() : x.detach().contiguous();
+  return {p, inner ? x.numel() / inner : 0, inner};
+}
+
+// True when dims are exactly the leading dims of a contiguous tensor: reduce column-wise.
+bool leading_dims(const Tensor& x, const Shape& dims) {
+  if (!x.is_contiguous() || dims.empty() || dims.size() == size_t(x.dim())) return false;
+  for (size_t i = 0; i < dims.size(); ++i) if (dims[i] != int64_t(i)) return false;
+  return true;
+}
+
+template <typename T> using sum_acc_t = std::conditional_t<std::is_floating_point_v<acc_t<T>> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, double, int64_t>;
+
+void sum_cpu(const Ins& in, Outs& out, const Attrs& a) {
+  const Tensor& x = in[0];
+  const Shape& dims = a.ints("dims");
+  TR_DISPATCH_ALL(x.dtype(), "sum", [&] {
+    using In = scalar_t;
+    using A = acc_t<In>;
+    using Acc = sum_acc_t<In>;
+    int64_t n = x.numel();
+    if (leading_dims(x, dims)) {
+      int64_t rows = 1;
+      for (auto d : dims) rows *= x.size(d);
+      int64_t cols = n / std::max<int64_t>(rows, 1);
+      const In* p = x.data_ptr<In>();
+      TR_DISPATCH_ALL(out[0].dtype(), "sum", [&] {
+        using O = scalar_t;
+        O* o = out[0].data_ptr<O>();
+        parallel_for(cols, std::max<int64_t>(1, kGrain / std::max<int64_t>(rows, 1)), [&](int64_t b, int64_t e) {
+          std::vector<Acc> acc(size_t(e - b), Acc(0));
+          for (int64_t r = 0; r < rows; ++r) {
+            const auto* row = p + r * cols;
+            for (int64_t c = b; c < e; ++c) acc[c - b] += Acc(A(row[c]));
+          }
+          for (int64_t c = b; c < e; ++c) o[c] = convert<O>(acc[c - b]);
+        });
+      });
+      return;
+    }
+    Rows r = to_rows(x, dims);
+    const In* p = r.t.data_ptr<In>();
+    int64_t inner = r.inner, outer = out[0].numel();
+    TR_DISPATCH_ALL(out[0].dtype(), "sum", [&] {
+      using O = scalar_t;
+      O* o = out[0].data_ptr<O>();
+      auto body = [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          const auto* row = p + i * inner;
+          Acc s = 0;
+          for (int64_t k = 0; k < inner; ++k) s += Acc(A(row[k]));
+          o[i] = convert<O>(s);
+        }
+      };
+      if (outer == 1 && inner >= kGrain) {
+        // one long row: parallel partial sums, combined in a fixed order (deterministic)
+        int nt = omp_get_max_threads();
+        std::vector<Acc> part(size_t(nt), Acc(0));
+        parallel_for(inner, kGrain, [&](int64_t b, int64_t e) {
+          Acc s = 0;
+          for (int64_t k = b; k < e; ++k) s += Acc(A(p[k]));
+          part[size_t(b * nt / inner)] += s;
+        });
+        Acc s = 0;
+        for (auto v : part) s += v;
+        o[0] = convert<O>(s);
+      } else {
+        parallel_for(outer, std::max<int64_t>(1, kGrain / std::max<int64_t>(inner, 1)), body);
+      }
+    });
+  });
+}
+TR_REGISTER_KERNEL(sum, CPU, sum_cpu);
+
+// Extremum over rows: values (and optionally the first index attaining it); NaN wins.
+template <bool IsMax>
+void extremum_rows(const Tensor& x, const Shape& dims, Tensor* values, Tensor* indices) {
+  Rows r = to_rows(x, dims);
+  TR_DISPATCH_ALL(x.dtype(), "max", [&] {
+    using A = acc_t<scalar_t>;
+    const scalar_t* p = r.t.data_ptr<scalar_t>();
+    int64_t inner = r.inner, outer = values ? values->numel() : indices->numel();
+    scalar_t* vo = values ? values->data_ptr<scalar_t>() : nullptr;
+    int64_t* io = indices ? indices->data_ptr<int64_t>() : nullptr;
+    parallel_for(outer, std::max<int64_t>(1, kGrain / std::max<int64_t>(inner, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const scalar_t* row = p + i * inner;
+        A best = A(row[0]);
+        int64_t bi = 0;
+        for (int64_t k = 1; k < inner; ++k) {
+          A v = A(row[k]);
+          if (best != best) break;  // NaN already selected
+          if (v != v || (IsMax ? v > best : v < best)) {
+            best = v;
+            bi = k;
+          }
+        }
+        if (vo) vo[i] = scalar_t(best);
+        if (io) io[i] = bi;
+      }
+    });
+  });
+}
+
+void amax_cpu(const Ins& in, Outs& out, const Attrs& a) { extremum_rows<true>(in[0], a.ints("dims"), &out[0], nullptr); }
+void amin_cpu(const Ins& in, Outs& out, const Attrs& a) { extremum_rows<false>(in[0], a.ints("dims"), &out[0], nullptr); }
+void max_dim_cpu(const Ins& in, Outs& out, const Attrs& a) { extremum_rows<true>(in[0], a.ints("dims"), &out[0], &out[1]); }
+void min_dim_cpu(const Ins& in, Outs& out, const Attrs& a) { extremum_rows<false>(in[0], a.ints("dims"), &out[0], &out[1]); }
+void argmax_cpu(const Ins& in, Outs& out, const Attrs& a) { extremum_rows<true>(in[0], a.ints("dims"), nullptr, &out[0]); }
+void argmin_cpu(const Ins& in, Outs& out, const Attrs& a) { extremum_rows<false>(in[0], a.ints("dims"), nullptr, &out[0]); }
+TR_REGISTER_KERNEL(amax, CPU, amax_cpu);
+TR_REGISTER_KERNEL(amin, CPU, amin_cpu);
+TR_REGISTER_KERNEL(max_dim, CPU, max_dim_cpu);
+TR_REGISTER_KERNEL(min_dim, CPU, min_dim_cpu);
+TR_REGISTER_KERNEL(argmax, CPU, argmax_cpu);
+TR_REGISTER_KERNEL(argmin, CPU, argmin_cpu);
+
+// var = sum((x - mean)^2) / max(0, N - correction), two passes in double per row.
+void var_cpu(const Ins& in, Outs& out, const Attrs& a) {
+  Rows r = to_rows(in[0], a.ints("dims"));
+  double corr = a.f("correction");
+  TR_DISPATCH_FLOAT(in[0].dtype(), "var", [&] {
+    const scalar_t* p = r.t.data_ptr<scalar_t>();
+    scalar_t* o = out[0].data_ptr<scalar_t>();
+    int64_t inner = r.inner, outer = out[0].numel();
+    parallel_for(outer, std::max<int64_t>(1, kGrain / std::max<int64_t>(inner, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const scalar_t* row = p + i * inner;
+        double m = 0;
+        for (int64_t k = 0; k < inner; ++k) m += double(acc_t<scalar_t>(row[k]));
+        m /= double(inner);
+        double s = 0;
+        for (int64_t k = 0; k < inner; ++k) {
+          double d = double(acc_t<scalar_t>(row[k])) - m;
+          s += d * d;
+        }
+        double denom = std::max(0.0, double(inner) - corr);
+        o[i] = scalar_t(acc_t<scalar_t>(s / denom));
+      }
+    });
+  });
+}
+TR_REGISTER_KERNEL(var, CPU, var_cpu);
+
+}  // namespace
+}  // namespace tr::cpu

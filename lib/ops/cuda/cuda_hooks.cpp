@@ -1,0 +1,91 @@
+// CUDA runtime hooks: device discovery that tolerates a machine with no driver (error 35), the
+// caching allocator per device, and host<->device copies.
+#include "core/cuda_hooks.h"
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <vector>
+#include "core/allocator.h"
+#include "ops/cuda/cuda_check.h"
+
+namespace tr::cuda {
+
+namespace {
+struct Probe {
+  int count = 0;
+  std::string reason;
+};
+const Probe& probe() {
+  static Probe p = [] {
+    Probe r;
+    int n = 0;  // left unwritten on failure (error 35 without a driver)
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+      r.reason = str("cudaGetDeviceCount failed: ", cudaGetErrorString(e), " (error ", int(e), ")");
+      cudaGetLastError();  // clear the sticky error
+      n = 0;
+    } else if (n == 0) {
+      r.reason = "no CUDA devices are visible";
+    }
+    r.count = n;
+    return r;
+  }();
+  return p;
+}
+
+Allocator& device_allocator(int index) {
+  static std::mutex mu;
+  static std::vector<std::unique_ptr<CachingAllocator>> allocs;
+  std::lock_guard<std::mutex> g(mu);
+  if (allocs.empty()) allocs.resize(size_t(std::max(probe().count, 1)));
+  TR_CHECK(index >= 0 && index < int(allocs.size()), "cuda:", index, " does not exist");
+  if (!allocs[index]) {
+    allocs[index] = std::make_unique<CachingAllocator>(
+        [index](size_t n) -> void* {
+          int prev = 0;
+          cudaGetDevice(&prev);
+          cudaSetDevice(index);
+          void* p = nullptr;
+          cudaError_t e = cudaMalloc(&p, n);
+          cudaSetDevice(prev);
+          if (e != cudaSuccess) {
+            cudaGetLastError();
+            return nullptr;
+          }
+          return p;
+        },
+        [](void* p) { cudaFree(p); });
+  }
+  return *allocs[index];
+}
+
+[[maybe_unused]] const bool registered = [] {
+  register_allocator(DeviceType::CUDA, device_allocator);
+  return true;
+}();
+}  // namespace
+
+bool is_compiled() { return true; }
+int device_count() { return probe().count; }
+std::string unavailable_reason() { return probe().reason.empty() ? "CUDA is available" : probe().reason; }
+bool is_available() { return device_count() > 0; }
+
+void memcpy(void* dst, Device dd, const void* src, Device sd, size_t n) {
+  if (n == 0) return;
+  if (dd.is_cpu() && sd.is_cpu()) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  cudaMemcpyKind kind = dd.is_cpu() ? cudaMemcpyDeviceToHost : (sd.is_cpu() ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice);
+  TR_CUDA_CHECK(cudaMemcpy(dst, src, n, kind));
+}
+
+void synchronize(int index) {
+  int prev = 0;
+  TR_CUDA_CHECK(cudaGetDevice(&prev));
+  TR_CUDA_CHECK(cudaSetDevice(index));
+  TR_CUDA_CHECK(cudaDeviceSynchronize());
+  TR_CUDA_CHECK(cudaSetDevice(prev));
+}
+
+}  // namespace tr::cuda

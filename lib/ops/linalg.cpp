@@ -1,0 +1,93 @@
+// Matrix products: mm (2-D) and bmm (3-D) are kernels; matmul and linear compose them.
+#include "ops/ops.h"
+#include "ops/registry.h"
+
+namespace tr {
+
+TR_REGISTER_OP(mm) {
+  d.num_inputs = 2;
+  d.promote = Promote::Common;
+  d.infer = [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<TensorSpec> {
+    const Tensor &a = in[0], &b = in[1];
+    TR_CHECK(a.dim() == 2 && b.dim() == 2, "mm: expected 2-D tensors, got shapes ", a.sizes(), " and ", b.sizes());
+    TR_CHECK(a.size(1) == b.size(0), "mm: mat1 and mat2 shapes cannot be multiplied (", a.size(0), "x", a.size(1),
+             " and ", b.size(0), "x", b.size(1), ")");
+    return {{{a.size(0), b.size(1)}, a.dtype()}};
+  };
+  // C = A B: dA = dC B^T, dB = A^T dC
+  d.backward = [](const BackwardContext& c) -> std::vector<Tensor> {
+    Tensor ga, gb;
+    if (c.needs_input_grad[0]) ga = mm(c.grads[0], c.inputs[1].t());
+    if (c.needs_input_grad[1]) gb = mm(c.inputs[0].t(), c.grads[0]);
+    return {ga, gb};
+  };
+}
+
+TR_REGISTER_OP(bmm) {
+  d.num_inputs = 2;
+  d.promote = Promote::Common;
+  d.infer = [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<TensorSpec> {
+    const Tensor &a = in[0], &b = in[1];
+    TR_CHECK(a.dim() == 3 && b.dim() == 3, "bmm: expected 3-D tensors, got shapes ", a.sizes(), " and ", b.sizes());
+    TR_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), "bmm: shapes ", a.sizes(), " and ", b.sizes(),
+             " cannot be multiplied (batch sizes must match and mat1.size(2) must equal mat2.size(1))");
+    return {{{a.size(0), a.size(1), b.size(2)}, a.dtype()}};
+  };
+  d.backward = [](const BackwardContext& c) -> std::vector<Tensor> {
+    Tensor ga, gb;
+    if (c.needs_input_grad[0]) ga = bmm(c.grads[0], c.inputs[1].transpose(1, 2));
+    if (c.needs_input_grad[1]) gb = bmm(c.inputs[0].transpose(1, 2), c.grads[0]);
+    return {ga, gb};
+  };
+}
+
+Tensor mm(const Tensor& a, const Tensor& b) { return dispatch1("mm", {a, b}); }
+Tensor bmm(const Tensor& a, const Tensor& b) { return dispatch1("bmm", {a, b}); }
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  TR_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need at least 1 dimension, got shapes ", a.sizes(),
+           " and ", b.sizes());
+  if (a.dim() == 1 && b.dim() == 1) {
+    TR_CHECK(a.size(0) == b.size(0), "matmul: inconsistent tensor size, expected ", a.sizes(), " and ", b.sizes(),
+             " to have the same number of elements");
+    return mm(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
+  }
+  if (a.dim() == 2 && b.dim() == 2) return mm(a, b);
+  if (a.dim() == 1 && b.dim() == 2) return mm(a.unsqueeze(0), b).squeeze(0);
+  if (a.dim() == 2 && b.dim() == 1) return mm(a, b.unsqueeze(1)).squeeze(1);
+  if (a.dim() >= 3 && b.dim() <= 2) {
+    // fold the batch into rows: [..., n, k] @ [k, m]
+    Tensor bb = b.dim() == 1 ? b.unsqueeze(1) : b;
+    Shape out(a.sizes().begin(), a.sizes().end() - 1);
+    Tensor r = mm(a.reshape({-1, a.size(-1)}), bb);
+    if (b.dim() == 2) out.push_back(b.size(1));
+    return r.reshape(out);
+  }
+  // batched, with broadcasting of the batch dims
+  Tensor aa = a.dim() == 1 ? a.unsqueeze(0) : a;
+  Tensor bb = b.dim() == 1 ? b.unsqueeze(1) : b;
+  int64_t n = aa.size(-2), k = aa.size(-1), k2 = bb.size(-2), m = bb.size(-1);
+  TR_CHECK(k == k2, "matmul: shapes ", a.sizes(), " and ", b.sizes(), " cannot be multiplied (", k, " != ", k2, ")");
+  Shape ba(aa.sizes().begin(), aa.sizes().end() - 2), bb_(bb.sizes().begin(), bb.sizes().end() - 2);
+  Shape batch = broadcast_shapes(ba, bb_, "matmul");
+  int64_t nb = numel_of(batch);
+  Shape ea = batch, eb = batch;
+  ea.insert(ea.end(), {n, k});
+  eb.insert(eb.end(), {k, m});
+  Tensor r = bmm(aa.expand(ea).reshape({nb, n, k}), bb.expand(eb).reshape({nb, k, m}));
+  Shape out = batch;
+  if (a.dim() > 1) out.push_back(n);
+  if (b.dim() > 1) out.push_back(m);
+  return r.reshape(out);
+}
+
+// y = x W^T + b
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  TR_CHECK(w.dim() == 2, "linear: weight must be 2-D, got shape ", w.sizes());
+  TR_CHECK(x.dim() >= 1 && x.size(-1) == w.size(1), "linear: input shape ", x.sizes(),
+           " does not match weight shape ", w.sizes(), " (expected last input dim ", w.size(1), ")");
+  Tensor y = matmul(x, w.t());
+  return b.defined() ? y + b : y;
+}
+
+}  // namespace tr

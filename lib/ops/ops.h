@@ -1,0 +1,166 @@
+// The functional op API (torch.* / torch.nn.functional.*). Each function dispatches through the
+// op registry, so it is differentiable and runs on the tensor's device.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+#include "core/rng.h"
+#include "core/tensor.h"
+
+namespace tr {
+
+// ---- elementwise binary (broadcasting, type promotion) ----
+Tensor add(const Tensor& a, const Tensor& b, double alpha = 1.0);
+Tensor sub(const Tensor& a, const Tensor& b, double alpha = 1.0);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, double e);
+Tensor pow(double base, const Tensor& e);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor logical_not(const Tensor& a);
+Tensor logical_and(const Tensor& a, const Tensor& b);
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+Tensor operator==(const Tensor& a, const Tensor& b);
+Tensor operator!=(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, const Tensor& b);
+Tensor operator<=(const Tensor& a, const Tensor& b);
+Tensor operator>(const Tensor& a, const Tensor& b);
+Tensor operator>=(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, double b);
+Tensor operator<=(const Tensor& a, double b);
+Tensor operator>(const Tensor& a, double b);
+Tensor operator>=(const Tensor& a, double b);
+Tensor operator==(const Tensor& a, double b);
+Tensor operator!=(const Tensor& a, double b);
+
+// ---- elementwise unary ----
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor sign(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor erf(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor gelu(const Tensor& x, const std::string& approximate = "none");  // "none" (erf) | "tanh"
+Tensor silu(const Tensor& x);
+Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
+Tensor isnan(const Tensor& x);
+Tensor isfinite(const Tensor& x);
+Tensor cast(const Tensor& x, DType t);  // differentiable dtype conversion
+
+// ---- reductions (dims empty = all dims) ----
+Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor var(const Tensor& x, const Shape& dims = {}, double correction = 1.0, bool keepdim = false);
+Tensor std(const Tensor& x, const Shape& dims = {}, double correction = 1.0, bool keepdim = false);
+Tensor amax(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor max(const Tensor& x);  // all elements
+Tensor min(const Tensor& x);
+struct ValuesIndices {
+  Tensor values;
+  Tensor indices;
+};
+ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim = false);
+ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+// p-norm over dims (all when empty); p = INFINITY for the max-abs norm.
+Tensor norm(const Tensor& x, double p = 2.0, const Shape& dims = {}, bool keepdim = false);
+// Sums `x` down to `shape` (the reverse of broadcasting).
+Tensor sum_to(const Tensor& x, const Shape& shape);
+
+// ---- linear algebra ----
+Tensor mm(const Tensor& a, const Tensor& b);
+Tensor bmm(const Tensor& a, const Tensor& b);
+Tensor matmul(const Tensor& a, const Tensor& b);  // torch.matmul semantics, batch broadcasting
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
+
+// ---- softmax family ----
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+
+// ---- shape / views ----
+Tensor view(const Tensor& x, const Shape& shape);
+Tensor reshape(const Tensor& x, const Shape& shape);
+Tensor transpose(const Tensor& x, int64_t d0, int64_t d1);
+Tensor permute(const Tensor& x, const Shape& dims);
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+Tensor select(const Tensor& x, int64_t dim, int64_t index);
+Tensor unsqueeze(const Tensor& x, int64_t dim);
+Tensor squeeze(const Tensor& x, std::optional<int64_t> dim = std::nullopt);
+Tensor expand(const Tensor& x, const Shape& shape);
+Tensor flatten(const Tensor& x, int64_t start = 0, int64_t end = -1);
+Tensor contiguous(const Tensor& x);
+Tensor clone(const Tensor& x);
+std::vector<Tensor> unbind(const Tensor& x, int64_t dim = 0);
+Tensor cat(const std::vector<Tensor>& xs, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& xs, int64_t dim = 0);
+
+// ---- indexing ----
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+Tensor one_hot(const Tensor& indices, int64_t num_classes);
+
+// ---- convolution and pooling (NCHW) ----
+using Pair = std::vector<int64_t>;  // {h, w}
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b = Tensor(), Pair stride = {1, 1},
+              Pair padding = {0, 0}, Pair dilation = {1, 1}, int64_t groups = 1);
+Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride = {}, Pair padding = {0, 0}, Pair dilation = {1, 1});
+Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride = {}, Pair padding = {0, 0},
+                  bool count_include_pad = true);
+
+// ---- randomness (Philox, seeded by a Generator; default_generator() when none) ----
+Tensor rand(const Shape& shape, TensorOptions opts = {}, Generator* gen = nullptr);
+Tensor randn(const Shape& shape, TensorOptions opts = {}, Generator* gen = nullptr);
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts = {DType::I64},
+               Generator* gen = nullptr);
+Tensor randperm(int64_t n, Generator* gen = nullptr);
+// Keep-mask scaled by 1/(1-p): x * dropout_mask(x, p) is inverted dropout.
+Tensor dropout_mask(const Tensor& like, double p, Generator* gen = nullptr);
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);
+
+// ---- losses used by the core tests ----
+Tensor cross_entropy(const Tensor& logits, const Tensor& target);
+Tensor mse_loss(const Tensor& a, const Tensor& b);
+
+// ---- comparisons of whole tensors ----
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
+bool equal(const Tensor& a, const Tensor& b);
+
+}  // namespace tr

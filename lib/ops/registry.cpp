@@ -1,0 +1,207 @@
+#include "ops/registry.h"
+#include <cctype>
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "autograd/saved_variable.h"
+#include "ops/ops.h"
+
+namespace tr {
+
+OpRegistry& OpRegistry::get() {
+  static OpRegistry r;
+  return r;
+}
+
+OpDef& OpRegistry::def(const std::string& name) {
+  OpDef& d = ops_[name];
+  if (d.name.empty()) {
+    d.name = name;
+    // "log_softmax" -> "LogSoftmaxBackward0", torch's naming of grad_fn classes.
+    std::string camel;
+    bool up = true;
+    for (char c : name) {
+      if (c == '_') { up = true; continue; }
+      camel += up ? char(std::toupper(c)) : c;
+      up = false;
+    }
+    d.grad_name = camel + "Backward0";
+  }
+  return d;
+}
+
+const OpDef& OpRegistry::at(const std::string& name) const {
+  auto it = ops_.find(name);
+  if (it == ops_.end()) throw Error(str("unknown op '", name, "'"));
+  return it->second;
+}
+
+std::string shape_str(const Shape& s) { return str(s); }
+
+std::string Attrs::str() const {
+  std::string r;
+  for (auto& [k, v] : kv_) {
+    if (!r.empty()) r += ", ";
+    r += k + "=";
+    std::visit([&](auto&& x) {
+      using T = std::decay_t<decltype(x)>;
+      if constexpr (std::is_same_v<T, std::string>) r += x;
+      else if constexpr (std::is_same_v<T, std::vector<int64_t>>) r += tr::str(x);
+      else if constexpr (std::is_same_v<T, bool>) r += x ? "true" : "false";
+      else r += std::to_string(x);
+    }, v);
+  }
+  return r;
+}
+
+DType result_type(const std::vector<Tensor>& inputs) {
+  // torch's three priority levels: dimensioned tensors > 0-dim tensors > wrapped numbers.
+  // A lower level only matters when it is of a higher category (bool < integer < float).
+  auto category = [](DType t) { return t == DType::Bool ? 0 : (is_floating(t) ? 2 : 1); };
+  std::optional<DType> level[3];
+  for (const Tensor& t : inputs) {
+    if (!t.defined()) continue;
+    int l = t.is_wrapped_number() ? 2 : (t.dim() == 0 ? 1 : 0);
+    level[l] = level[l] ? promote_types(*level[l], t.dtype()) : t.dtype();
+  }
+  std::optional<DType> r;
+  for (int l = 0; l < 3; ++l) {
+    if (!level[l]) continue;
+    if (!r) r = level[l];
+    else if (category(*level[l]) > category(*r)) {
+      // A wrapped float with integer tensors gives the default float dtype.
+      r = (l == 2 && is_floating(*level[l])) ? DType::F32 : *level[l];
+    }
+  }
+  return r.value_or(DType::F32);
+}
+
+namespace {
+
+// The backward of one call of a registered op.
+class OpNode : public Node {
+ public:
+  OpNode(const OpDef& op, const Attrs& attrs) : op_(op), attrs_(attrs) {}
+  ~OpNode() override { release_saved(); }
+
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    std::vector<Tensor> ins(saved_inputs_.size()), outs(saved_outputs_.size());
+    std::string who = op_.grad_name;
+    for (size_t i = 0; i < ins.size(); ++i) ins[i] = saved_inputs_[i].unpack(who);
+    for (size_t i = 0; i < outs.size(); ++i) outs[i] = saved_outputs_[i].unpack(who);
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (!grads[i].defined()) {
+        auto& s = output_specs[i];
+        grads[i] = zeros(s.first, TensorOptions(s.second).device(device_));
+      }
+    }
+    std::vector<bool> needs(next_edges.size());
+    for (size_t i = 0; i < needs.size(); ++i) needs[i] = next_edges[i].valid();
+    BackwardContext ctx{ins, outs, grads, attrs_, input_specs_, needs};
+    std::vector<Tensor> r = op_.backward(ctx);
+    r.resize(next_edges.size());
+    for (size_t i = 0; i < r.size(); ++i) {
+      if (!needs[i]) r[i] = Tensor();
+      else if (r[i].defined() && r[i].dtype() != input_specs_[i].dtype) r[i] = cast(r[i], input_specs_[i].dtype);
+    }
+    return r;
+  }
+  std::string name() const override { return op_.grad_name; }
+  std::string forward_info() const override {
+    std::string s = op_.name + "(";
+    for (size_t i = 0; i < input_specs_.size(); ++i) s += (i ? ", " : "") + shape_str(input_specs_[i].sizes);
+    if (!attrs_.str().empty()) s += "; " + attrs_.str();
+    return s + ")";
+  }
+  void release_saved() override {
+    for (auto& s : saved_inputs_) s.reset();
+    for (auto& s : saved_outputs_) s.reset();
+  }
+
+  const OpDef& op_;
+  Attrs attrs_;
+  Device device_;
+  std::vector<TensorSpec> input_specs_;
+  std::vector<SavedVariable> saved_inputs_, saved_outputs_;
+};
+
+void check_devices(const OpDef& op, const std::vector<Tensor>& in) {
+  const Tensor* first = nullptr;
+  for (const Tensor& t : in) {
+    // CPU scalars (0-dim) combine with tensors on any device, as in torch.
+    if (!t.defined() || (t.dim() == 0 && t.device().is_cpu())) continue;
+    if (!first) { first = &t; continue; }
+    if (t.device() != first->device()) {
+      std::string shapes;
+      for (const Tensor& u : in)
+        if (u.defined()) shapes += (shapes.empty() ? "" : ", ") + shape_str(u.sizes()) + " on " + u.device().str();
+      throw Error(str(op.name, ": expected all tensors to be on the same device, but found ", first->device().str(),
+                      " and ", t.device().str(), " (inputs: ", shapes, ")"));
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<Tensor> dispatch(const char* name, std::vector<Tensor> inputs, const Attrs& attrs) {
+  const OpDef& op = OpRegistry::get().at(name);
+  TR_CHECK(op.num_inputs < 0 || size_t(op.num_inputs) == inputs.size(), name, ": expected ", op.num_inputs,
+           " inputs, got ", inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i)
+    TR_CHECK(inputs[i].defined(), name, ": input ", i, " is an undefined tensor");
+  check_devices(op, inputs);
+
+  if (op.promote != Promote::None) {
+    DType rt = result_type(inputs);
+    if (op.promote == Promote::CommonFloat && !is_floating(rt)) rt = DType::F32;
+    for (auto& t : inputs) {
+      if (t.dtype() == rt) continue;
+      if (t.is_wrapped_number()) t = wrap_scalar(t.item(), rt);
+      else t = cast(t, rt);
+    }
+  }
+
+  Device dev = inputs.empty() ? kCPU : inputs[0].device();
+  for (auto& t : inputs) if (!(t.dim() == 0 && t.device().is_cpu())) { dev = t.device(); break; }
+
+  std::vector<Tensor> outputs;
+  if (op.kind == OpKind::View) {
+    outputs.push_back(op.view(inputs[0], attrs));
+    outputs[0].impl()->is_view = true;
+  } else {
+    std::vector<TensorSpec> specs = op.infer(inputs, attrs);
+    KernelFn k = op.kernels[int(dev.type)];
+    TR_CHECK(k, name, ": no kernel for device ", dev.str());
+    outputs.reserve(specs.size());
+    for (auto& s : specs) outputs.push_back(empty(s.sizes, TensorOptions(s.dtype).device(dev)));
+    NoGradGuard ng;  // composite kernels call other ops; nothing inside a kernel is recorded
+    k(inputs, outputs, attrs);
+  }
+
+  bool needs_grad = false;
+  if (GradMode::is_enabled() && op.differentiable)
+    for (auto& t : inputs) needs_grad = needs_grad || t.requires_grad();
+  if (!needs_grad) return outputs;
+
+  TR_CHECK(op.backward, name, " is marked differentiable but has no backward");
+  auto node = std::make_shared<OpNode>(op, attrs);
+  node->device_ = dev;
+  node->next_edges.reserve(inputs.size());
+  for (auto& t : inputs) {
+    node->next_edges.push_back(t.requires_grad() ? gradient_edge(t) : Edge{});
+    node->input_specs_.push_back({t.sizes(), t.dtype()});
+  }
+  for (auto& o : outputs) node->output_specs.push_back({o.sizes(), o.dtype()});
+  if (op.save_inputs)
+    for (auto& t : inputs) node->saved_inputs_.emplace_back(t, false);
+  for (uint32_t i = 0; i < outputs.size(); ++i)
+    if (is_floating(outputs[i].dtype())) set_history(outputs[i], node, i);
+  if (op.save_outputs)
+    for (auto& o : outputs) node->saved_outputs_.emplace_back(o, true);
+  return outputs;
+}
+
+Tensor dispatch1(const char* op, std::vector<Tensor> inputs, const Attrs& attrs) {
+  return dispatch(op, std::move(inputs), attrs)[0];
+}
+
+}  // namespace tr

@@ -1,0 +1,102 @@
+// The op registry: every op is one OpDef with a shape/dtype rule, a kernel slot per device
+// type, and a backward written with differentiable ops (or an explicit non-differentiable mark).
+#pragma once
+#include <array>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+#include "core/tensor.h"
+#include "ops/attrs.h"
+
+namespace tr {
+
+struct TensorSpec {
+  Shape sizes;
+  DType dtype = DType::F32;
+};
+
+struct BackwardContext {
+  const std::vector<Tensor>& inputs;   // saved inputs (undefined where the op saves none)
+  const std::vector<Tensor>& outputs;  // saved outputs (undefined where the op saves none)
+  const std::vector<Tensor>& grads;    // one per output; zeros where no gradient arrived
+  const Attrs& attrs;
+  const std::vector<TensorSpec>& input_specs;  // sizes and dtypes of every input
+  const std::vector<bool>& needs_input_grad;
+};
+
+using InferFn = std::vector<TensorSpec> (*)(const std::vector<Tensor>& in, const Attrs& a);
+using KernelFn = void (*)(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& a);
+using ViewFn = Tensor (*)(const Tensor& in, const Attrs& a);
+using BackwardFn = std::vector<Tensor> (*)(const BackwardContext& ctx);
+
+enum class OpKind : uint8_t { Compute, View };
+
+// How inputs are brought to one dtype before the kernel runs.
+enum class Promote : uint8_t {
+  None,         // kernel takes inputs as they are
+  Common,       // all inputs cast to their result_type
+  CommonFloat,  // result_type, then integers become the default float (f32)
+};
+
+struct OpDef {
+  std::string name;
+  int num_inputs = 1;  // -1: variadic
+  OpKind kind = OpKind::Compute;
+  Promote promote = Promote::None;
+  InferFn infer = nullptr;
+  std::array<KernelFn, kNumDeviceTypes> kernels{};
+  ViewFn view = nullptr;  // OpKind::View: the aliasing output, device independent
+  BackwardFn backward = nullptr;
+  bool differentiable = true;  // false: no backward by design (comparisons, argmax, masks)
+  bool pointwise = false;  // kernel is an elementwise loop that may write into a strided output
+  bool save_inputs = true;
+  bool save_outputs = false;
+  // Gradcheck cases registered by tests: checked by the registry test.
+  std::string grad_name;  // "AddBackward0"
+};
+
+class OpRegistry {
+ public:
+  static OpRegistry& get();
+  OpDef& def(const std::string& name);  // creates the entry on first use
+  const OpDef& at(const std::string& name) const;
+  const std::map<std::string, OpDef>& all() const { return ops_; }
+
+ private:
+  std::map<std::string, OpDef> ops_;
+};
+
+// Static registration helpers: TR_REGISTER_OP(add) { d.num_inputs = 2; ... }
+struct OpRegistrar {
+  OpRegistrar(const char* name, void (*fill)(OpDef&)) { fill(OpRegistry::get().def(name)); }
+};
+struct KernelRegistrar {
+  KernelRegistrar(const char* name, DeviceType dev, KernelFn fn) {
+    OpRegistry::get().def(name).kernels[int(dev)] = fn;
+  }
+};
+
+#define TR_CONCAT_(a, b) a##b
+#define TR_CONCAT(a, b) TR_CONCAT_(a, b)
+#define TR_REGISTER_OP(NAME)                                                             \
+  static void TR_CONCAT(tr_fill_op_, NAME)(::tr::OpDef & d);                             \
+  static ::tr::OpRegistrar TR_CONCAT(tr_op_registrar_, NAME)(#NAME, TR_CONCAT(tr_fill_op_, NAME)); \
+  static void TR_CONCAT(tr_fill_op_, NAME)(::tr::OpDef & d)
+#define TR_REGISTER_KERNEL(NAME, DEV, FN) \
+  static ::tr::KernelRegistrar TR_CONCAT(tr_kernel_registrar_##NAME##_, DEV)(#NAME, ::tr::DeviceType::DEV, FN)
+
+// Runs an op: checks devices, promotes dtypes, infers outputs, runs the device kernel and
+// records the autograd node. Returns all outputs.
+std::vector<Tensor> dispatch(const char* op, std::vector<Tensor> inputs, const Attrs& attrs = {});
+Tensor dispatch1(const char* op, std::vector<Tensor> inputs, const Attrs& attrs = {});
+// self = op(self, others...) in place. Pointwise ops without autograd write straight into self;
+// otherwise the result is computed out of place, copied in, and becomes self's history.
+Tensor& dispatch_inplace(const char* op, Tensor& self, std::vector<Tensor> others, const Attrs& attrs = {});
+
+// Shape string like "[2, 3]" for error messages.
+std::string shape_str(const Shape& s);
+// torch.result_type over inputs (wrapped numbers and 0-dim tensors weaker than dimensioned ones).
+DType result_type(const std::vector<Tensor>& inputs);
+
+}  // namespace tr

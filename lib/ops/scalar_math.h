@@ -1,0 +1,61 @@
+// Scalar formulas of the pointwise ops, compiled for host and device: the CPU kernels and the
+// CUDA kernels call these same functions, so CPU tests exercise the GPU's math.
+// T is the compute type (float or double; f16/bf16 compute in float).
+#pragma once
+#include <cmath>
+#include "core/macros.h"
+
+namespace tr::math {
+
+template <typename T> TR_HD T add(T a, T b, T alpha) { return a + alpha * b; }
+template <typename T> TR_HD T sub(T a, T b, T alpha) { return a - alpha * b; }
+template <typename T> TR_HD T mul(T a, T b) { return a * b; }
+template <typename T> TR_HD T div(T a, T b) { return a / b; }
+template <typename T> TR_HD T maximum(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
+template <typename T> TR_HD T minimum(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
+template <typename T> TR_HD T pow(T a, T b) {
+  using std::pow;
+  return pow(a, b);
+}
+template <typename T> TR_HD T neg(T x) { return -x; }
+template <typename T> TR_HD T abs(T x) { return x < T(0) ? -x : x; }
+// sign(0) = 0, sign(nan) = nan as in torch
+template <typename T> TR_HD T sign(T x) { return (x > T(0)) ? T(1) : ((x < T(0)) ? T(-1) : x); }
+template <typename T> TR_HD T exp(T x) { using std::exp; return exp(x); }
+template <typename T> TR_HD T log(T x) { using std::log; return log(x); }
+template <typename T> TR_HD T sqrt(T x) { using std::sqrt; return sqrt(x); }
+template <typename T> TR_HD T rsqrt(T x) { using std::sqrt; return T(1) / sqrt(x); }
+template <typename T> TR_HD T sin(T x) { using std::sin; return sin(x); }
+template <typename T> TR_HD T cos(T x) { using std::cos; return cos(x); }
+template <typename T> TR_HD T erf(T x) { using std::erf; return erf(x); }
+template <typename T> TR_HD T tanh(T x) { using std::tanh; return tanh(x); }
+// sigmoid(x) = 1 / (1 + e^-x)
+template <typename T> TR_HD T sigmoid(T x) { using std::exp; return T(1) / (T(1) + exp(-x)); }
+template <typename T> TR_HD T relu(T x) { return (x > T(0)) ? x : ((x != x) ? x : T(0)); }
+// gelu(x) = x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2))
+template <typename T> TR_HD T gelu_erf(T x) {
+  using std::erf;
+  return T(0.5) * x * (T(1) + erf(x * T(0.70710678118654752440)));
+}
+// gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+template <typename T> TR_HD T gelu_tanh(T x) {
+  using std::tanh;
+  const T k = T(0.79788456080286535588);
+  return T(0.5) * x * (T(1) + tanh(k * (x + T(0.044715) * x * x * x)));
+}
+// silu(x) = x * sigmoid(x)
+template <typename T> TR_HD T silu(T x) { return x * sigmoid(x); }
+// softplus(x) = log(1 + e^(beta x)) / beta, linear above threshold
+template <typename T> TR_HD T softplus(T x, T beta, T threshold) {
+  using std::exp;
+  using std::log1p;
+  return (x * beta > threshold) ? x : log1p(exp(x * beta)) / beta;
+}
+template <typename T> TR_HD T clamp(T x, T lo, T hi, bool has_lo, bool has_hi) {
+  if (x != x) return x;
+  if (has_lo && x < lo) x = lo;
+  if (has_hi && x > hi) x = hi;
+  return x;
+}
+
+}  // namespace tr::math
