@@ -49,7 +49,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   for (size_t i = 0; i < n; ++i) {
     int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    TR_CHECK(x == y || x == 1 || y == 1, op, ": shapes ", a, " and ", b,
+    TR_CHECK(x == y || x == 1 || y == 1, op, *op ? ": " : "", "shapes ", a, " and ", b,
              " are not broadcastable (size ", x, " vs ", y, " at dimension ", i, ")");
     r[i] = x == 1 ? y : x;
   }

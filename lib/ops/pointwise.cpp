@@ -9,7 +9,7 @@ namespace {
 
 std::vector<TensorSpec> broadcast_infer(const std::vector<Tensor>& in, const Attrs&) {
   Shape s = in[0].sizes();
-  for (size_t i = 1; i < in.size(); ++i) s = broadcast_shapes(s, in[i].sizes(), "elementwise op");
+  for (size_t i = 1; i < in.size(); ++i) s = broadcast_shapes(s, in[i].sizes(), "");
   return {{s, in.back().dtype()}};
 }
 std::vector<TensorSpec> bool_infer(const std::vector<Tensor>& in, const Attrs& a) {

@@ -168,7 +168,14 @@ std::vector<Tensor> dispatch(const char* name, std::vector<Tensor> inputs, const
     outputs.push_back(op.view(inputs[0], attrs));
     outputs[0].impl()->is_view = true;
   } else {
-    std::vector<TensorSpec> specs = op.infer(inputs, attrs);
+    std::vector<TensorSpec> specs;
+    try {
+      specs = op.infer(inputs, attrs);
+    } catch (const Error& e) {
+      std::string m = e.what();
+      if (m.rfind(op.name, 0) == 0) throw;
+      throw Error(op.name + ": " + m);  // name the op in shape errors raised by shared rules
+    }
     KernelFn k = op.kernels[int(dev.type)];
     TR_CHECK(k, name, ": no kernel for device ", dev.str());
     outputs.reserve(specs.size());
