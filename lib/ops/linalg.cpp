@@ -47,6 +47,9 @@ Tensor bmm(const Tensor& a, const Tensor& b) { return dispatch1("bmm", {a, b}); 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   TR_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need at least 1 dimension, got shapes ", a.sizes(),
            " and ", b.sizes());
+  int64_t kb = b.dim() == 1 ? b.size(0) : b.size(-2);
+  TR_CHECK(a.size(-1) == kb, "matmul: shapes ", a.sizes(), " and ", b.sizes(), " cannot be multiplied (",
+           a.size(-1), " != ", kb, ")");
   if (a.dim() == 1 && b.dim() == 1) {
     TR_CHECK(a.size(0) == b.size(0), "matmul: inconsistent tensor size, expected ", a.sizes(), " and ", b.sizes(),
              " to have the same number of elements");
