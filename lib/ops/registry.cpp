@@ -1,5 +1,6 @@
 #include "ops/registry.h"
 #include <cctype>
+#include <unordered_map>
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "autograd/saved_variable.h"
@@ -142,8 +143,20 @@ void check_devices(const OpDef& op, const std::vector<Tensor>& in) {
 
 }  // namespace
 
+namespace {
+// Op lookup cached by the address of the name literal (callers pass string literals).
+const OpDef& find_op(const char* name) {
+  thread_local std::unordered_map<const char*, const OpDef*> cache;
+  auto it = cache.find(name);
+  if (it != cache.end() && it->second->name == name) return *it->second;  // verified: names may be non-literals
+  const OpDef& d = OpRegistry::get().at(name);
+  cache[name] = &d;
+  return d;
+}
+}  // namespace
+
 std::vector<Tensor> dispatch(const char* name, std::vector<Tensor> inputs, const Attrs& attrs) {
-  const OpDef& op = OpRegistry::get().at(name);
+  const OpDef& op = find_op(name);
   TR_CHECK(op.num_inputs < 0 || size_t(op.num_inputs) == inputs.size(), name, ": expected ", op.num_inputs,
            " inputs, got ", inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i)

@@ -31,6 +31,20 @@ using Outs = std::vector<Tensor>;
   }                                                                                           \
   TR_REGISTER_KERNEL(NAME, CPU, NAME##_cpu);
 
+// Unary op over float dtypes with parameters read from attrs once, before the loop (PRE).
+#define TR_CPU_UNARY_FLOAT_P(NAME, PRE, EXPR)                                                 \
+  void NAME##_cpu(const Ins& in, Outs& out, const Attrs& a) {                                 \
+    TR_DISPATCH_FLOAT(in[0].dtype(), #NAME, [&] {                                             \
+      using A = acc_t<scalar_t>;                                                              \
+      PRE;                                                                                    \
+      elementwise<scalar_t, scalar_t>(out[0], {in[0]}, [=](scalar_t xs) {                    \
+        A x = A(xs);                                                                          \
+        return scalar_t(EXPR);                                                                \
+      });                                                                                     \
+    });                                                                                       \
+  }                                                                                           \
+  TR_REGISTER_KERNEL(NAME, CPU, NAME##_cpu);
+
 // Unary op over all numeric dtypes.
 #define TR_CPU_UNARY_NUMERIC(NAME, EXPR)                                                      \
   void NAME##_cpu(const Ins& in, Outs& out, const Attrs& a) {                                 \
@@ -44,12 +58,14 @@ using Outs = std::vector<Tensor>;
   }                                                                                           \
   TR_REGISTER_KERNEL(NAME, CPU, NAME##_cpu);
 
-#define TR_CPU_BINARY_NUMERIC(NAME, EXPR)                                                     \
+#define TR_CPU_BINARY_NUMERIC(NAME, EXPR) TR_CPU_BINARY_NUMERIC_P(NAME, (void)attrs, EXPR)
+#define TR_CPU_BINARY_NUMERIC_P(NAME, PRE, EXPR)                                              \
   void NAME##_cpu(const Ins& in, Outs& out, const Attrs& attrs) {                             \
     TR_DISPATCH_NUMERIC(out[0].dtype(), #NAME, [&] {                                          \
       using A = acc_t<scalar_t>;                                                              \
+      PRE;                                                                                    \
       elementwise<scalar_t, scalar_t, scalar_t>(out[0], {in[0], in[1]},                       \
-                                                [&](scalar_t as, scalar_t bs) {               \
+                                                [=](scalar_t as, scalar_t bs) {               \
                                                   A x = A(as), y = A(bs);                     \
                                                   return scalar_t(EXPR);                      \
                                                 });                                           \
@@ -81,12 +97,25 @@ TR_CPU_UNARY_FLOAT(erf, math::erf(x))
 TR_CPU_UNARY_FLOAT(tanh, math::tanh(x))
 TR_CPU_UNARY_FLOAT(sigmoid, math::sigmoid(x))
 TR_CPU_UNARY_FLOAT(silu, math::silu(x))
-TR_CPU_UNARY_FLOAT(gelu, (a.s("approximate") == "tanh" ? math::gelu_tanh(x) : math::gelu_erf(x)))
-TR_CPU_UNARY_FLOAT(softplus, math::softplus(x, A(a.f("beta")), A(a.f("threshold"))))
-TR_CPU_UNARY_NUMERIC(clamp, math::clamp(x, A(a.f("min")), A(a.f("max")), a.b("has_min"), a.b("has_max")))
+TR_CPU_UNARY_FLOAT_P(gelu, const bool tanh_form = a.s("approximate") == "tanh",
+                     (tanh_form ? math::gelu_tanh(x) : math::gelu_erf(x)))
+TR_CPU_UNARY_FLOAT_P(softplus, const A beta = A(a.f("beta")); const A thr = A(a.f("threshold")),
+                     math::softplus(x, beta, thr))
 
-TR_CPU_BINARY_NUMERIC(add, math::add(x, y, A(attrs.f("alpha"))))
-TR_CPU_BINARY_NUMERIC(sub, math::sub(x, y, A(attrs.f("alpha"))))
+void clamp_cpu(const Ins& in, Outs& out, const Attrs& a) {
+  TR_DISPATCH_NUMERIC(in[0].dtype(), "clamp", [&] {
+    using A = acc_t<scalar_t>;
+    const A lo = A(a.f("min")), hi = A(a.f("max"));
+    const bool has_lo = a.b("has_min"), has_hi = a.b("has_max");
+    elementwise<scalar_t, scalar_t>(out[0], {in[0]}, [=](scalar_t xs) {
+      return scalar_t(math::clamp(A(xs), lo, hi, has_lo, has_hi));
+    });
+  });
+}
+TR_REGISTER_KERNEL(clamp, CPU, clamp_cpu);
+
+TR_CPU_BINARY_NUMERIC_P(add, const A alpha = A(attrs.f("alpha")), math::add(x, y, alpha))
+TR_CPU_BINARY_NUMERIC_P(sub, const A alpha = A(attrs.f("alpha")), math::sub(x, y, alpha))
 TR_CPU_BINARY_NUMERIC(mul, math::mul(x, y))
 TR_CPU_BINARY_NUMERIC(div, math::div(x, y))
 TR_CPU_BINARY_NUMERIC(pow, math::pow(x, y))
