@@ -37,9 +37,11 @@ std::vector<Tensor> FunctionCtx::saved_tensors() const {
 
 std::vector<Tensor> apply_function(const std::string& name, const std::vector<Tensor>& inputs,
                                    std::vector<Tensor> (*forward)(FunctionCtx&, const std::vector<Tensor>&),
-                                   std::vector<Tensor> (*backward)(FunctionCtx&, const std::vector<Tensor>&)) {
+                                   std::vector<Tensor> (*backward)(FunctionCtx&, const std::vector<Tensor>&),
+                                   Attrs data) {
   auto ctx = std::make_shared<FunctionCtx>();
   ctx->name_ = name;
+  ctx->saved_data = std::move(data);
   std::vector<Tensor> outputs;
   {
     NoGradGuard ng;

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstring>
 #include "autograd/engine.h"
+#include "autograd/function.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "core/cuda_hooks.h"
@@ -198,13 +199,39 @@ void Tensor::zero_grad(bool set_to_none) const {
 // ---- conversions ----
 Tensor Tensor::to(DType t) const { return dtype() == t ? *this : cast(*this, t); }
 Tensor Tensor::to(Device d) const { return to(d, dtype()); }
+namespace {
+Tensor copy_to_device(const Tensor& x, Device d) {
+  Tensor src = x.contiguous();
+  Tensor out = empty(x.sizes(), TensorOptions(x.dtype()).device(d));
+  cuda::memcpy(out.raw_data(), d, src.raw_data(), src.device(), size_t(x.numel()) * x.element_size());
+  return out;
+}
+// Moving between devices is differentiable: the gradient moves back.
+struct ToDevice {
+  static std::vector<Tensor> forward(autograd::FunctionCtx& ctx, const std::vector<Tensor>& in) {
+    Device src = in[0].device();
+    ctx.saved_data.set("src_type", int64_t(src.type));
+    ctx.saved_data.set("src_index", int64_t(src.index));
+    Device dst(DeviceType(ctx.saved_data.i("dst_type")), int(ctx.saved_data.i("dst_index")));
+    return {copy_to_device(in[0], dst)};
+  }
+  static std::vector<Tensor> backward(autograd::FunctionCtx& ctx, const std::vector<Tensor>& g) {
+    Device src(DeviceType(ctx.saved_data.i("src_type")), int(ctx.saved_data.i("src_index")));
+    return {g[0].to(src)};
+  }
+};
+}  // namespace
+
 Tensor Tensor::to(Device d, DType t) const {
   if (d == device()) return to(t);
-  Tensor src = contiguous();
-  Tensor out = empty(sizes(), TensorOptions(dtype()).device(d));
-  cuda::memcpy(out.raw_data(), d, src.raw_data(), src.device(), size_t(numel()) * element_size());
-  // Device moves are differentiable in torch; this core records none yet (a detached copy).
-  return out.to(t);
+  Tensor moved;
+  if (requires_grad() && GradMode::is_enabled()) {
+    moved = autograd::Function<ToDevice>::apply({*this}, "ToCopy",
+                                                {{"dst_type", int64_t(d.type)}, {"dst_index", int64_t(d.index)}})[0];
+  } else {
+    moved = copy_to_device(*this, d);
+  }
+  return moved.to(t);
 }
 Tensor Tensor::clone() const { return tr::clone(*this); }
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : tr::contiguous(*this); }
