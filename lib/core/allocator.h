@@ -61,5 +61,9 @@ void register_allocator(DeviceType t, std::function<Allocator&(int index)> get);
 
 MemoryStats memory_stats(Device d);
 void reset_peak_memory_stats(Device d);
+// torch.cuda.memory_allocated / max_memory_allocated / reset_max_memory_allocated, for any device.
+inline int64_t memory_allocated(Device d) { return memory_stats(d).allocated; }
+inline int64_t max_memory_allocated(Device d) { return memory_stats(d).peak_allocated; }
+inline void reset_max_memory_allocated(Device d) { reset_peak_memory_stats(d); }
 
 }  // namespace tr

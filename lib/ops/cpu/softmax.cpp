@@ -17,7 +17,9 @@ void softmax_kernel(const std::vector<Tensor>& in, std::vector<Tensor>& out, con
   for (int64_t i = 0; i < nd; ++i) if (i != dim) perm.push_back(i);
   if (nd) perm.push_back(dim);
   Tensor xr = nd ? x.detach().permute(perm).contiguous() : x.detach().contiguous().reshape({1});
-  Tensor yr = empty_like(xr);
+  // Along the last dim the rows are written straight into the output.
+  const bool direct = nd > 0 && dim == nd - 1;
+  Tensor yr = direct ? out[0] : empty_like(xr);
   int64_t len = nd ? x.size(dim) : 1;
   int64_t rows = len ? xr.numel() / len : 0;
   TR_DISPATCH_FLOAT(x.dtype(), Log ? "log_softmax" : "softmax", [&] {
@@ -46,10 +48,7 @@ void softmax_kernel(const std::vector<Tensor>& in, std::vector<Tensor>& out, con
     out[0].copy_(yr.reshape({}));
     return;
   }
-  if (dim == nd - 1) {
-    out[0].copy_(yr);
-    return;
-  }
+  if (direct) return;
   out[0].permute(perm).copy_(yr);
 }
 
