@@ -17,10 +17,20 @@ template <typename T> TR_HD T pow(T a, T b) {
   using std::pow;
   return pow(a, b);
 }
+// pow with a scalar exponent, as torch computes it: 0.5 and -0.5 through sqrt and 1/sqrt,
+// 2 and 3 as products (these differ from pow() at -inf and -0).
+template <typename T> TR_HD T pow_scalar(T a, T b) {
+  using std::sqrt;
+  if (b == T(0.5)) return sqrt(a);
+  if (b == T(-0.5)) return T(1) / sqrt(a);
+  if (b == T(2)) return a * a;
+  if (b == T(3)) return a * a * a;
+  return pow(a, b);
+}
 template <typename T> TR_HD T neg(T x) { return -x; }
 template <typename T> TR_HD T abs(T x) { return x < T(0) ? -x : x; }
-// sign(0) = 0, sign(nan) = nan as in torch
-template <typename T> TR_HD T sign(T x) { return (x > T(0)) ? T(1) : ((x < T(0)) ? T(-1) : x); }
+// sign(x) in {-1, 0, 1}; sign(0) = sign(-0) = sign(nan) = 0, as in torch 1.13
+template <typename T> TR_HD T sign(T x) { return (x > T(0)) ? T(1) : ((x < T(0)) ? T(-1) : T(0)); }
 template <typename T> TR_HD T exp(T x) { using std::exp; return exp(x); }
 template <typename T> TR_HD T log(T x) { using std::log; return log(x); }
 template <typename T> TR_HD T sqrt(T x) { using std::sqrt; return sqrt(x); }

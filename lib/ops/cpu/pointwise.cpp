@@ -118,7 +118,9 @@ TR_CPU_BINARY_NUMERIC_P(add, const A alpha = A(attrs.f("alpha")), math::add(x, y
 TR_CPU_BINARY_NUMERIC_P(sub, const A alpha = A(attrs.f("alpha")), math::sub(x, y, alpha))
 TR_CPU_BINARY_NUMERIC(mul, math::mul(x, y))
 TR_CPU_BINARY_NUMERIC(div, math::div(x, y))
-TR_CPU_BINARY_NUMERIC(pow, math::pow(x, y))
+// a scalar exponent takes torch's special cases (sqrt for 0.5, products for 2 and 3)
+TR_CPU_BINARY_NUMERIC_P(pow, const bool scalar_exp = in[1].dim() == 0,
+                        (scalar_exp ? math::pow_scalar(x, y) : math::pow(x, y)))
 TR_CPU_BINARY_NUMERIC(maximum, math::maximum(x, y))
 TR_CPU_BINARY_NUMERIC(minimum, math::minimum(x, y))
 
