@@ -1,7 +1,7 @@
 // Gradcheck cases keyed by op name. Every differentiable op in the registry must have at least
 // one case (test_op_registry.cpp walks the registry); each case runs gradcheck and gradgradcheck
 // in f64.  Add one with:
-//   TR_OP_CASE("mul", "broadcast", { randn64({2, 3}), randn64({3}) },
+//   TR_OP_CASE("mul", "broadcast", ({ randn64({2, 3}), randn64({3}) }),
 //              [](const Inputs& x) { return Outputs{tr::mul(x[0], x[1])}; });
 #pragma once
 #include <functional>

@@ -1,0 +1,125 @@
+// 2-D pooling (NCHW): max_pool2d (values + flat H*W argmax indices; backward is scatter_add) and
+// avg_pool2d with its adjoint avg_pool2d_backward (each the other's backward).
+// Attrs: kernel, stride, padding ({h, w}); dilation (max) or count_include_pad (avg); input_size.
+#include "ops/ops.h"
+#include "ops/registry.h"
+
+namespace tr {
+
+namespace {
+
+Pair pair_arg(const Pair& p, const char* name, const char* op, int64_t lo) {
+  TR_CHECK(p.size() == 1 || p.size() == 2, op, ": ", name, " must have 1 or 2 values {h, w}, got ", p);
+  Pair r = p.size() == 1 ? Pair{p[0], p[0]} : p;
+  TR_CHECK(r[0] >= lo && r[1] >= lo, op, ": ", name, " must be >= ", lo, ", got ", p);
+  return r;
+}
+
+// Output shape [N, C, OH, OW], OH = (H + 2 PH - DH (KH - 1) - 1) / SH + 1 (floor, torch's ceil_mode=False).
+Shape pool_out_shape(const char* op, const Shape& x, const Attrs& a) {
+  const Pair &k = a.ints("kernel"), &s = a.ints("stride"), &p = a.ints("padding");
+  Pair dil = a.has("dilation") ? a.ints("dilation") : Pair{1, 1};
+  TR_CHECK(x.size() == 4, op, ": expected a 4-D input [N, C, H, W], got shape ", x);
+  Shape out{x[0], x[1], 0, 0};
+  for (int d = 0; d < 2; ++d) {
+    int64_t eff = dil[d] * (k[d] - 1) + 1;
+    TR_CHECK(p[d] <= eff / 2, op, ": padding should be at most half of the effective kernel size, got padding ", p,
+             ", kernel ", k, " and dilation ", dil);
+    int64_t padded = x[2 + d] + 2 * p[d];
+    TR_CHECK(padded >= eff, op, ": output size would be <= 0: input of shape ", x, " padded to (", x[2] + 2 * p[0], " x ",
+             x[3] + 2 * p[1], ") is smaller than the kernel ", k, " (dilation ", dil, ")");
+    out[2 + d] = (padded - eff) / s[d] + 1;
+  }
+  return out;
+}
+
+void check_float(const char* op, const Tensor& x) {
+  TR_CHECK(is_floating(x.dtype()), op, ": expected a floating point input, got ", dtype_name(x.dtype()), " of shape ",
+           x.sizes());
+}
+
+Attrs without_input_size(const Attrs& a) {
+  return {{"kernel", a.ints("kernel")}, {"stride", a.ints("stride")}, {"padding", a.ints("padding")},
+          {"count_include_pad", a.b("count_include_pad")}};
+}
+
+}  // namespace
+
+// (y, idx) = max over each window; idx is the flat position ih * W + iw in the input plane.
+// dx = scatter_add(0, idx, g) over the flattened plane; its own backward is gather.
+TR_REGISTER_OP(max_pool2d) {
+  d.num_inputs = 1;
+  d.save_inputs = false;
+  d.save_outputs = true;
+  d.infer = [](const std::vector<Tensor>& in, const Attrs& a) -> std::vector<TensorSpec> {
+    check_float("max_pool2d", in[0]);
+    Shape s = pool_out_shape("max_pool2d", in[0].sizes(), a);
+    return {{s, in[0].dtype()}, {s, DType::I64}};
+  };
+  d.backward = [](const BackwardContext& c) -> std::vector<Tensor> {
+    const Shape& s = c.input_specs[0].sizes;
+    const Tensor& g = c.grads[0];
+    Tensor z = zeros({s[0], s[1], s[2] * s[3]}, TensorOptions(g.dtype()).device(g.device()));
+    Tensor idx = reshape(c.outputs[1], {s[0], s[1], -1});
+    return {reshape(scatter_add(z, 2, idx, reshape(g, {s[0], s[1], -1})), s)};
+  };
+}
+
+// y = mean over each window (divisor: the window inside the padded input, or only its part
+// inside the input when count_include_pad is false). Linear: dx = avg_pool2d_backward(g).
+TR_REGISTER_OP(avg_pool2d) {
+  d.num_inputs = 1;
+  d.save_inputs = false;
+  d.infer = [](const std::vector<Tensor>& in, const Attrs& a) -> std::vector<TensorSpec> {
+    check_float("avg_pool2d", in[0]);
+    return {{pool_out_shape("avg_pool2d", in[0].sizes(), a), in[0].dtype()}};
+  };
+  d.backward = [](const BackwardContext& c) -> std::vector<Tensor> {
+    Attrs a = without_input_size(c.attrs);
+    a.set("input_size", c.input_specs[0].sizes);
+    return {dispatch1("avg_pool2d_backward", {c.grads[0]}, a)};
+  };
+}
+
+// gx = the adjoint of avg_pool2d applied to gy (each gy spread evenly over its window);
+// its backward is avg_pool2d again.
+TR_REGISTER_OP(avg_pool2d_backward) {
+  d.num_inputs = 1;
+  d.save_inputs = false;
+  d.infer = [](const std::vector<Tensor>& in, const Attrs& a) -> std::vector<TensorSpec> {
+    const char* op = "avg_pool2d_backward";
+    check_float(op, in[0]);
+    const Shape& xs = a.ints("input_size");
+    Shape ys = pool_out_shape(op, xs, a);
+    TR_CHECK(in[0].sizes() == ys, op, ": grad_output of shape ", in[0].sizes(), " does not match the output shape ", ys,
+             " of pooling an input of size ", xs);
+    return {{xs, in[0].dtype()}};
+  };
+  d.backward = [](const BackwardContext& c) -> std::vector<Tensor> {
+    return {dispatch1("avg_pool2d", {c.grads[0]}, without_input_size(c.attrs))};
+  };
+}
+
+// torch.nn.functional.max_pool2d (ceil_mode=False): padding counts as -inf.
+Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding, Pair dilation) {
+  const char* op = "max_pool2d";
+  Pair k = pair_arg(kernel, "kernel_size", op, 1);
+  Pair s = stride.empty() ? k : pair_arg(stride, "stride", op, 1);
+  TR_CHECK(x.dim() == 4, op, ": expected a 4-D input [N, C, H, W], got shape ", x.sizes());
+  return dispatch("max_pool2d", {x},
+                  {{"kernel", k}, {"stride", s}, {"padding", pair_arg(padding, "padding", op, 0)},
+                   {"dilation", pair_arg(dilation, "dilation", op, 1)}})[0];
+}
+
+// torch.nn.functional.avg_pool2d (ceil_mode=False, no divisor_override).
+Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding, bool count_include_pad) {
+  const char* op = "avg_pool2d";
+  Pair k = pair_arg(kernel, "kernel_size", op, 1);
+  Pair s = stride.empty() ? k : pair_arg(stride, "stride", op, 1);
+  TR_CHECK(x.dim() == 4, op, ": expected a 4-D input [N, C, H, W], got shape ", x.sizes());
+  return dispatch1("avg_pool2d", {x},
+                   {{"kernel", k}, {"stride", s}, {"padding", pair_arg(padding, "padding", op, 0)},
+                    {"count_include_pad", count_include_pad}});
+}
+
+}  // namespace tr
