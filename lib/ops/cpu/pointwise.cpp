@@ -18,23 +18,11 @@ namespace {
 using Ins = std::vector<Tensor>;
 using Outs = std::vector<Tensor>;
 
-// Unary op over float dtypes: y = F(x) computed in acc_t.
-#define TR_CPU_UNARY_FLOAT(NAME, EXPR)                                                        \
+// Unary op y = EXPR(x) computed in acc_t, over the dtypes of DISPATCH (TR_DISPATCH_FLOAT or
+// TR_DISPATCH_NUMERIC); PRE reads parameters from attrs `a` once, before the loop.
+#define TR_CPU_UNARY_P(NAME, DISPATCH, PRE, EXPR)                                             \
   void NAME##_cpu(const Ins& in, Outs& out, const Attrs& a) {                                 \
-    TR_DISPATCH_FLOAT(in[0].dtype(), #NAME, [&] {                                             \
-      using A = acc_t<scalar_t>;                                                              \
-      elementwise<scalar_t, scalar_t>(out[0], {in[0]}, [&](scalar_t xs) {                     \
-        A x = A(xs);                                                                          \
-        return scalar_t(EXPR);                                                                \
-      });                                                                                     \
-    });                                                                                       \
-  }                                                                                           \
-  TR_REGISTER_KERNEL(NAME, CPU, NAME##_cpu);
-
-// Unary op over float dtypes with parameters read from attrs once, before the loop (PRE).
-#define TR_CPU_UNARY_FLOAT_P(NAME, PRE, EXPR)                                                 \
-  void NAME##_cpu(const Ins& in, Outs& out, const Attrs& a) {                                 \
-    TR_DISPATCH_FLOAT(in[0].dtype(), #NAME, [&] {                                             \
+    DISPATCH(in[0].dtype(), #NAME, [&] {                                                      \
       using A = acc_t<scalar_t>;                                                              \
       PRE;                                                                                    \
       elementwise<scalar_t, scalar_t>(out[0], {in[0]}, [=](scalar_t xs) {                    \
@@ -44,19 +32,9 @@ using Outs = std::vector<Tensor>;
     });                                                                                       \
   }                                                                                           \
   TR_REGISTER_KERNEL(NAME, CPU, NAME##_cpu);
-
-// Unary op over all numeric dtypes.
-#define TR_CPU_UNARY_NUMERIC(NAME, EXPR)                                                      \
-  void NAME##_cpu(const Ins& in, Outs& out, const Attrs& a) {                                 \
-    TR_DISPATCH_NUMERIC(in[0].dtype(), #NAME, [&] {                                           \
-      using A = acc_t<scalar_t>;                                                              \
-      elementwise<scalar_t, scalar_t>(out[0], {in[0]}, [&](scalar_t xs) {                     \
-        A x = A(xs);                                                                          \
-        return scalar_t(EXPR);                                                                \
-      });                                                                                     \
-    });                                                                                       \
-  }                                                                                           \
-  TR_REGISTER_KERNEL(NAME, CPU, NAME##_cpu);
+#define TR_CPU_UNARY_FLOAT(NAME, EXPR) TR_CPU_UNARY_P(NAME, TR_DISPATCH_FLOAT, (void)a, EXPR)
+#define TR_CPU_UNARY_FLOAT_P(NAME, PRE, EXPR) TR_CPU_UNARY_P(NAME, TR_DISPATCH_FLOAT, PRE, EXPR)
+#define TR_CPU_UNARY_NUMERIC(NAME, EXPR) TR_CPU_UNARY_P(NAME, TR_DISPATCH_NUMERIC, (void)a, EXPR)
 
 #define TR_CPU_BINARY_NUMERIC(NAME, EXPR) TR_CPU_BINARY_NUMERIC_P(NAME, (void)attrs, EXPR)
 #define TR_CPU_BINARY_NUMERIC_P(NAME, PRE, EXPR)                                              \
