@@ -16,6 +16,7 @@ void info() {
   std::printf("trainer (C++ tensor + autograd core)\n");
   std::printf("cpu threads: %d (OpenMP pool shared with OpenBLAS)\n", omp_get_max_threads());
   std::printf("cuda compiled: %s\n", cuda::is_compiled() ? "yes" : "no");
+  std::printf("cuda libraries: %s\n", cuda::cuda_info().c_str());
   int n = cuda::device_count();
   if (n > 0) std::printf("cuda devices: %d\n", n);
   else std::printf("cuda devices: 0 (%s)\n", cuda::unavailable_reason().c_str());

@@ -14,5 +14,8 @@ bool is_available();
 // Copies n bytes between any two of (host, cuda:N) and waits for completion.
 void memcpy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n);
 void synchronize(int index);
+// Versions of the CUDA runtime, driver, cuBLAS, cuDNN and NCCL this build links (no GPU needed),
+// e.g. "CUDA runtime 13.0, driver none, cuBLAS 13.1.0, cuDNN 9.19.0, NCCL 2.28.9".
+std::string cuda_info();
 
 }  // namespace tr::cuda

@@ -3,6 +3,7 @@
 // T is the compute type (float or double; f16/bf16 compute in float).
 #pragma once
 #include <cmath>
+#include <type_traits>
 #include "core/macros.h"
 
 namespace tr::math {
@@ -21,8 +22,10 @@ template <typename T> TR_HD T pow(T a, T b) {
 // 2 and 3 as products (these differ from pow() at -inf and -0).
 template <typename T> TR_HD T pow_scalar(T a, T b) {
   using std::sqrt;
-  if (b == T(0.5)) return sqrt(a);
-  if (b == T(-0.5)) return T(1) / sqrt(a);
+  if constexpr (std::is_floating_point_v<T>) {  // T(0.5) would truncate to 0 for integers
+    if (b == T(0.5)) return sqrt(a);
+    if (b == T(-0.5)) return T(1) / sqrt(a);
+  }
   if (b == T(2)) return a * a;
   if (b == T(3)) return a * a * a;
   return pow(a, b);

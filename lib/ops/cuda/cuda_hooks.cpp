@@ -48,9 +48,14 @@ Allocator& device_allocator(int index) {
           void* p = nullptr;
           cudaError_t e = cudaMalloc(&p, n);
           cudaSetDevice(prev);
-          if (e != cudaSuccess) {
+          if (e == cudaErrorMemoryAllocation) {  // out of memory: the allocator frees its cache and retries
             cudaGetLastError();
             return nullptr;
+          }
+          if (e != cudaSuccess) {
+            cudaGetLastError();
+            throw Error(str("cudaMalloc of ", n, " bytes on cuda:", index, " failed: ", cudaGetErrorString(e),
+                            " (error ", int(e), ")"));
           }
           return p;
         },

@@ -1,0 +1,135 @@
+// The interface between the CUDA launchers (*.cpp: Tensor -> raw arguments) and the kernels
+// (*_kernels.cu): plain structs of pointers, sizes and strides passed by value, and the host
+// functions that pick the kernel for a dtype. No Tensor here, so the .cu files stay light.
+#pragma once
+#include <cstdint>
+#include "core/dtype.h"
+
+namespace tr::cuda {
+
+constexpr int kMaxDims = 8;       // dims of one elementwise / reduction launch (after merging)
+constexpr int kMaxOperands = 4;   // output + up to 3 inputs (where)
+constexpr int kMaxIndexDims = 16; // gather / scatter_add
+
+// N operands over one shape; operand 0 is the output. An input with ptr == nullptr is a host
+// scalar: `scalar` holds the raw bits of one element of its dtype (all strides 0).
+struct ElementwiseArgs {
+  int ndim = 0;
+  int nops = 0;
+  bool index32 = true;  // numel < 2^31: index arithmetic in 32 bits
+  int64_t numel = 0;
+  int64_t sizes[kMaxDims] = {};
+  int64_t strides[kMaxOperands][kMaxDims] = {};  // in elements
+  void* ptr[kMaxOperands] = {};
+  uint64_t scalar[kMaxOperands] = {};
+};
+
+enum class UnaryOp : int32_t {
+  Neg, Abs, Sign, Relu, Clamp,  // every numeric dtype
+  Exp, Log, Sqrt, Rsqrt, Sin, Cos, Erf, Tanh, Sigmoid, Silu, GeluErf, GeluTanh, Softplus,  // float only
+};
+// p0, p1: clamp (min, max) or softplus (beta, threshold); b0, b1: clamp's has_min, has_max.
+struct UnaryParams {
+  double p0 = 0, p1 = 0;
+  bool b0 = false, b1 = false;
+};
+// PowScalar: a 0-dim exponent, with torch's special cases (math::pow_scalar).
+enum class BinaryOp : int32_t { Add, Sub, Mul, Div, Pow, PowScalar, Maximum, Minimum };
+enum class CompareOp : int32_t { Eq, Ne, Lt, Le, Gt, Ge };
+enum class PredicateOp : int32_t { LogicalNot, IsNan, IsFinite };
+
+// y = op(x) for x, y of dtype `t`.
+void launch_unary(UnaryOp op, DType t, const UnaryParams& p, const ElementwiseArgs& a);
+// y = op(x0, x1) for x0, x1, y of dtype `t`; alpha for add / sub.
+void launch_binary(BinaryOp op, DType t, double alpha, const ElementwiseArgs& a);
+// bool y = x0 OP x1 for inputs of dtype `t`.
+void launch_compare(CompareOp op, DType t, const ElementwiseArgs& a);
+// bool y = pred(x) for x of dtype `t`.
+void launch_predicate(PredicateOp op, DType t, const ElementwiseArgs& a);
+// bool y = x0 && x1 (bool inputs).
+void launch_logical_and(const ElementwiseArgs& a);
+// y = cond ? x1 : x2; elements of x1, x2, y have `elem_size` bytes.
+void launch_where(size_t elem_size, const ElementwiseArgs& a);
+// y = x bit for bit (same dtype, or fill_ from a host scalar); elements of `elem_size` bytes.
+void launch_copy(size_t elem_size, const ElementwiseArgs& a);
+// y = convert<dst>(x), the conversion rules of the CPU's cast.
+void launch_cast(DType dst, DType src, const ElementwiseArgs& a);
+
+// ---- reductions ----
+// Output o (row-major over the kept dims, written contiguously) reduces K input elements: input
+// offset = sum kept_idx * out_strides + sum red_idx * red_strides.
+struct ReduceArgs {
+  int64_t M = 0;  // outputs
+  int64_t K = 0;  // elements per output
+  int out_ndim = 0, red_ndim = 0;
+  bool red_inner = true;  // lanes of a warp walk the reduced dims (else the outputs)
+  int64_t out_sizes[kMaxDims] = {}, out_strides[kMaxDims] = {};
+  int64_t red_sizes[kMaxDims] = {}, red_strides[kMaxDims] = {};
+  const void* in = nullptr;
+};
+enum class ReduceOp : int32_t { Sum, Max, Min, VarMean, Var };
+struct ReduceOutputs {
+  void* values = nullptr;     // sum / amax / max_dim values / var (dtype of the op's output)
+  int64_t* indices = nullptr; // max_dim / argmax indices
+  double* mean = nullptr;     // VarMean writes, Var reads: per-output means in double
+  double correction = 0;      // Var: divide by max(0, K - correction)
+};
+// Splits of K across blocks (1: one pass) and bytes of workspace the split pass needs.
+struct ReducePlan {
+  int splits = 1;
+  size_t workspace_bytes = 0;
+};
+ReducePlan plan_reduce(ReduceOp op, DType t, const ReduceArgs& a, int device);
+void launch_reduce(ReduceOp op, DType t, const ReduceArgs& a, const ReducePlan& plan, void* workspace,
+                   const ReduceOutputs& out);
+
+// ---- softmax: rows of length `len` along one dim ----
+struct SoftmaxArgs {
+  int64_t rows = 0, len = 0;
+  int ndim = 0;  // kept dims (all but the softmax dim)
+  int64_t sizes[kMaxDims] = {}, in_strides[kMaxDims] = {}, out_strides[kMaxDims] = {};
+  int64_t in_dim_stride = 0, out_dim_stride = 0;
+  const void* in = nullptr;
+  void* out = nullptr;
+};
+void launch_softmax(bool log, DType t, const SoftmaxArgs& a);
+
+// ---- indexing: int64 indices; an out-of-range index sets *error to its position ----
+// out[o, j, i] = x[o, idx[j], i] (x and out contiguous)
+void launch_index_select(size_t elem_size, const void* x, void* out, const int64_t* idx, int64_t outer, int64_t n,
+                         int64_t m, int64_t inner, unsigned long long* error);
+// out[o, idx[j], i] += src[o, j, i] (out and src contiguous)
+void launch_index_add(DType t, void* out, const void* src, const int64_t* idx, int64_t outer, int64_t n, int64_t m,
+                      int64_t inner, unsigned long long* error);
+struct IndexArgs {
+  int ndim = 0;
+  int dim = 0;
+  int64_t numel = 0;               // elements of index
+  int64_t bound = 0;               // size of self / x along dim
+  int64_t sizes[kMaxIndexDims] = {};    // index shape (index contiguous)
+  int64_t x_strides[kMaxIndexDims] = {};   // gather: x; scatter_add: out
+  int64_t src_strides[kMaxIndexDims] = {}; // scatter_add: src
+};
+// out[p] = x[p with p[dim] = idx[p]] (out contiguous, shaped like idx)
+void launch_gather(size_t elem_size, const IndexArgs& a, const void* x, void* out, const int64_t* idx,
+                   unsigned long long* error);
+// out[p with p[dim] = idx[p]] += src[p]
+void launch_scatter_add(DType t, const IndexArgs& a, void* out, const void* src, const int64_t* idx,
+                        unsigned long long* error);
+
+// ---- matrix products of integer dtypes (cuBLAS has none): out[b] = a[b] @ bm[b], int64 accumulation ----
+struct IntGemmArgs {
+  int64_t batch = 1, M = 0, N = 0, K = 0;
+  int64_t a_strides[3] = {}, b_strides[3] = {};  // (batch, row, col) in elements
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* out = nullptr;  // contiguous [batch, M, N]
+};
+void launch_int_gemm(DType t, const IntGemmArgs& a);
+
+// ---- Philox random fills of a contiguous tensor of n elements (core/philox.h mapping) ----
+enum class RandomOp : int32_t { Uniform, Normal, DropoutMask };
+// Uniform: p0 + (p1 - p0) U; Normal: p0 + p1 N; DropoutMask: U >= p0 ? p1 : 0.
+void launch_random(RandomOp op, DType t, void* out, int64_t n, uint64_t seed, uint64_t offset, double p0, double p1);
+
+}  // namespace tr::cuda

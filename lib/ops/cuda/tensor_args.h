@@ -1,0 +1,43 @@
+// Adapts Tensors to the raw kernel arguments of launch.h: broadcast strides with merged dims,
+// host scalars (0-dim CPU tensors next to CUDA tensors), reduction geometry, the current device.
+#pragma once
+#include <vector>
+#include "core/tensor.h"
+#include "ops/cuda/launch.h"
+
+namespace tr::cuda {
+
+// Makes cuda:index current for its lifetime (restores the previous device).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int index);
+  explicit DeviceGuard(const Tensor& t) : DeviceGuard(t.device().index) {}
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int prev_ = -1;
+};
+
+// A 0-dim CPU tensor among CUDA operands: read on the host, passed to the kernel by value.
+bool is_host_scalar(const Tensor& t);
+// Raw bits of the single element of a CPU tensor (zero-extended to 64 bits).
+uint64_t scalar_bits(const Tensor& t);
+// Raw bits of `v` converted to `t` by the CPU's rules (fill_).
+uint64_t value_bits(double v, DType t);
+
+// Launch arguments of out = f(ins...) with ins broadcast to out's shape. One element normally;
+// more when the merged geometry has more than kMaxDims dims (the leading dims are looped on the
+// host). Empty when out has no elements.
+std::vector<ElementwiseArgs> elementwise_args(const Tensor& out, const std::vector<Tensor>& ins);
+
+// Geometry of reducing `dims` (sorted, unique) of x. Returns false if it needs more than
+// kMaxDims dims after merging (the caller then reduces a permuted contiguous copy).
+bool reduce_args(const Tensor& x, const Shape& dims, ReduceArgs& a);
+
+// Bytes of scratch memory on `device` for one launch (freed to the caching allocator when the
+// returned tensor dies; stream order makes the reuse safe).
+Tensor workspace(size_t bytes, Device device);
+
+}  // namespace tr::cuda

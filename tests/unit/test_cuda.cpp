@@ -1,0 +1,848 @@
+// CUDA backend tests. [gpu]: every CUDA kernel against the CPU kernel on the same inputs (random,
+// awkward shapes, broadcasting, non-contiguous views, special values); without a GPU each prints
+// a skip message. [allocator] and the rest run everywhere: the caching allocator on the CPU, the
+// error of Device("cuda") without a GPU, the kernel table of the CUDA build.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+#include "autograd/grad_mode.h"
+#include "core/allocator.h"
+#include "core/cuda_hooks.h"
+#include "ops/init.h"
+#include "ops/ops.h"
+#include "ops/registry.h"
+
+using namespace tr;
+
+namespace {
+
+// Skips a [gpu] test, visibly, on a machine without a usable GPU.
+#define TR_REQUIRE_GPU()                                                   \
+  do {                                                                     \
+    if (::tr::cuda::device_count() == 0) {                                 \
+      WARN("no CUDA device: " << ::tr::cuda::unavailable_reason());        \
+      return;                                                              \
+    }                                                                      \
+  } while (0)
+
+using Inputs = std::vector<Tensor>;
+using Fn = std::function<Tensor(const Inputs&)>;
+
+Device gpu() { return Device(DeviceType::CUDA, 0); }
+
+constexpr DType kFloatTypes[] = {DType::F32, DType::F64, DType::F16, DType::BF16};
+constexpr DType kIntTypes[] = {DType::I64, DType::I32, DType::U8};
+constexpr DType kAllTypes[] = {DType::F32, DType::F64, DType::F16, DType::BF16,
+                               DType::I64, DType::I32, DType::U8, DType::Bool};
+
+struct Tol {
+  double rtol, atol;
+};
+// rtol 1e-5 for f32 and 1e-12 for f64; one or two units of the last place for f16 / bf16.
+Tol tol_for(DType t) {
+  switch (t) {
+    case DType::F32: return {1e-5, 1e-6};
+    case DType::F64: return {1e-12, 1e-14};
+    case DType::F16: return {2e-3, 1e-3};
+    case DType::BF16: return {1.6e-2, 1e-2};
+    default: return {0, 0};
+  }
+}
+Tol scaled(Tol t, double f) { return {t.rtol * f, t.atol * f}; }
+
+// Uniform in [lo, hi) drawn on the CPU in f64, then cast to t (integers truncate).
+Tensor data(const Shape& s, DType t, uint64_t seed, double lo = -2.0, double hi = 2.0) {
+  Generator g(seed);
+  Tensor u = rand(s, DType::F64, &g) * (hi - lo) + lo;
+  return cast(u, t);
+}
+// Values with many ties: multiples of 0.5 in [lo, hi).
+Tensor ties(const Shape& s, DType t, uint64_t seed, double lo = -3.0, double hi = 3.0) {
+  Generator g(seed);
+  Tensor u = rand(s, DType::F64, &g) * (hi - lo) + lo;
+  Tensor r = cast(cast(u * 2.0, DType::I64), DType::F64) * 0.5;
+  return cast(r, t);
+}
+// nan, +-inf, +-0, and ordinary values, as a [2, 5] tensor of dtype t.
+Tensor specials(DType t) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  return cast(from_vector({nan, inf, -inf, 0.0, -0.0, 1.5, -2.25, 0.3, nan, 7.0}, {2, 5}, DType::F64), t);
+}
+
+// gpu (moved to the CPU) against cpu: same dtype and shape, |g - c| <= atol + rtol |c|,
+// NaN exactly where NaN, infinities equal.
+void check_close(const std::string& what, const Tensor& cpu, const Tensor& gpu_result, Tol tol) {
+  INFO(what);
+  REQUIRE(gpu_result.device().is_cuda());
+  Tensor g = gpu_result.to(kCPU);
+  CHECK(dtype_name(g.dtype()) == std::string(dtype_name(cpu.dtype())));
+  REQUIRE(g.sizes() == cpu.sizes());
+  auto a = cpu.tolist(), b = g.tolist();
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    bool ok;
+    if (std::isnan(a[i]) || std::isnan(b[i])) ok = std::isnan(a[i]) && std::isnan(b[i]);
+    else if (std::isinf(a[i]) || std::isinf(b[i])) ok = a[i] == b[i];
+    else ok = std::abs(a[i] - b[i]) <= tol.atol + tol.rtol * std::abs(a[i]);
+    if (!ok && bad++ == 0) first = i;
+  }
+  INFO(bad << " of " << a.size() << " elements differ; first at flat index " << first << ": cpu "
+            << (a.empty() ? 0.0 : a[first]) << " vs gpu " << (b.empty() ? 0.0 : b[first]) << " (shape "
+            << shape_str(cpu.sizes()) << ", " << dtype_name(cpu.dtype()) << ")");
+  CHECK(bad == 0);
+}
+
+// Bit-for-bit equality (after conversion to f64, which is exact for every dtype).
+void check_equal(const std::string& what, const Tensor& cpu, const Tensor& gpu_result) {
+  check_close(what, cpu, gpu_result, {0, 0});
+}
+
+Inputs to_gpu(const Inputs& in) {
+  Inputs r;
+  for (auto& t : in) r.push_back(t.to(gpu()));
+  return r;
+}
+
+// fn on the CPU inputs and on copies of them on cuda:0 (fn makes its own views, so the GPU sees
+// the same strides); compared with the tolerance of the result's dtype times `slack`.
+void compare(const std::string& what, const Fn& fn, const Inputs& in, double slack = 1.0) {
+  Tensor c = fn(in);
+  Tensor g = fn(to_gpu(in));
+  check_close(what, c, g, scaled(tol_for(c.dtype()), slack));
+}
+
+struct NamedUnary {
+  const char* name;
+  std::function<Tensor(const Tensor&)> fn;
+  bool float_only;
+};
+const std::vector<NamedUnary>& unary_ops() {
+  static const std::vector<NamedUnary> ops = {
+      {"neg", [](const Tensor& x) { return neg(x); }, false},
+      {"abs", [](const Tensor& x) { return abs(x); }, false},
+      {"sign", [](const Tensor& x) { return sign(x); }, false},
+      {"relu", [](const Tensor& x) { return relu(x); }, false},
+      {"clamp(-0.5, 0.7)", [](const Tensor& x) { return clamp(x, -0.5, 0.7); }, false},
+      {"clamp(max 1)", [](const Tensor& x) { return clamp(x, std::nullopt, 1.0); }, false},
+      {"clamp(min 0.2)", [](const Tensor& x) { return clamp(x, 0.2, std::nullopt); }, false},
+      {"exp", [](const Tensor& x) { return exp(x); }, true},
+      {"log", [](const Tensor& x) { return log(x); }, true},
+      {"sqrt", [](const Tensor& x) { return sqrt(x); }, true},
+      {"rsqrt", [](const Tensor& x) { return rsqrt(x); }, true},
+      {"sin", [](const Tensor& x) { return sin(x); }, true},
+      {"cos", [](const Tensor& x) { return cos(x); }, true},
+      {"erf", [](const Tensor& x) { return erf(x); }, true},
+      {"tanh", [](const Tensor& x) { return tanh(x); }, true},
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, true},
+      {"silu", [](const Tensor& x) { return silu(x); }, true},
+      {"gelu", [](const Tensor& x) { return gelu(x); }, true},
+      {"gelu(tanh)", [](const Tensor& x) { return gelu(x, "tanh"); }, true},
+      {"softplus", [](const Tensor& x) { return softplus(x); }, true},
+      {"softplus(beta 2, threshold 1.5)", [](const Tensor& x) { return softplus(x, 2.0, 1.5); }, true},
+  };
+  return ops;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- pointwise
+
+TEST_CASE("cuda: unary ops match the CPU on contiguous, transposed and strided inputs", "[gpu]") {
+  TR_REQUIRE_GPU();
+  for (DType t : kFloatTypes) {
+    Tensor x = data({7, 33}, t, 1, -3.0, 3.0);
+    Tensor pos = data({7, 33}, t, 2, 0.01, 4.0);  // log / sqrt / rsqrt away from NaN
+    Tensor sp = specials(t);
+    for (auto& op : unary_ops()) {
+      std::string w = std::string(op.name) + " " + dtype_name(t);
+      // transcendental functions of CUDA and glibc differ by an ulp or two
+      double slack = (t == DType::F32 || t == DType::F64) ? 4.0 : 1.0;
+      compare(w + " contiguous", [&](const Inputs& in) { return op.fn(in[0]); }, {x}, slack);
+      compare(w + " transposed", [&](const Inputs& in) { return op.fn(in[0].t()); }, {x}, slack);
+      compare(w + " strided", [&](const Inputs& in) { return op.fn(in[0].slice(1, 1, 33, 3)); }, {x}, slack);
+      compare(w + " positive", [&](const Inputs& in) { return op.fn(in[0]); }, {pos}, slack);
+      compare(w + " specials", [&](const Inputs& in) { return op.fn(in[0]); }, {sp}, slack);
+      compare(w + " 0-dim", [&](const Inputs& in) { return op.fn(in[0]); }, {data({}, t, 3)}, slack);
+    }
+  }
+  for (DType t : kIntTypes) {
+    Tensor x = t == DType::U8 ? data({5, 9}, t, 4, 0.0, 200.0) : data({5, 9}, t, 4, -50.0, 50.0);
+    for (auto& op : unary_ops()) {
+      if (op.float_only) continue;
+      compare(std::string(op.name) + " " + dtype_name(t), [&](const Inputs& in) { return op.fn(in[0].t()); }, {x});
+    }
+  }
+}
+
+TEST_CASE("cuda: binary ops match the CPU with broadcasting, views and scalars", "[gpu]") {
+  TR_REQUIRE_GPU();
+  using B = std::function<Tensor(const Tensor&, const Tensor&)>;
+  const std::vector<std::pair<const char*, B>> ops = {
+      {"add", [](const Tensor& a, const Tensor& b) { return add(a, b); }},
+      {"add(alpha 2.5)", [](const Tensor& a, const Tensor& b) { return add(a, b, 2.5); }},
+      {"sub(alpha -0.5)", [](const Tensor& a, const Tensor& b) { return sub(a, b, -0.5); }},
+      {"mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); }},
+      {"div", [](const Tensor& a, const Tensor& b) { return div(a, b); }},
+      {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }},
+      {"minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }},
+      {"pow", [](const Tensor& a, const Tensor& b) { return pow(abs(a) + 0.5, b); }},
+  };
+  for (DType t : kFloatTypes) {
+    Tensor a = data({3, 1, 5}, t, 5), b = data({4, 1}, t, 6, 0.5, 2.0);
+    Tensor c = data({5, 4, 3}, t, 7);  // permuted to [3, 4, 5]
+    for (auto& [name, f] : ops) {
+      std::string w = std::string(name) + " " + dtype_name(t);
+      double slack = (t == DType::F32 || t == DType::F64) ? 4.0 : 1.0;
+      compare(w + " broadcast", [&](const Inputs& in) { return f(in[0], in[1]); }, {a, b}, slack);
+      compare(w + " permuted", [&](const Inputs& in) { return f(in[0].permute({2, 1, 0}), in[1]); }, {c, a}, slack);
+      compare(w + " specials", [&](const Inputs& in) { return f(in[0], in[1].t()); },
+              {specials(t), specials(t).t().contiguous()}, slack);
+      // a 0-dim CPU tensor (not a wrapped number) next to a CUDA tensor
+      Tensor s = scalar_tensor(1.75, t);
+      compare(w + " cpu 0-dim", [&](const Inputs& in) { return f(in[0], s); }, {a}, slack);
+      compare(w + " cpu 0-dim first", [&](const Inputs& in) { return f(s, in[0]); }, {a}, slack);
+    }
+    // wrapped numbers (torch's python scalars), including pow's special exponents
+    compare(std::string("x + 2.5 ") + dtype_name(t), [](const Inputs& in) { return in[0] + 2.5; }, {a});
+    compare(std::string("2.5 - x ") + dtype_name(t), [](const Inputs& in) { return 2.5 - in[0]; }, {a});
+    compare(std::string("x * 0.3 ") + dtype_name(t), [](const Inputs& in) { return in[0] * 0.3; }, {a});
+    compare(std::string("1 / x ") + dtype_name(t), [](const Inputs& in) { return 1.0 / in[0]; }, {a});
+    for (double e : {0.5, -0.5, 2.0, 3.0, 1.7, -1.0}) {
+      compare(std::string("pow(x, ") + std::to_string(e) + ") " + dtype_name(t),
+              [e](const Inputs& in) { return pow(in[0], e); }, {a}, 4.0);
+    }
+    compare(std::string("pow(2, x) ") + dtype_name(t), [](const Inputs& in) { return pow(2.0, in[0]); }, {a}, 4.0);
+  }
+  for (DType t : kIntTypes) {
+    Tensor a = data({3, 1, 5}, t, 8, 0.0, 20.0), b = data({4, 1}, t, 9, 1.0, 6.0);
+    for (auto& [name, f] : ops) {
+      if (std::string(name) == "div" || std::string(name) == "pow") continue;  // true division is float
+      compare(std::string(name) + " " + dtype_name(t), [&](const Inputs& in) { return f(in[0], in[1]); }, {a, b});
+    }
+    compare(std::string("pow ") + dtype_name(t), [](const Inputs& in) { return pow(in[0], in[1]); },
+            {data({6}, t, 10, 0.0, 4.0), data({6}, t, 11, 0.0, 4.0)});
+  }
+}
+
+TEST_CASE("cuda: in-place arithmetic writes through strided views", "[gpu]") {
+  TR_REQUIRE_GPU();
+  for (DType t : {DType::F32, DType::F64, DType::I64}) {
+    Tensor base = data({6, 8}, t, 12, -5.0, 5.0), other = data({8}, t, 13, 1.0, 3.0);
+    Fn f = [](const Inputs& in) {
+      Tensor b = in[0].clone();
+      Tensor v = b.t().slice(0, 1, 8, 2);  // [4, 6] view with strides (2, 8)
+      v.add_(in[1].slice(0, 1, 8, 2).unsqueeze(1), 2.0);
+      v.mul_(in[1].slice(0, 0, 4).unsqueeze(1));
+      v.sub_(in[1][0]);  // a 0-dim CUDA tensor
+      b.add_(3.0);
+      return b;
+    };
+    compare(std::string("in-place ") + dtype_name(t), f, {base, other});
+  }
+}
+
+TEST_CASE("cuda: comparisons, logical ops, predicates and where match the CPU", "[gpu]") {
+  TR_REQUIRE_GPU();
+  for (DType t : kAllTypes) {
+    std::string d = dtype_name(t);
+    Tensor a = t == DType::Bool ? data({4, 1, 6}, DType::F64, 14) > 0.0 : ties({4, 1, 6}, t, 14, 0.0, 3.0);
+    Tensor b = t == DType::Bool ? data({5, 1}, DType::F64, 15) > 0.0 : ties({5, 1}, t, 15, 0.0, 3.0);
+    compare("eq " + d, [](const Inputs& in) { return eq(in[0], in[1]); }, {a, b});
+    compare("ne " + d, [](const Inputs& in) { return ne(in[0], in[1]); }, {a, b});
+    compare("lt " + d, [](const Inputs& in) { return lt(in[0], in[1]); }, {a, b});
+    compare("le " + d, [](const Inputs& in) { return le(in[0].transpose(0, 2), in[1]); }, {a, b});
+    compare("gt " + d, [](const Inputs& in) { return gt(in[0], in[1]); }, {a, b});
+    compare("ge " + d, [](const Inputs& in) { return ge(in[0], in[1]); }, {a, b});
+    compare("logical_not " + d, [](const Inputs& in) { return logical_not(in[0]); }, {a});
+    compare("logical_and " + d, [](const Inputs& in) { return logical_and(in[0], in[1]); }, {a, b});
+    compare("isnan " + d, [](const Inputs& in) { return isnan(in[0]); }, {a});
+    compare("isfinite " + d, [](const Inputs& in) { return isfinite(in[0]); }, {a});
+    compare("where " + d, [](const Inputs& in) { return where(in[0] > in[1], in[0], in[1]); }, {a, b});
+  }
+  for (DType t : kFloatTypes) {
+    std::string d = dtype_name(t);
+    Tensor s = specials(t);
+    compare("isnan specials " + d, [](const Inputs& in) { return isnan(in[0]); }, {s});
+    compare("isfinite specials " + d, [](const Inputs& in) { return isfinite(in[0]); }, {s});
+    compare("eq specials " + d, [](const Inputs& in) { return eq(in[0], in[0]); }, {s});
+    compare("maximum specials " + d, [](const Inputs& in) { return maximum(in[0], in[0].t().reshape({2, 5})); }, {s});
+  }
+  // where with a broadcast condition and a scalar branch
+  compare("where scalar", [](const Inputs& in) { return where(in[1] > 0.0, in[0], wrap_scalar(0.25, DType::F64)); },
+          {data({3, 4}, DType::F32, 16), data({4}, DType::F32, 17)});
+}
+
+TEST_CASE("cuda: cast between every pair of dtypes matches the CPU bit for bit", "[gpu]") {
+  TR_REQUIRE_GPU();
+  // non-negative values (a negative float to u8 is undefined behaviour in C++), exact halves,
+  // values that round differently in f16 / bf16, overflow of f16, subnormals
+  Tensor v = from_vector({0.0, 1.0, 2.5, 3.75, 0.1, 1e-3, 1e-6, 1e-8, 65519.0, 70000.0, 255.0, 123.456, 0.5, 7.0,
+                          3.0e-5, 1.0 / 3.0},
+                         {4, 4}, DType::F64);
+  Tensor neg_v = -v;
+  for (DType src : kAllTypes) {
+    for (DType dst : kAllTypes) {
+      std::string w = std::string("cast ") + dtype_name(src) + " -> " + dtype_name(dst);
+      // float -> integer truncates and f16 overflows to inf on both; values past the range of
+      // an integer type are undefined behaviour in C++, so integers see [0, 250] only
+      const bool ints = is_integral(src) || is_integral(dst) || dst == DType::Bool;
+      Tensor x = src == DType::Bool ? v > 1.0 : cast(ints ? clamp(v, 0.0, 250.0) : v, src);
+      compare(w, [dst](const Inputs& in) { return cast(in[0].t(), dst); }, {x});
+      if (src != DType::U8 && src != DType::Bool && dst != DType::U8 && dst != DType::Bool) {
+        Tensor xn = cast(ints ? clamp(neg_v, -250.0, 0.0) : neg_v, src);
+        compare(w + " negative", [dst](const Inputs& in) { return cast(in[0], dst); }, {xn});
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda: copy_ converts dtypes, broadcasts and writes strided destinations", "[gpu]") {
+  TR_REQUIRE_GPU();
+  for (DType dt : kAllTypes) {
+    for (DType st : {DType::F64, DType::F32, DType::I64, DType::Bool}) {
+      std::string w = std::string("copy_ ") + dtype_name(st) + " -> " + dtype_name(dt);
+      Tensor src = st == DType::Bool ? data({6, 1}, DType::F64, 20) > 0.0 : data({6, 1}, st, 20, 0.0, 9.0);
+      Fn f = [dt](const Inputs& in) {
+        Tensor d = zeros({5, 6}, TensorOptions(dt).device(in[0].device()));
+        d.t().copy_(in[0]);  // [6, 5] view with strides (1, 6), src [6, 1] broadcast
+        return d;
+      };
+      compare(w, f, {src});
+      Fn g = [dt](const Inputs& in) {
+        Tensor d = full({4, 10}, 1.0, TensorOptions(dt).device(in[0].device()));
+        d.slice(1, 1, 10, 3).copy_(in[0].t().slice(1, 0, 3));  // strided dst from a strided src
+        return d;
+      };
+      compare(w + " strided", g, {data({3, 4}, st == DType::Bool ? DType::F32 : st, 21, 0.0, 9.0)});
+    }
+  }
+  // across devices, both ways
+  Tensor h = data({3, 7}, DType::F32, 22);
+  Tensor d = zeros({7, 3}, TensorOptions(DType::F64).device(gpu()));
+  d.copy_(h.t());
+  check_close("copy_ cpu -> cuda", cast(h.t(), DType::F64), d, tol_for(DType::F64));
+  Tensor back = zeros({7, 3}, DType::F64);
+  back.copy_(d);
+  CHECK(equal(back, d.to(kCPU)));
+}
+
+TEST_CASE("cuda: fill_ of every dtype, contiguous and strided", "[gpu]") {
+  TR_REQUIRE_GPU();
+  for (DType t : kAllTypes) {
+    for (double v : {0.0, -0.0, 3.75, 1e-9, 300.0}) {
+      std::string w = std::string("fill_ ") + dtype_name(t) + " " + std::to_string(v);
+      Fn f = [t, v](const Inputs& in) {
+        Tensor x = full({5, 7}, 2.0, TensorOptions(t).device(in[0].device()));
+        x.slice(1, 0, 7, 2).fill_(v);
+        x.select(0, 3).fill_(v);
+        return x;
+      };
+      compare(w, f, {zeros({1})});
+      Fn g = [t, v](const Inputs& in) { return full({33}, v, TensorOptions(t).device(in[0].device())); };
+      compare(w + " contiguous", g, {zeros({1})});
+    }
+  }
+}
+
+TEST_CASE("cuda: elementwise ops on more dims than one launch holds", "[gpu]") {
+  TR_REQUIRE_GPU();
+  // 10 dims that no merging can reduce: the leading dims are looped on the host
+  Shape s{2, 3, 2, 3, 2, 3, 2, 3, 2, 2};
+  Shape rev{9, 8, 7, 6, 5, 4, 3, 2, 1, 0};
+  Tensor a = data(s, DType::F32, 23), b = data({2, 1, 2, 1, 2, 1, 2, 1, 2, 1}, DType::F32, 24);
+  compare("contiguous() of a reversed 10-d permutation", [&](const Inputs& in) { return in[0].permute(rev).contiguous(); },
+          {a});
+  compare("add on 10 broadcast dims", [&](const Inputs& in) { return in[0].permute(rev) + in[1].permute(rev); },
+          {a, b});
+  compare("sum over 5 of 10 dims", [&](const Inputs& in) { return sum(in[0].permute(rev), {0, 2, 4, 6, 8}); }, {a});
+  compare("sum keeping 9 of 10 dims", [&](const Inputs& in) { return sum(in[0].permute(rev), {4}); }, {a});
+  compare("argmax keeping 9 of 10 dims", [&](const Inputs& in) { return argmax(in[0].permute(rev), 2); }, {a});
+  compare("softmax over a 10-d permutation", [&](const Inputs& in) { return softmax(in[0].permute(rev), 3); }, {a});
+}
+
+// ---------------------------------------------------------------- reductions
+
+TEST_CASE("cuda: sum over every kind of dim set matches the CPU", "[gpu]") {
+  TR_REQUIRE_GPU();
+  const std::vector<std::pair<Shape, bool>> cases = {
+      {{}, false}, {{0}, false}, {{1}, true}, {{2}, false}, {{0, 2}, true}, {{-1}, false}, {{0, 1}, false}};
+  for (DType t : kAllTypes) {
+    Tensor x = t == DType::Bool ? data({4, 5, 6}, DType::F64, 30) > 0.0 : data({4, 5, 6}, t, 30, -3.0, 9.0);
+    // floats: sums of f16 / bf16 round once at the end, as on the CPU
+    for (auto& [dims, keep] : cases) {
+      std::string w = std::string("sum ") + dtype_name(t) + " dims " + shape_str(dims) + (keep ? " keepdim" : "");
+      compare(w, [&](const Inputs& in) { return sum(in[0], dims, keep); }, {x});
+      compare(w + " transposed", [&](const Inputs& in) { return sum(in[0].transpose(0, 2), dims, keep); }, {x});
+    }
+  }
+  // long rows and columns: split across blocks, then combined
+  compare("sum 300000 f32", [](const Inputs& in) { return sum(in[0]); }, {data({300000}, DType::F32, 31)}, 10.0);
+  compare("sum 300000 f64", [](const Inputs& in) { return sum(in[0]); }, {data({300000}, DType::F64, 31)}, 10.0);
+  compare("sum 300000 i64", [](const Inputs& in) { return sum(in[0]); }, {data({300000}, DType::I64, 31, -1e6, 1e6)});
+  compare("sum columns [20000, 3]", [](const Inputs& in) { return sum(in[0], {0}); }, {data({20000, 3}, DType::F64, 32)});
+  compare("sum rows [3, 20000]", [](const Inputs& in) { return sum(in[0], {1}); }, {data({3, 20000}, DType::F64, 33)});
+  compare("sum [257, 1031] dim 0", [](const Inputs& in) { return sum(in[0], {0}); }, {data({257, 1031}, DType::F32, 34)},
+          4.0);
+  compare("sum of empty dim", [](const Inputs& in) { return sum(in[0], {1}); }, {zeros({3, 0})});
+  compare("mean", [](const Inputs& in) { return mean(in[0], {1}, true); }, {data({6, 7, 8}, DType::F32, 35)});
+}
+
+TEST_CASE("cuda: amax, amin, max/min along a dim and argmax/argmin match the CPU", "[gpu]") {
+  TR_REQUIRE_GPU();
+  for (DType t : kAllTypes) {
+    std::string d = dtype_name(t);
+    // many ties: the first index attaining the extremum must win on both devices
+    Tensor x = t == DType::Bool ? data({6, 7, 5}, DType::F64, 40) > 0.0 : ties({6, 7, 5}, t, 40, 0.0, 4.0);
+    for (Shape dims : {Shape{}, Shape{0}, Shape{1, 2}, Shape{2}}) {
+      compare("amax " + d + " " + shape_str(dims), [&](const Inputs& in) { return amax(in[0], dims); }, {x});
+      compare("amin " + d + " " + shape_str(dims), [&](const Inputs& in) { return amin(in[0].transpose(0, 1), dims, true); },
+              {x});
+    }
+    for (int64_t dim : {0, 1, 2, -1}) {
+      std::string w = " " + d + " dim " + std::to_string(dim);
+      compare("max values" + w, [&](const Inputs& in) { return max(in[0], dim).values; }, {x});
+      compare("max indices" + w, [&](const Inputs& in) { return max(in[0], dim).indices; }, {x});
+      compare("min values" + w, [&](const Inputs& in) { return min(in[0].permute({2, 0, 1}), dim, true).values; }, {x});
+      compare("min indices" + w, [&](const Inputs& in) { return min(in[0].permute({2, 0, 1}), dim, true).indices; }, {x});
+      compare("argmax" + w, [&](const Inputs& in) { return argmax(in[0], dim); }, {x});
+      compare("argmin" + w, [&](const Inputs& in) { return argmin(in[0], dim, true); }, {x});
+    }
+    compare("argmax flat " + d, [](const Inputs& in) { return argmax(in[0]); }, {x});
+    compare("argmin flat " + d, [](const Inputs& in) { return argmin(in[0].t()); }, {x.reshape({6, 35})});
+  }
+  for (DType t : kFloatTypes) {
+    // NaN wins, and the first NaN's index is reported
+    Tensor s = specials(t);
+    compare(std::string("amax specials ") + dtype_name(t), [](const Inputs& in) { return amax(in[0], {1}); }, {s});
+    compare(std::string("argmin specials ") + dtype_name(t), [](const Inputs& in) { return argmin(in[0], 1); }, {s});
+    compare(std::string("max indices specials ") + dtype_name(t), [](const Inputs& in) { return max(in[0], 0).indices; },
+            {s});
+    compare(std::string("amin of all, NaN ") + dtype_name(t), [](const Inputs& in) { return amin(in[0]); }, {s});
+  }
+  // long reductions: split across blocks
+  Tensor big = ties({200000}, DType::F32, 41, -100.0, 100.0);
+  compare("argmax 200000", [](const Inputs& in) { return argmax(in[0]); }, {big});
+  compare("amin 200000", [](const Inputs& in) { return amin(in[0]); }, {big});
+  compare("max indices [30000, 3] dim 0", [](const Inputs& in) { return max(in[0], 0).indices; },
+          {ties({30000, 3}, DType::F64, 42, -50.0, 50.0)});
+}
+
+TEST_CASE("cuda: var matches the CPU", "[gpu]") {
+  TR_REQUIRE_GPU();
+  for (DType t : kFloatTypes) {
+    Tensor x = data({5, 6, 7}, t, 50, 1.0, 3.0);
+    for (double corr : {0.0, 1.0}) {
+      for (Shape dims : {Shape{}, Shape{0}, Shape{1, 2}, Shape{-1}}) {
+        std::string w = std::string("var ") + dtype_name(t) + " " + shape_str(dims) + " correction " + std::to_string(corr);
+        compare(w, [&](const Inputs& in) { return var(in[0], dims, corr); }, {x}, 4.0);
+        compare(w + " permuted", [&](const Inputs& in) { return var(in[0].permute({2, 0, 1}), dims, corr, true); }, {x},
+                4.0);
+      }
+    }
+  }
+  compare("var 100000", [](const Inputs& in) { return var(in[0]); }, {data({100000}, DType::F64, 51)}, 10.0);
+  compare("std", [](const Inputs& in) { return tr::std(in[0], {1}); }, {data({4, 9}, DType::F32, 52)});
+  compare("var of one element (0 / 0)", [](const Inputs& in) { return var(in[0], {1}); }, {data({3, 1}, DType::F32, 53)});
+  compare("norm p=2", [](const Inputs& in) { return norm(in[0], 2.0, {1}); }, {data({4, 9}, DType::F32, 54)});
+  compare("norm p=inf", [](const Inputs& in) { return norm(in[0], INFINITY); }, {data({4, 9}, DType::F32, 54)});
+}
+
+// ---------------------------------------------------------------- softmax
+
+TEST_CASE("cuda: softmax and log_softmax match the CPU", "[gpu]") {
+  TR_REQUIRE_GPU();
+  for (DType t : kFloatTypes) {
+    std::string d = dtype_name(t);
+    Tensor x = data({5, 7, 9}, t, 60, -4.0, 4.0);
+    for (int64_t dim : {0, 1, 2, -1}) {
+      std::string w = " " + d + " dim " + std::to_string(dim);
+      compare("softmax" + w, [&](const Inputs& in) { return softmax(in[0], dim); }, {x}, 4.0);
+      compare("log_softmax" + w, [&](const Inputs& in) { return log_softmax(in[0], dim); }, {x}, 4.0);
+      compare("softmax permuted" + w, [&](const Inputs& in) { return softmax(in[0].permute({2, 0, 1}), dim); }, {x}, 4.0);
+      compare("log_softmax strided" + w,
+              [&](const Inputs& in) { return log_softmax(in[0].slice(2, 0, 9, 2), dim); }, {x}, 4.0);
+    }
+    // rows longer than a warp's share: a block per row
+    Tensor wide = data({3, 2, 5000}, t, 61, -10.0, 10.0);
+    compare("softmax long rows " + d, [](const Inputs& in) { return softmax(in[0], -1); }, {wide}, 4.0);
+    compare("log_softmax long rows " + d, [](const Inputs& in) { return log_softmax(in[0], -1); }, {wide}, 4.0);
+    compare("softmax long strided rows " + d, [](const Inputs& in) { return softmax(in[0].transpose(1, 2), 1); }, {wide},
+            4.0);
+    compare("softmax 0-dim " + d, [](const Inputs& in) { return softmax(in[0], 0); }, {data({}, t, 62)});
+    // -inf entries (masked logits) and a row holding a NaN
+    Tensor m = data({4, 6}, DType::F64, 63);
+    std::vector<double> mv = m.tolist();
+    mv[1] = -INFINITY;
+    mv[8] = -INFINITY;
+    mv[20] = NAN;
+    Tensor masked = cast(from_vector(mv, {4, 6}, DType::F64), t);
+    compare("softmax masked " + d, [](const Inputs& in) { return softmax(in[0], 1); }, {masked}, 4.0);
+    compare("log_softmax masked " + d, [](const Inputs& in) { return log_softmax(in[0], 1); }, {masked}, 4.0);
+  }
+}
+
+// ---------------------------------------------------------------- matrix products
+
+TEST_CASE("cuda: mm and bmm through cuBLAS match the CPU", "[gpu]") {
+  TR_REQUIRE_GPU();
+  for (DType t : {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64, DType::I32}) {
+    std::string d = dtype_name(t);
+    const bool fl = is_floating(t);
+    // f32: K = 37 products of magnitude ~1 sum in a different order than OpenBLAS
+    const double slack = t == DType::F32 ? 50.0 : (t == DType::F64 ? 100.0 : 2.0);
+    auto mk = [&](const Shape& s, uint64_t seed) { return fl ? data(s, t, seed) : data(s, t, seed, -5.0, 5.0); };
+    Tensor a = mk({7, 37}, 70), b = mk({37, 5}, 71), wide = mk({9, 50}, 72);
+    compare("mm " + d, [](const Inputs& in) { return mm(in[0], in[1]); }, {a, b}, slack);
+    compare("mm a^T b " + d, [](const Inputs& in) { return mm(in[0].t(), in[1]); }, {mk({37, 7}, 73), b}, slack);
+    compare("mm a b^T " + d, [](const Inputs& in) { return mm(in[0], in[1].t()); }, {a, mk({5, 37}, 74)}, slack);
+    compare("mm row-strided " + d, [](const Inputs& in) { return mm(in[0].slice(1, 3, 40), in[1]); },
+            {mk({7, 45}, 75), b}, slack);
+    compare("mm both strided " + d,
+            [](const Inputs& in) { return mm(in[0].slice(1, 0, 50, 2), in[1].slice(0, 0, 25).t().t()); },
+            {wide, mk({37, 5}, 76)}, slack);
+    compare("mm element-strided (copy) " + d,
+            [](const Inputs& in) { return mm(in[0].slice(0, 0, 9, 2).slice(1, 0, 50, 2), in[1].slice(0, 0, 25)); },
+            {wide, mk({37, 6}, 77)}, slack);
+    compare("mm K = 0 " + d, [](const Inputs& in) { return mm(in[0], in[1]); }, {mk({3, 0}, 78), mk({0, 4}, 79)});
+    compare("mm M = 0 " + d, [](const Inputs& in) { return mm(in[0], in[1]); }, {mk({0, 3}, 80), mk({3, 4}, 81)});
+    compare("matmul vector-vector " + d, [](const Inputs& in) { return matmul(in[0], in[1]); }, {mk({37}, 82), mk({37}, 83)},
+            slack);
+    compare("matmul matrix-vector " + d, [](const Inputs& in) { return matmul(in[0], in[1]); }, {a, mk({37}, 84)}, slack);
+    Tensor ba = mk({4, 6, 19}, 85), bb = mk({4, 19, 3}, 86);
+    compare("bmm " + d, [](const Inputs& in) { return bmm(in[0], in[1]); }, {ba, bb}, slack);
+    compare("bmm transposed " + d, [](const Inputs& in) { return bmm(in[0].transpose(1, 2), in[1].transpose(1, 2)); },
+            {mk({4, 19, 6}, 87), mk({4, 3, 19}, 88)}, slack);
+    compare("bmm batch-permuted " + d, [](const Inputs& in) { return bmm(in[0].permute({1, 0, 2}), in[1]); },
+            {mk({6, 4, 19}, 89), bb}, slack);
+    compare("matmul broadcast batch " + d, [](const Inputs& in) { return matmul(in[0], in[1]); },
+            {mk({1, 6, 19}, 90), mk({2, 4, 19, 3}, 91)}, slack);
+    compare("bmm batch 1 " + d, [](const Inputs& in) { return bmm(in[0], in[1]); }, {mk({1, 6, 19}, 92), mk({1, 19, 3}, 93)},
+            slack);
+  }
+  // a larger f32 product (tensor-core shapes) stays within the f32 tolerance scaled by sqrt(K)
+  compare("mm 256 x 512 x 128 f32", [](const Inputs& in) { return mm(in[0], in[1]); },
+          {data({256, 512}, DType::F32, 94), data({512, 128}, DType::F32, 95)}, 300.0);
+}
+
+// ---------------------------------------------------------------- indexing
+
+TEST_CASE("cuda: index_select, index_add, gather and scatter_add match the CPU", "[gpu]") {
+  TR_REQUIRE_GPU();
+  Tensor idx = from_vector({3, 0, -1, 3, 2, 3}, {6}, DType::I64);  // duplicates and a negative index
+  Tensor idx32 = cast(idx, DType::I32);
+  for (DType t : kAllTypes) {
+    std::string d = dtype_name(t);
+    Tensor x = t == DType::Bool ? data({5, 4, 3}, DType::F64, 100) > 0.0 : data({5, 4, 3}, t, 100, 0.0, 9.0);
+    for (int64_t dim : {0, 1, 2}) {
+      Tensor i = dim == 2 ? from_vector({2, 0, -3, 2}, {4}, DType::I64) : from_vector({1, 0, -1, 3, 1}, {5}, DType::I64);
+      std::string w = " " + d + " dim " + std::to_string(dim);
+      compare("index_select" + w, [&](const Inputs& in) { return index_select(in[0], dim, in[1]); }, {x, i});
+      compare("index_select transposed" + w,
+              [&](const Inputs& in) { return index_select(in[0].transpose(0, 2), dim, in[1]); },
+              {x.transpose(0, 2).contiguous(), i});
+      compare("index_select int32" + w,
+              [&](const Inputs& in) { return index_select(in[0], dim, in[1]); }, {x, cast(i, DType::I32)});
+    }
+    compare("index_select 0-dim index " + d,
+            [](const Inputs& in) { return index_select(in[0], 1, in[1]); }, {x, scalar_tensor(2, DType::I64)});
+    Tensor g_idx = from_vector({0, 2, 2, 1, -1, 0, 1, 1}, {2, 4, 1}, DType::I64);
+    compare("gather dim 1 " + d, [&](const Inputs& in) { return gather(in[0], 1, in[1]); }, {x, g_idx});
+    compare("gather dim 2 transposed " + d,
+            [&](const Inputs& in) { return gather(in[0].transpose(0, 1), 2, in[1]); }, {x, g_idx.view({4, 2, 1})});
+    if (t == DType::Bool) continue;  // index_add and scatter_add are numeric, as on the CPU
+    // duplicates accumulate (atomics on the GPU, in order on the CPU)
+    const double slack = (t == DType::F16 || t == DType::BF16) ? 4.0 : 1.0;
+    Tensor src = data({5, 6, 3}, t, 101, 0.0, 5.0);
+    compare("index_add " + d, [&](const Inputs& in) { return index_add(in[0], 1, in[1], in[2]); }, {x, idx, src}, slack);
+    compare("index_add int32 strided src " + d,
+            [&](const Inputs& in) { return index_add(in[0], 1, in[1], in[2].transpose(0, 2)); },
+            {x, idx32, data({3, 6, 5}, t, 108, 0.0, 5.0)}, slack);
+    Tensor s_src = data({2, 4, 3}, t, 102, 0.0, 5.0);
+    compare("scatter_add dim 1 " + d, [&](const Inputs& in) { return scatter_add(in[0], 1, in[1], in[2]); },
+            {x, g_idx, s_src}, slack);
+    compare("scatter_add dim 0 strided src " + d,
+            [&](const Inputs& in) { return scatter_add(in[0], 0, in[1], in[2].slice(2, 0, 1)); },
+            {x, from_vector({0, 4, 4, 4, 1, 0, -2, 0}, {2, 4, 1}, DType::I64), s_src}, slack);
+  }
+  // many duplicates into few slots: exact in f64 and i64 up to rounding order
+  Tensor many = cast(data({4000}, DType::F64, 103, 0.0, 7.0), DType::I64);
+  compare("index_add 4000 rows into 7 f64", [](const Inputs& in) { return index_add(in[0], 0, in[1], in[2]); },
+          {zeros({7, 2}, DType::F64), many, data({4000, 2}, DType::F64, 104)}, 100.0);
+  compare("index_add 4000 rows into 7 u8", [](const Inputs& in) { return index_add(in[0], 0, in[1], in[2]); },
+          {zeros({7, 2}, DType::U8), many, data({4000, 2}, DType::U8, 104, 0.0, 3.0)});
+  compare("embedding", [](const Inputs& in) { return embedding(in[0], in[1]); },
+          {data({10, 4}, DType::F32, 105), from_vector({1, 9, 9, 0, 3, 2}, {2, 3}, DType::I64)});
+  compare("one_hot", [](const Inputs& in) { return one_hot(in[0], 5); }, {from_vector({1, 4, 0, 4}, {2, 2}, DType::I64)});
+  compare("cat", [](const Inputs& in) { return cat({in[0], in[1].t()}, 1); }, {data({3, 2}, DType::F32, 106),
+                                                                             data({4, 3}, DType::F32, 107)});
+}
+
+TEST_CASE("cuda: out-of-range indices throw the CPU's error", "[gpu]") {
+  TR_REQUIRE_GPU();
+  Tensor x = data({4, 5}, DType::F32, 110).to(gpu());
+  Tensor bad = from_vector({1, 7, 2}, {3}, DType::I64).to(gpu());
+  Tensor neg_bad = from_vector({0, -6}, {2}, DType::I64).to(gpu());
+  using Catch::Matchers::Contains;
+  CHECK_THROWS_WITH(index_select(x, 1, bad), Contains("index 7 is out of bounds for dimension with size 5"));
+  CHECK_THROWS_WITH(index_select(x, 1, neg_bad), Contains("index -1 is out of bounds"));
+  CHECK_THROWS_WITH(index_add(x, 0, bad, zeros({3, 5}, TensorOptions().device(gpu()))), Contains("out of bounds"));
+  Tensor g = from_vector({0, 9, 1, 2}, {2, 2}, DType::I64).to(gpu());
+  CHECK_THROWS_WITH(gather(x, 1, g), Contains("index 9 is out of bounds for dimension 1 with size 5"));
+  CHECK_THROWS_WITH(scatter_add(x, 1, g, ones({2, 2}, TensorOptions().device(gpu()))), Contains("out of bounds"));
+  // the device stays usable after the error
+  CHECK(sum(x).item() == Approx(sum(x.to(kCPU)).item()).epsilon(1e-5));
+}
+
+// ---------------------------------------------------------------- random
+
+TEST_CASE("cuda: uniform_, normal_ and dropout_mask draw the CPU's numbers", "[gpu]") {
+  TR_REQUIRE_GPU();
+  for (DType t : kFloatTypes) {
+    std::string d = dtype_name(t);
+    Generator gc(1234), gg(1234);
+    Tensor c = rand({37, 11}, t, &gc), g = rand({37, 11}, TensorOptions(t).device(gpu()), &gg);
+    check_equal("rand " + d, c, g);  // the same f64 value, rounded once
+    Tensor cn = randn({1001}, t, &gc), gn = randn({1001}, TensorOptions(t).device(gpu()), &gg);
+    // Box-Muller's log / sin / cos: CUDA's f64 versions are within 2 ulp of glibc's, not equal
+    check_close("randn " + d, cn, gn, t == DType::F64 ? Tol{1e-14, 1e-15} : tol_for(t));
+    Tensor like_c = empty({9, 13}, t), like_g = empty({9, 13}, TensorOptions(t).device(gpu()));
+    check_equal("dropout_mask " + d, dropout_mask(like_c, 0.3, &gc), dropout_mask(like_g, 0.3, &gg));
+    // in place on a non-contiguous view, ranges whose fused multiply-add is exact
+    Tensor vc = zeros({6, 10}, t), vg = zeros({6, 10}, TensorOptions(t).device(gpu()));
+    Tensor wc = vc.t().slice(0, 1, 10, 2), wg = vg.t().slice(0, 1, 10, 2);
+    init::uniform_(wc, -2.0, 2.0, &gc);
+    init::uniform_(wg, -2.0, 2.0, &gg);
+    check_equal("uniform_(-2, 2) strided " + d, vc, vg);
+    init::normal_(wc, 0.5, 4.0, &gc);
+    init::normal_(wg, 0.5, 4.0, &gg);
+    check_close("normal_(0.5, 4) strided " + d, vc, vg, t == DType::F64 ? Tol{1e-14, 1e-14} : tol_for(t));
+    CHECK(gc.get_state() == gg.get_state());
+  }
+  // f64 over a long stream: uniform bit for bit, and normal to the last bits
+  Generator gc(99), gg(99);
+  check_equal("rand 1e6 f64", rand({1000000}, DType::F64, &gc), rand({1000000}, TensorOptions(DType::F64).device(gpu()), &gg));
+  Tensor nc = randn({100000}, DType::F64, &gc), ng = randn({100000}, TensorOptions(DType::F64).device(gpu()), &gg);
+  check_close("randn 1e5 f64", nc, ng, {1e-14, 1e-15});
+  CHECK(equal(cast(nc, DType::F32), ng.to(kCPU, DType::F32)));
+}
+
+// ---------------------------------------------------------------- autograd end to end
+
+TEST_CASE("cuda: a training step's gradients match the CPU", "[gpu]") {
+  TR_REQUIRE_GPU();
+  // logits = gelu(x W1^T + b1) W2^T; loss = cross_entropy + var penalty; f64 for tight tolerances
+  auto run = [](Device dev) {
+    Generator g(5);
+    Tensor x = randn({16, 10}, DType::F64, &g).to(dev);
+    Tensor w1 = randn({32, 10}, DType::F64, &g).to(dev).requires_grad_(true);
+    Tensor b1 = randn({32}, DType::F64, &g).to(dev).requires_grad_(true);
+    Tensor w2 = randn({4, 32}, DType::F64, &g).to(dev).requires_grad_(true);
+    Tensor target = from_vector({0, 1, 2, 3, 3, 2, 1, 0, 0, 0, 1, 1, 2, 2, 3, 3}, {16}, DType::I64).to(dev);
+    Tensor h = gelu(linear(x, w1, b1));
+    Tensor logits = linear(dropout(h, 0.2, true, &g), w2);
+    Tensor loss = cross_entropy(logits, target) + var(h, {1}).mean() * 0.1 + amax(softmax(logits, 1)) * 0.5;
+    loss.backward();
+    return std::vector<Tensor>{loss.detach(), w1.grad(), b1.grad(), w2.grad()};
+  };
+  auto c = run(kCPU), g = run(gpu());
+  const char* names[] = {"loss", "dW1", "db1", "dW2"};
+  for (size_t i = 0; i < c.size(); ++i) check_close(names[i], c[i], g[i], {1e-10, 1e-12});
+}
+
+// ---------------------------------------------------------------- everywhere
+
+TEST_CASE("cuda: Device(\"cuda\") without a usable GPU is one clear error", "[gpu][device]") {
+  const int n = cuda::device_count();
+  if (n == 0) {
+    using Catch::Matchers::Contains;
+    CHECK_THROWS_WITH(Device("cuda"), Contains("CUDA is not available"));
+    CHECK_THROWS_WITH(Device("cuda:1"), Contains("CUDA is not available"));
+    CHECK_THROWS_WITH(Device("cuda"), Contains(cuda::unavailable_reason()));
+    CHECK_FALSE(cuda::is_available());
+  } else {
+    CHECK(Device("cuda").is_cuda());
+    CHECK_THROWS_WITH(Device("cuda:" + std::to_string(n)), Catch::Matchers::Contains("CUDA device(s) are visible"));
+  }
+  CHECK_THROWS_WITH(Device("cuda:x"), Catch::Matchers::Contains("invalid device string"));
+}
+
+TEST_CASE("cuda: every op of the CUDA backend has a CUDA kernel in a CUDA build", "[gpu][registry]") {
+  if (!cuda::is_compiled()) {
+    WARN("this build has no CUDA backend: " << cuda::unavailable_reason());
+    return;
+  }
+  const char* ops[] = {"neg", "abs", "sign", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "erf", "tanh", "sigmoid",
+                       "relu", "gelu", "silu", "softplus", "clamp", "add", "sub", "mul", "div", "pow", "maximum",
+                       "minimum", "where", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_not", "isnan",
+                       "isfinite", "cast", "copy_", "fill_", "sum", "amax", "amin", "max_dim", "min_dim", "argmax",
+                       "argmin", "var", "norm", "softmax", "log_softmax", "mm", "bmm", "index_select", "index_add",
+                       "gather", "scatter_add", "cat", "clone", "slice_backward", "uniform_", "normal_",
+                       "dropout_mask"};
+  for (const char* name : ops) {
+    INFO("op: " << name);
+    CHECK(OpRegistry::get().at(name).kernels[int(DeviceType::CUDA)] != nullptr);
+  }
+}
+
+TEST_CASE("cuda: cuda_info reports the cuBLAS, cuDNN and NCCL versions without a GPU", "[gpu][info]") {
+  std::string s = cuda::cuda_info();
+  INFO(s);
+  if (!cuda::is_compiled()) {
+    CHECK(s == "not compiled in");
+    return;
+  }
+  CHECK(s.find("cuBLAS ") != std::string::npos);
+  CHECK(s.find("cuDNN 9.") != std::string::npos);
+  CHECK(s.find("NCCL 2.") != std::string::npos);
+  CHECK(s.find("CUDA runtime 13.") != std::string::npos);
+}
+
+// ---------------------------------------------------------------- caching allocator
+
+namespace {
+// malloc / free with counters, as the raw functions of a CachingAllocator.
+struct RawCounter {
+  int allocs = 0, frees = 0;
+  int64_t live_bytes = 0;
+  int64_t limit = -1;  // raw allocations beyond this many live bytes fail (nullptr)
+  std::map<void*, size_t> sizes;
+  CachingAllocator make() {
+    return CachingAllocator(
+        [this](size_t n) -> void* {
+          if (limit >= 0 && live_bytes + int64_t(n) > limit) return nullptr;
+          void* p = std::malloc(n);
+          ++allocs;
+          live_bytes += int64_t(n);
+          sizes[p] = n;
+          return p;
+        },
+        [this](void* p) {
+          ++frees;
+          live_bytes -= int64_t(sizes.at(p));
+          sizes.erase(p);
+          std::free(p);
+        });
+  }
+};
+}  // namespace
+
+TEST_CASE("caching allocator: sizes round to 512 B below 1 MiB and to 2 MiB above", "[allocator]") {
+  CHECK(CachingAllocator::round_size(0) == 512);
+  CHECK(CachingAllocator::round_size(1) == 512);
+  CHECK(CachingAllocator::round_size(512) == 512);
+  CHECK(CachingAllocator::round_size(513) == 1024);
+  CHECK(CachingAllocator::round_size((1u << 20) - 1) == (1u << 20));
+  CHECK(CachingAllocator::round_size(1u << 20) == (2u << 20));
+  CHECK(CachingAllocator::round_size((2u << 20) + 1) == (4u << 20));
+}
+
+TEST_CASE("caching allocator: freed blocks are reused for requests of the same rounded size", "[allocator]") {
+  RawCounter raw;
+  {
+    CachingAllocator a = raw.make();
+    void* p = a.allocate(1000);
+    CHECK(raw.allocs == 1);
+    a.deallocate(p, 1000);
+    CHECK(raw.frees == 0);  // kept in the cache
+    void* q = a.allocate(900);  // rounds to the same 1024 bytes
+    CHECK(q == p);
+    CHECK(raw.allocs == 1);
+    CHECK(a.stats().cache_hits == 1);
+    void* r = a.allocate(5000);  // another size: a new block
+    CHECK(r != q);
+    CHECK(raw.allocs == 2);
+    a.deallocate(q, 900);
+    a.deallocate(r, 5000);
+    void* s1 = a.allocate(1024);
+    void* s2 = a.allocate(1024);  // the one cached 1024 block is taken: a fresh one
+    CHECK(s1 == p);
+    CHECK(s2 != s1);
+    CHECK(raw.allocs == 3);
+    a.deallocate(s1, 1024);
+    a.deallocate(s2, 1024);
+    CHECK(a.stats().num_allocs == 5);
+    CHECK(a.stats().cache_hits == 2);
+  }
+  // the destructor returns every cached block
+  CHECK(raw.frees == raw.allocs);
+  CHECK(raw.live_bytes == 0);
+}
+
+TEST_CASE("caching allocator: current, peak and reserved statistics", "[allocator]") {
+  RawCounter raw;
+  CachingAllocator a = raw.make();
+  void* p = a.allocate(1000);   // 1024
+  void* q = a.allocate(3000);   // 3072
+  MemoryStats s = a.stats();
+  CHECK(s.allocated == 4096);
+  CHECK(s.peak_allocated == 4096);
+  CHECK(s.reserved == 4096);
+  a.deallocate(q, 3000);
+  s = a.stats();
+  CHECK(s.allocated == 1024);
+  CHECK(s.peak_allocated == 4096);  // the high-water mark stays
+  CHECK(s.reserved == 4096);        // the freed block is cached, still reserved
+  a.reset_peak();
+  CHECK(a.stats().peak_allocated == 1024);
+  void* r = a.allocate(100);  // 512
+  CHECK(a.stats().peak_allocated == 1536);
+  a.deallocate(p, 1000);
+  a.deallocate(r, 100);
+  CHECK(a.stats().allocated == 0);
+  CHECK(a.stats().reserved == 4096 + 512);
+  a.deallocate(p, 1000);  // a second free of the same block is ignored
+  CHECK(a.stats().allocated == 0);
+}
+
+TEST_CASE("caching allocator: empty_cache returns cached blocks, live blocks stay", "[allocator]") {
+  RawCounter raw;
+  CachingAllocator a = raw.make();
+  void* p = a.allocate(2000);
+  void* q = a.allocate(3u << 20);
+  a.deallocate(q, 3u << 20);
+  CHECK(a.stats().reserved == int64_t(2048 + (4u << 20)));
+  a.empty_cache();
+  CHECK(raw.frees == 1);
+  CHECK(a.stats().reserved == 2048);
+  CHECK(a.stats().allocated == 2048);
+  void* q2 = a.allocate(3u << 20);  // nothing cached any more: a fresh raw allocation
+  CHECK(raw.allocs == 3);
+  a.deallocate(q2, 3u << 20);
+  a.deallocate(p, 2000);
+  a.empty_cache();
+  CHECK(raw.live_bytes == 0);
+  CHECK(a.stats().reserved == 0);
+}
+
+TEST_CASE("caching allocator: out of memory frees the cache and retries, then throws", "[allocator]") {
+  RawCounter raw;
+  raw.limit = 8192;
+  CachingAllocator a = raw.make();
+  void* p = a.allocate(4096);
+  a.deallocate(p, 4096);  // 4096 cached
+  void* q = a.allocate(6000);  // 6144: fits only after the cache is released
+  CHECK(q != nullptr);
+  CHECK(raw.frees == 1);
+  CHECK(a.stats().reserved == 6144);
+  using Catch::Matchers::Contains;
+  CHECK_THROWS_WITH(a.allocate(4096), Contains("out of memory"));
+  a.deallocate(q, 6000);
+}
+
+TEST_CASE("caching allocator: the CPU allocator keeps statistics too", "[allocator]") {
+  reset_peak_memory_stats(kCPU);
+  MemoryStats before = memory_stats(kCPU);
+  {
+    Tensor t = empty({1000}, DType::F64);
+    MemoryStats during = memory_stats(kCPU);
+    CHECK(during.allocated >= before.allocated + 8000);
+    CHECK(during.peak_allocated >= during.allocated);
+  }
+  CHECK(memory_stats(kCPU).allocated == before.allocated);
+}
