@@ -122,7 +122,7 @@ void elementwise(const Tensor& out, const std::array<Tensor, sizeof...(Ins)>& in
       Out* po = o + off[0];
       const int64_t so = g.strides[0][nd - 1];
       std::tuple<const Ins*...> p{reinterpret_cast<const Ins*>(base[I]) + off[I + 1]...};
-      const int64_t si[] = {g.strides[I + 1][nd - 1]...};
+      [[maybe_unused]] const int64_t si[] = {g.strides[I + 1][nd - 1]...};
       for (int64_t i = 0; i < inner; ++i) po[i * so] = op(std::get<I>(p)[i * si[I]]...);
       for (int d = nd - 2; d >= 0; --d) {
         if (++idx[d] < g.sizes[d]) break;
