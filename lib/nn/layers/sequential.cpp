@@ -1,0 +1,37 @@
+#include "nn/layers/sequential.h"
+#include "nn/layer_registry.h"
+
+namespace tr::nn {
+
+Sequential& Sequential::push_back(ModulePtr m, const std::string& name) {
+  add_child(name.empty() ? std::to_string(size()) : name, std::move(m));
+  return *this;
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor h = x;
+  for (auto& [n, m] : named_children()) h = (*m)(h);
+  return h;
+}
+
+ModuleList& ModuleList::push_back(ModulePtr m) {
+  add_child(std::to_string(size()), std::move(m));
+  return *this;
+}
+
+// Builds the layers of `t.layers` in order into a Sequential, threading the shape through.
+ModulePtr build_sequential(const TomlTable& t, ShapeInfo& io) {
+  auto seq = std::make_shared<Sequential>();
+  auto layers = t.get_tables("layers");
+  for (size_t i = 0; i < layers.size(); ++i) {
+    TomlTable l(layers[i].raw(), t.file(), str(t.what() == "model" ? "" : t.what() + " ", "layer ", i, " (",
+                                                  layers[i].raw()["type"].value_or(std::string("?")), ")"));
+    ModulePtr m = LayerRegistry::get().build(l, io);
+    seq->push_back(m, l.get_string("name", ""));
+  }
+  return seq;
+}
+
+TR_REGISTER_LAYER("sequential", "layers = [...]", build_sequential);
+
+}  // namespace tr::nn

@@ -1,0 +1,118 @@
+// nn::Module: parameters, buffers and child modules with dotted names (PyTorch's state_dict
+// keys), train/eval mode, state_dict / load_state_dict, and forward hooks.
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+#include "core/tensor.h"
+
+namespace tr::nn {
+
+class Module;
+using ModulePtr = std::shared_ptr<Module>;
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+using StateDict = NamedTensors;  // ordered as registered, like torch's OrderedDict
+
+// Returns replacement inputs (or an empty vector to keep them).
+using ForwardPreHook = std::function<std::vector<Tensor>(Module&, const std::vector<Tensor>& inputs)>;
+// Returns a replacement output (or an undefined tensor to keep it).
+using ForwardHook = std::function<Tensor(Module&, const std::vector<Tensor>& inputs, const Tensor& output)>;
+
+struct LoadResult {
+  std::vector<std::string> missing_keys;
+  std::vector<std::string> unexpected_keys;
+};
+
+class Module {
+ public:
+  explicit Module(std::string type_name) : type_name_(std::move(type_name)) {}
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // ---- forward ----
+  // Single-input modules override forward(x); multi-input ones override forward(xs).
+  virtual Tensor forward(const Tensor& x);
+  virtual Tensor forward(const std::vector<Tensor>& xs);
+  // Runs pre-hooks, forward and hooks.
+  Tensor operator()(const Tensor& x);
+  Tensor operator()(const std::vector<Tensor>& xs);
+
+  // ---- registration ----
+  Tensor& register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
+  Tensor& register_buffer(const std::string& name, Tensor t, bool persistent = true);
+  template <typename M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    add_child(name, m);
+    return m;
+  }
+
+  // ---- access (recursive names are dotted: "layers.0.weight") ----
+  NamedTensors named_parameters(bool recurse = true) const;
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  NamedTensors named_buffers(bool recurse = true) const;
+  std::vector<std::pair<std::string, ModulePtr>> named_children() const { return children_; }
+  // Every module of the tree with its dotted path; the root is "".
+  std::vector<std::pair<std::string, Module*>> named_modules();
+  // A submodule by dotted path ("features.0"); errors name the missing part.
+  ModulePtr get_submodule(const std::string& path) const;
+  // Replaces the submodule at a dotted path (torch's setattr on the parent).
+  void set_submodule(const std::string& path, ModulePtr m);
+  // This module's own parameter or buffer by name.
+  Tensor& tensor(const std::string& name);
+
+  // ---- modes ----
+  Module& train(bool on = true);
+  Module& eval() { return train(false); }
+  bool is_training() const { return training_; }
+
+  // ---- state ----
+  // Parameters and persistent buffers, detached, sharing storage with the module.
+  StateDict state_dict() const;
+  // Copies values into this module's tensors. With strict, missing or unexpected keys are an
+  // error that lists them; a shape mismatch is always an error naming the key and both shapes.
+  LoadResult load_state_dict(const StateDict& sd, bool strict = true);
+  void zero_grad(bool set_to_none = true);
+  // Moves/casts every parameter and buffer in place (handles held elsewhere see the change).
+  Module& to(Device d);
+  Module& to(DType t);
+
+  // ---- hooks ----
+  int register_forward_pre_hook(ForwardPreHook h);
+  int register_forward_hook(ForwardHook h);
+  void remove_hook(int handle);
+
+  const std::string& type_name() const { return type_name_; }
+  // The part inside the parentheses of the module's repr, as torch's extra_repr.
+  virtual std::string extra_repr() const { return ""; }
+  std::string repr() const;
+  int64_t num_parameters() const;
+
+ protected:
+  void add_child(const std::string& name, ModulePtr m);
+
+ private:
+  struct Buffer {
+    std::string name;
+    Tensor t;
+    bool persistent;
+  };
+  void collect(const std::string& prefix, bool params, bool buffers, bool persistent_only, NamedTensors& out) const;
+  void repr_into(std::string& s, int indent) const;
+
+  std::string type_name_;
+  bool training_ = true;
+  NamedTensors params_;
+  std::vector<Buffer> buffers_;
+  std::vector<std::pair<std::string, ModulePtr>> children_;
+  std::vector<std::pair<int, ForwardPreHook>> pre_hooks_;
+  std::vector<std::pair<int, ForwardHook>> hooks_;
+};
+
+// Points `dst` at `src`'s data (torch's `param.data = src`): every handle to dst sees it.
+void set_data(Tensor& dst, const Tensor& src);
+
+}  // namespace tr::nn
