@@ -8,40 +8,6 @@ namespace tr {
 
 namespace {
 
-class CpuAllocator : public Allocator {
- public:
-  void* allocate(size_t nbytes) override {
-    size_t n = (nbytes + 63) / 64 * 64;
-    if (n == 0) n = 64;
-    void* p = std::aligned_alloc(64, n);
-    if (!p) throw Error(str("cpu allocator: out of memory allocating ", nbytes, " bytes"));
-    std::lock_guard<std::mutex> g(mu_);
-    stats_.allocated += int64_t(nbytes);
-    stats_.reserved += int64_t(nbytes);
-    stats_.num_allocs++;
-    if (stats_.allocated > stats_.peak_allocated) stats_.peak_allocated = stats_.allocated;
-    return p;
-  }
-  void deallocate(void* p, size_t nbytes) override {
-    std::free(p);
-    std::lock_guard<std::mutex> g(mu_);
-    stats_.allocated -= int64_t(nbytes);
-    stats_.reserved -= int64_t(nbytes);
-  }
-  MemoryStats stats() const override {
-    std::lock_guard<std::mutex> g(mu_);
-    return stats_;
-  }
-  void reset_peak() override {
-    std::lock_guard<std::mutex> g(mu_);
-    stats_.peak_allocated = stats_.allocated;
-  }
-
- private:
-  mutable std::mutex mu_;
-  MemoryStats stats_;
-};
-
 std::function<Allocator&(int)>& factory(DeviceType t) {
   static std::function<Allocator&(int)> f[kNumDeviceTypes];
   return f[int(t)];
@@ -49,8 +15,8 @@ std::function<Allocator&(int)>& factory(DeviceType t) {
 
 }  // namespace
 
-CachingAllocator::CachingAllocator(RawAlloc raw_alloc, RawFree raw_free)
-    : raw_alloc_(std::move(raw_alloc)), raw_free_(std::move(raw_free)) {}
+CachingAllocator::CachingAllocator(RawAlloc raw_alloc, RawFree raw_free, size_t min_cached_bytes)
+    : raw_alloc_(std::move(raw_alloc)), raw_free_(std::move(raw_free)), min_cached_(min_cached_bytes) {}
 
 CachingAllocator::~CachingAllocator() { empty_cache(); }
 
@@ -95,6 +61,11 @@ void CachingAllocator::deallocate(void* p, size_t) {
   size_t rs = it->second;
   live_blocks_.erase(it);
   stats_.allocated -= int64_t(rs);
+  if (rs < min_cached_) {
+    raw_free_(p);
+    stats_.reserved -= int64_t(rs);
+    return;
+  }
   free_blocks_.emplace(rs, p);
 }
 
@@ -121,7 +92,9 @@ void register_allocator(DeviceType t, std::function<Allocator&(int)> get) { fact
 
 Allocator& allocator_for(Device d) {
   if (d.is_cpu()) {
-    static CpuAllocator cpu;
+    // 64-byte aligned; blocks of 1 MiB and more are cached for reuse
+    static CachingAllocator cpu([](size_t n) { return std::aligned_alloc(64, n); }, [](void* p) { std::free(p); },
+                                size_t(1) << 20);
     return cpu;
   }
   auto& f = factory(d.type);

@@ -36,7 +36,9 @@ class CachingAllocator : public Allocator {
  public:
   using RawAlloc = std::function<void*(size_t)>;
   using RawFree = std::function<void(void*)>;
-  CachingAllocator(RawAlloc raw_alloc, RawFree raw_free);
+  // Blocks smaller than min_cached_bytes go straight back to raw_free (the CPU keeps only
+  // large blocks, whose fresh pages would otherwise fault on every first touch).
+  CachingAllocator(RawAlloc raw_alloc, RawFree raw_free, size_t min_cached_bytes = 0);
   ~CachingAllocator() override;
   void* allocate(size_t nbytes) override;
   void deallocate(void* p, size_t nbytes) override;
@@ -48,6 +50,7 @@ class CachingAllocator : public Allocator {
  private:
   RawAlloc raw_alloc_;
   RawFree raw_free_;
+  size_t min_cached_;
   mutable std::mutex mu_;
   std::multimap<size_t, void*> free_blocks_;        // rounded size -> block
   std::unordered_map<void*, size_t> live_blocks_;   // block -> rounded size

@@ -78,60 +78,100 @@ struct LoopGeometry {
   }
 };
 
+// Sources of the flat loop: a contiguous input, or a one-element input read once.
+template <typename T>
+struct DenseSrc {
+  const T* p;
+  T operator[](int64_t i) const { return p[i]; }
+};
+template <typename T>
+struct ScalarSrc {
+  T v;
+  T operator[](int64_t) const { return v; }
+};
+
+template <typename Out, typename Op, typename... Srcs>
+void flat_loop(Out* o, int64_t n, const Op& op, const Srcs&... src) {
+  parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+#pragma omp simd
+    for (int64_t i = b; i < e; ++i) o[i] = op(src[i]...);
+  });
+}
+
+// Picks DenseSrc or ScalarSrc for input K, then recurses; the loop body is instantiated per
+// pattern so that every pattern vectorises.
+template <typename Out, typename Op, size_t K, typename InsTuple, size_t NI, typename... Done>
+void flat_dispatch(Out* o, int64_t n, const Op& op, const std::array<char*, NI>& base,
+                   const std::array<bool, NI>& scalar, const Done&... done) {
+  if constexpr (K == NI) {
+    flat_loop(o, n, op, done...);
+  } else {
+    using T = std::tuple_element_t<K, InsTuple>;
+    const T* p = reinterpret_cast<const T*>(base[K]);
+    if (scalar[K]) flat_dispatch<Out, Op, K + 1, InsTuple>(o, n, op, base, scalar, done..., ScalarSrc<T>{*p});
+    else flat_dispatch<Out, Op, K + 1, InsTuple>(o, n, op, base, scalar, done..., DenseSrc<T>{p});
+  }
+}
+
 // out[i] = op(in0[i], in1[i], ...) with broadcasting; out may be strided (copy_ into a view).
 template <typename Out, typename... Ins, typename Op>
 void elementwise(const Tensor& out, const std::array<Tensor, sizeof...(Ins)>& ins, const Op& op) {
   constexpr int N = 1 + sizeof...(Ins);
+  constexpr size_t NI = sizeof...(Ins);
   const Shape& shape = out.sizes();
   int64_t n = out.numel();
   if (n == 0) return;
   Out* o = static_cast<Out*>(out.raw_data());
-  std::array<char*, N - 1> base{};
-  for (int k = 0; k < N - 1; ++k) base[k] = static_cast<char*>(ins[k].raw_data());
+  std::array<char*, NI> base{};
+  std::array<bool, NI> scalar{};
+  for (size_t k = 0; k < NI; ++k) base[k] = static_cast<char*>(ins[k].raw_data());
 
+  // Flat path: a contiguous output, and inputs that are contiguous of the same shape or single elements.
   bool flat = out.is_contiguous();
-  for (int k = 0; k < N - 1 && flat; ++k) flat = ins[k].sizes() == shape && ins[k].is_contiguous();
+  for (size_t k = 0; k < NI && flat; ++k) {
+    scalar[k] = ins[k].numel() == 1;
+    flat = scalar[k] || (ins[k].sizes() == shape && ins[k].is_contiguous());
+  }
   if (flat) {
-    auto run = [&]<size_t... I>(std::index_sequence<I...>, int64_t b, int64_t e) {
-      std::tuple<const Ins*...> p{reinterpret_cast<const Ins*>(base[I])...};
-      for (int64_t i = b; i < e; ++i) o[i] = op(std::get<I>(p)[i]...);
-    };
-    parallel_for(n, kGrain, [&](int64_t b, int64_t e) { run(std::index_sequence_for<Ins...>{}, b, e); });
+    flat_dispatch<Out, Op, 0, std::tuple<Ins...>>(o, n, op, base, scalar);
     return;
   }
 
   std::array<Shape, N> st;
   st[0] = out.strides();
-  for (int k = 0; k < N - 1; ++k) st[k + 1] = broadcast_strides(ins[k], shape);
+  for (size_t k = 0; k < NI; ++k) st[k + 1] = broadcast_strides(ins[k], shape);
   LoopGeometry<N> g;
   g.build(shape, st);
   const int nd = g.ndim;
   const int64_t inner = g.sizes[nd - 1];
-  const int64_t outer = n / inner;
-  auto run_rows = [&]<size_t... I>(std::index_sequence<I...>, int64_t rb, int64_t re) {
+  // Work is split on the linear index, so a single long row also spreads across threads.
+  auto run_range = [&]<size_t... I>(std::index_sequence<I...>, int64_t b, int64_t e) {
     int64_t idx[16] = {0};
-    int64_t r = rb;
+    int64_t r = b / inner, c = b % inner;
     for (int d = nd - 2; d >= 0; --d) {
       idx[d] = r % g.sizes[d];
       r /= g.sizes[d];
     }
-    for (int64_t row = rb; row < re; ++row) {
+    const int64_t so = g.strides[0][nd - 1];
+    [[maybe_unused]] const int64_t si[] = {g.strides[I + 1][nd - 1]...};
+    int64_t left = e - b;
+    while (left > 0) {
+      int64_t cnt = std::min(inner - c, left);
       int64_t off[N] = {0};
       for (int d = 0; d < nd - 1; ++d)
         for (int k = 0; k < N; ++k) off[k] += idx[d] * g.strides[k][d];
-      Out* po = o + off[0];
-      const int64_t so = g.strides[0][nd - 1];
-      std::tuple<const Ins*...> p{reinterpret_cast<const Ins*>(base[I]) + off[I + 1]...};
-      [[maybe_unused]] const int64_t si[] = {g.strides[I + 1][nd - 1]...};
-      for (int64_t i = 0; i < inner; ++i) po[i * so] = op(std::get<I>(p)[i * si[I]]...);
+      Out* po = o + off[0] + c * so;
+      std::tuple<const Ins*...> p{reinterpret_cast<const Ins*>(base[I]) + off[I + 1] + c * si[I]...};
+      for (int64_t i = 0; i < cnt; ++i) po[i * so] = op(std::get<I>(p)[i * si[I]]...);
+      left -= cnt;
+      c = 0;
       for (int d = nd - 2; d >= 0; --d) {
         if (++idx[d] < g.sizes[d]) break;
         idx[d] = 0;
       }
     }
   };
-  int64_t grain_rows = std::max<int64_t>(1, kGrain / std::max<int64_t>(inner, 1));
-  parallel_for(outer, grain_rows, [&](int64_t b, int64_t e) { run_rows(std::index_sequence_for<Ins...>{}, b, e); });
+  parallel_for(n, kGrain, [&](int64_t b, int64_t e) { run_range(std::index_sequence_for<Ins...>{}, b, e); });
 }
 
 }  // namespace tr::cpu
