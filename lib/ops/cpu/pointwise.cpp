@@ -1,5 +1,6 @@
 // CPU kernels of the pointwise ops: out = f(in...) elementwise with broadcasting.
 #include "ops/cpu/loops.h"
+#include "ops/cpu/vec_math.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
 #include "ops/scalar_math.h"
@@ -20,8 +21,8 @@ using Outs = std::vector<Tensor>;
 
 // Unary op y = EXPR(x) computed in acc_t, over the dtypes of DISPATCH (TR_DISPATCH_FLOAT or
 // TR_DISPATCH_NUMERIC); PRE reads parameters from attrs `a` once, before the loop.
-#define TR_CPU_UNARY_P(NAME, DISPATCH, PRE, EXPR)                                             \
-  void NAME##_cpu(const Ins& in, Outs& out, const Attrs& a) {                                 \
+#define TR_CPU_UNARY_DEF(FN, NAME, DISPATCH, PRE, EXPR)                                       \
+  void FN(const Ins& in, Outs& out, const Attrs& a) {                                         \
     DISPATCH(in[0].dtype(), #NAME, [&] {                                                      \
       using A = acc_t<scalar_t>;                                                              \
       PRE;                                                                                    \
@@ -30,7 +31,19 @@ using Outs = std::vector<Tensor>;
         return scalar_t(EXPR);                                                                \
       });                                                                                     \
     });                                                                                       \
-  }                                                                                           \
+  }
+#define TR_CPU_UNARY_P(NAME, DISPATCH, PRE, EXPR)     \
+  TR_CPU_UNARY_DEF(NAME##_cpu, NAME, DISPATCH, PRE, EXPR) \
+  TR_REGISTER_KERNEL(NAME, CPU, NAME##_cpu);
+// f32 contiguous goes through glibc's vectorised functions (vec_math.h); the rest is scalar.
+#define TR_CPU_UNARY_FLOAT_VEC(NAME, EXPR, F8)                                          \
+  TR_CPU_UNARY_DEF(NAME##_scalar_cpu, NAME, TR_DISPATCH_FLOAT, (void)a, EXPR)           \
+  void NAME##_cpu(const Ins& in, Outs& out, const Attrs& a) {                           \
+    if (vec_f32_ok(in[0], out[0]))                                                      \
+      map_f32x8(in[0].data_ptr<float>(), out[0].data_ptr<float>(), in[0].numel(), F8);  \
+    else                                                                                \
+      NAME##_scalar_cpu(in, out, a);                                                    \
+  }                                                                                     \
   TR_REGISTER_KERNEL(NAME, CPU, NAME##_cpu);
 #define TR_CPU_UNARY_FLOAT(NAME, EXPR) TR_CPU_UNARY_P(NAME, TR_DISPATCH_FLOAT, (void)a, EXPR)
 #define TR_CPU_UNARY_FLOAT_P(NAME, PRE, EXPR) TR_CPU_UNARY_P(NAME, TR_DISPATCH_FLOAT, PRE, EXPR)
@@ -65,16 +78,16 @@ TR_CPU_UNARY_NUMERIC(neg, math::neg(x))
 TR_CPU_UNARY_NUMERIC(abs, math::abs(x))
 TR_CPU_UNARY_NUMERIC(sign, math::sign(x))
 TR_CPU_UNARY_NUMERIC(relu, math::relu(x))
-TR_CPU_UNARY_FLOAT(exp, math::exp(x))
-TR_CPU_UNARY_FLOAT(log, math::log(x))
+TR_CPU_UNARY_FLOAT_VEC(exp, math::exp(x), exp8)
+TR_CPU_UNARY_FLOAT_VEC(log, math::log(x), log8)
 TR_CPU_UNARY_FLOAT(sqrt, math::sqrt(x))
 TR_CPU_UNARY_FLOAT(rsqrt, math::rsqrt(x))
 TR_CPU_UNARY_FLOAT(sin, math::sin(x))
 TR_CPU_UNARY_FLOAT(cos, math::cos(x))
 TR_CPU_UNARY_FLOAT(erf, math::erf(x))
-TR_CPU_UNARY_FLOAT(tanh, math::tanh(x))
-TR_CPU_UNARY_FLOAT(sigmoid, math::sigmoid(x))
-TR_CPU_UNARY_FLOAT(silu, math::silu(x))
+TR_CPU_UNARY_FLOAT_VEC(tanh, math::tanh(x), tanh8)
+TR_CPU_UNARY_FLOAT_VEC(sigmoid, math::sigmoid(x), sigmoid8)
+TR_CPU_UNARY_FLOAT_VEC(silu, math::silu(x), silu8)
 TR_CPU_UNARY_FLOAT_P(gelu, const bool tanh_form = a.s("approximate") == "tanh",
                      (tanh_form ? math::gelu_tanh(x) : math::gelu_erf(x)))
 TR_CPU_UNARY_FLOAT_P(softplus, const A beta = A(a.f("beta")); const A thr = A(a.f("threshold")),

@@ -1,0 +1,50 @@
+// Vectorised f32 transcendental functions for contiguous tensors, through glibc's libmvec
+// (8-lane AVX2 variants of expf/logf/tanhf; accurate to a few ulp). Used by the CPU kernels of
+// exp, log, tanh, sigmoid and silu; other dtypes and strided tensors take the scalar loop.
+#pragma once
+#include <immintrin.h>
+#include <cstdint>
+#include <cstring>
+#include "ops/cpu/loops.h"
+
+extern "C" {
+__m256 _ZGVdN8v_expf(__m256);
+__m256 _ZGVdN8v_logf(__m256);
+__m256 _ZGVdN8v_tanhf(__m256);
+}
+
+namespace tr::cpu {
+
+// y[i] = f8(x[i..i+8]) over n floats, split across the pool; the tail goes through a padded block.
+template <typename F8>
+void map_f32x8(const float* x, float* y, int64_t n, const F8& f8) {
+  parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+    int64_t i = b;
+    for (; i + 8 <= e; i += 8) _mm256_storeu_ps(y + i, f8(_mm256_loadu_ps(x + i)));
+    if (i < e) {
+      alignas(32) float in[8] = {0}, out[8];
+      std::memcpy(in, x + i, size_t(e - i) * 4);
+      _mm256_store_ps(out, f8(_mm256_load_ps(in)));
+      std::memcpy(y + i, out, size_t(e - i) * 4);
+    }
+  });
+}
+
+inline __m256 exp8(__m256 v) { return _ZGVdN8v_expf(v); }
+inline __m256 log8(__m256 v) { return _ZGVdN8v_logf(v); }
+inline __m256 tanh8(__m256 v) { return _ZGVdN8v_tanhf(v); }
+// sigmoid(x) = 1 / (1 + e^-x)
+inline __m256 sigmoid8(__m256 v) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  return _mm256_div_ps(one, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), v))));
+}
+// silu(x) = x sigmoid(x)
+inline __m256 silu8(__m256 v) { return _mm256_mul_ps(v, sigmoid8(v)); }
+
+// True when the kernel can take the vector path: f32, both contiguous.
+inline bool vec_f32_ok(const Tensor& in, const Tensor& out) {
+  return in.dtype() == DType::F32 && out.dtype() == DType::F32 && in.is_contiguous() && out.is_contiguous() &&
+         in.sizes() == out.sizes();
+}
+
+}  // namespace tr::cpu
