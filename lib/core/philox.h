@@ -55,9 +55,9 @@ TR_HD double philox_normal_at(uint64_t seed, uint64_t offset, uint64_t i) {
   unsigned pair = unsigned(i % 4) / 2;
   double u1 = (double(b.v[2 * pair]) + 1.0) * (1.0 / 4294967297.0);  // (0, 1]
   double u2 = double(b.v[2 * pair + 1]) * (1.0 / 4294967296.0);       // [0, 1)
-  double r = sqrt(-2.0 * log(u1));
+  double r = ::sqrt(-2.0 * ::log(u1));
   double t = 6.283185307179586 * u2;
-  return (i % 2 == 0) ? r * cos(t) : r * sin(t);
+  return (i % 2 == 0) ? r * ::cos(t) : r * ::sin(t);
 }
 
 }  // namespace tr

@@ -1,0 +1,195 @@
+// IDX reader (zlib, chunked reads) and the image/label dataset built on it.
+#include "data/idx_dataset.h"
+#include <zlib.h>
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+
+namespace tr::data {
+
+namespace {
+
+std::string hex32(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", v);
+  return buf;
+}
+
+std::string magic_meaning(uint32_t magic) {
+  if (magic == IdxDataset::kImagesMagic) return "IDX images: unsigned bytes, 3 dims";
+  if (magic == IdxDataset::kLabelsMagic) return "IDX labels: unsigned bytes, 1 dim";
+  return str("IDX unsigned bytes, ", magic & 0xff, " dims");
+}
+
+class GzReader {
+ public:
+  explicit GzReader(const std::string& path) : path_(path) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    TR_CHECK(fs::exists(path, ec), "IdxDataset: cannot open '", path,
+             "': no such file (expected a gzipped IDX file such as Fashion-MNIST's train-images-idx3-ubyte.gz; "
+             "Debian's dataset-fashion-mnist installs them under ", IdxDataset::kFashionMnistDir, ")");
+    TR_CHECK(!fs::is_directory(path, ec), "IdxDataset: '", path, "' is a directory, expected an IDX file");
+    f_ = gzopen(path.c_str(), "rb");
+    TR_CHECK(f_ != nullptr, "IdxDataset: cannot open '", path, "': ", std::strerror(errno));
+    gzbuffer(f_, 1u << 18);
+  }
+  ~GzReader() {
+    if (f_) gzclose(f_);
+  }
+  GzReader(const GzReader&) = delete;
+  GzReader& operator=(const GzReader&) = delete;
+
+  // Reads up to n bytes into dst (gzread takes unsigned lengths: chunks of 1 GiB). Returns the
+  // count read; a short count means end of data or a zlib error (kept in error()).
+  int64_t read(void* dst, int64_t n) {
+    auto* p = static_cast<uint8_t*>(dst);
+    int64_t got = 0;
+    while (got < n) {
+      unsigned chunk = unsigned(std::min<int64_t>(n - got, int64_t(1) << 30));
+      int r = gzread(f_, p + got, chunk);
+      if (r <= 0) break;
+      got += r;
+    }
+    int errnum = Z_OK;
+    const char* msg = gzerror(f_, &errnum);
+    if (errnum != Z_OK && error_.empty()) error_ = msg ? msg : "zlib error";
+    return got;
+  }
+  // " (zlib: ...)" when zlib reported a problem (corrupt or cut-off gzip stream), else "".
+  std::string error_suffix() const { return error_.empty() ? "" : str(" (zlib: ", error_, ")"); }
+
+ private:
+  std::string path_;
+  gzFile f_ = nullptr;
+  std::string error_;
+};
+
+uint32_t big_endian_u32(const uint8_t* b) {
+  return (uint32_t(b[0]) << 24) | (uint32_t(b[1]) << 16) | (uint32_t(b[2]) << 8) | uint32_t(b[3]);
+}
+
+}  // namespace
+
+Tensor read_idx(const std::string& path, uint32_t expected_magic) {
+  GzReader in(path);
+  uint8_t head[4];
+  int64_t got = in.read(head, 4);
+  TR_CHECK(got == 4, "IdxDataset: '", path, "' is truncated: ", got,
+           " bytes of data, fewer than the 4-byte IDX magic number", in.error_suffix());
+  uint32_t magic = big_endian_u32(head);
+  if (expected_magic != 0) {
+    TR_CHECK(magic == expected_magic, "IdxDataset: '", path, "': bad magic number ", hex32(magic), ", expected ",
+             hex32(expected_magic), " (", magic_meaning(expected_magic), ")");
+  } else {
+    TR_CHECK((magic >> 16) == 0 && ((magic >> 8) & 0xff) == 0x08 && (magic & 0xff) >= 1, "IdxDataset: '", path,
+             "': bad magic number ", hex32(magic), ", expected 0x000008NN (IDX unsigned bytes, NN dims)");
+  }
+  const int ndims = int(magic & 0xff);
+  std::vector<uint8_t> dims_raw(size_t(4 * ndims));
+  got = in.read(dims_raw.data(), 4 * ndims);
+  TR_CHECK(got == 4 * ndims, "IdxDataset: '", path, "' is truncated: the header declares ", ndims,
+           " dimensions (", 4 * ndims, " bytes of sizes), found ", got, " bytes", in.error_suffix());
+  // Deflate expands at most ~1032:1, so a header promising more than that is corrupt: say so
+  // before allocating it.
+  std::error_code ec;
+  const int64_t file_bytes = int64_t(std::filesystem::file_size(path, ec));
+  const int64_t most = ec ? (int64_t(1) << 50) : file_bytes * 1032 + 1024;
+  Shape sizes;
+  int64_t total = 1;
+  bool too_big = false;
+  for (int d = 0; d < ndims; ++d) {
+    int64_t s = int64_t(big_endian_u32(&dims_raw[size_t(4 * d)]));
+    sizes.push_back(s);
+    if (s != 0 && total > most / s) too_big = true;
+    else total *= s;
+  }
+  TR_CHECK(!too_big && total <= most, "IdxDataset: '", path, "' is truncated or corrupt: the header promises ",
+           sizes, " bytes of data, more than a ", file_bytes, "-byte file can hold");
+  Tensor data = empty(sizes, DType::U8);
+  got = in.read(data.raw_data(), total);
+  TR_CHECK(got == total, "IdxDataset: '", path, "' is truncated: the header promises ", sizes, " = ", total,
+           " bytes of data, found ", got, " bytes", in.error_suffix());
+  uint8_t extra;
+  TR_CHECK(in.read(&extra, 1) == 0, "IdxDataset: '", path, "': more data than the header's ", sizes, " = ", total,
+           " bytes (corrupt header?)");
+  return data;
+}
+
+IdxDataset::IdxDataset(const std::string& images_path, const std::string& labels_path,
+                       std::optional<Normalize> normalize)
+    : images_path_(images_path), labels_path_(labels_path), normalize_(normalize) {
+  Tensor images = read_idx(images_path, kImagesMagic);  // [N, rows, cols]
+  Tensor labels = read_idx(labels_path, kLabelsMagic);  // [N]
+  TR_CHECK(images.size(0) == labels.size(0), "IdxDataset: image/label count mismatch: '", images_path, "' holds ",
+           images.size(0), " images but '", labels_path, "' holds ", labels.size(0), " labels");
+  images_ = images.view({images.size(0), 1, images.size(1), images.size(2)});
+  // Labels widen to i64 once (torch's targets are int64).
+  const int64_t n = labels.size(0);
+  labels_ = empty({n}, DType::I64);
+  const uint8_t* l8 = labels.data_ptr<uint8_t>();
+  int64_t* l64 = labels_.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    l64[i] = l8[i];
+    num_classes_ = std::max<int64_t>(num_classes_, l8[i] + 1);
+  }
+  if (normalize_) {
+    TR_CHECK(normalize_->std != 0.0f, "IdxDataset: normalize std must be non-zero, got ", normalize_->std);
+  }
+  // ToTensor: x.float() / 255; Normalize: (x - mean) / std; each step rounded to f32 as torch does.
+  for (int v = 0; v < 256; ++v) {
+    float x = float(v) / 255.0f;
+    if (normalize_) x = (x - normalize_->mean) / normalize_->std;
+    table_[v] = x;
+  }
+}
+
+IdxDataset IdxDataset::fashion_mnist(bool train, std::optional<Normalize> normalize, const std::string& dir) {
+  const std::string split = train ? "train" : "t10k";
+  return IdxDataset(dir + "/" + split + "-images-idx3-ubyte.gz", dir + "/" + split + "-labels-idx1-ubyte.gz",
+                    normalize);
+}
+
+void IdxDataset::gather(const std::vector<int64_t>& idx, float* x, int64_t* y) const {
+  const int64_t row = images_.numel() / std::max<int64_t>(size(), 1);
+  const uint8_t* src = images_.data_ptr<uint8_t>();
+  const int64_t* lab = labels_.data_ptr<int64_t>();
+  for (size_t b = 0; b < idx.size(); ++b) {
+    const int64_t i = idx[b];
+    check_index(i);
+    const uint8_t* s = src + i * row;
+    float* d = x + int64_t(b) * row;
+    for (int64_t k = 0; k < row; ++k) d[k] = table_[s[k]];
+    y[b] = lab[i];
+  }
+}
+
+Example IdxDataset::get(int64_t i) const {
+  Shape shape(images_.sizes().begin() + 1, images_.sizes().end());
+  Tensor x = empty(shape, DType::F32);
+  Tensor y = empty({}, DType::I64);
+  gather({i}, x.data_ptr<float>(), y.data_ptr<int64_t>());
+  return {x, y};
+}
+
+Example IdxDataset::get_batch(const std::vector<int64_t>& idx) const {
+  Shape shape = images_.sizes();
+  shape[0] = int64_t(idx.size());
+  Tensor x = empty(shape, DType::F32);
+  Tensor y = empty({int64_t(idx.size())}, DType::I64);
+  gather(idx, x.data_ptr<float>(), y.data_ptr<int64_t>());
+  return {x, y};
+}
+
+std::string IdxDataset::describe() const {
+  Shape shape(images_.sizes().begin() + 1, images_.sizes().end());
+  std::string s = str("IdxDataset(", size(), " x ", shape, ", ", num_classes_, " classes, images='", images_path_,
+                      "', labels='", labels_path_, "'");
+  if (normalize_) s += str(", normalize=(", normalize_->mean, ", ", normalize_->std, ")");
+  return s + ")";
+}
+
+}  // namespace tr::data

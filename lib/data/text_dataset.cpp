@@ -1,0 +1,133 @@
+// Byte-level text corpus: glob expansion, file concatenation, train/eval split by position, windows.
+#include "data/text_dataset.h"
+#include <glob.h>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+namespace tr::data {
+
+namespace {
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+}  // namespace
+
+std::vector<std::string> expand_text_glob(const std::string& pattern) {
+  namespace fs = std::filesystem;
+  glob_t g;
+  std::memset(&g, 0, sizeof g);
+  int rc = ::glob(pattern.c_str(), 0, nullptr, &g);  // sorted
+  std::vector<std::string> matches;
+  if (rc == 0)
+    for (size_t i = 0; i < g.gl_pathc; ++i) matches.emplace_back(g.gl_pathv[i]);
+  globfree(&g);
+  TR_CHECK(rc == 0 || rc == GLOB_NOMATCH, "TextDataset: glob('", pattern, "') failed (",
+           rc == GLOB_NOSPACE ? "out of memory" : "read error", ")");
+  std::vector<std::string> files;
+  std::set<std::string> seen;
+  for (const std::string& p : matches) {
+    std::error_code ec;
+    if (!fs::is_regular_file(p, ec) || ends_with(p, ".dat")) continue;
+    std::string canon = fs::canonical(p, ec).string();
+    if (ec) canon = p;
+    if (!seen.insert(canon).second) continue;
+    files.push_back(p);
+  }
+  TR_CHECK(!files.empty(), "TextDataset: no text files match '", pattern, "' (", matches.size(),
+           " paths matched; directories, *.dat and duplicate symlinks are skipped)",
+           pattern == TextDataset::kFortunesGlob ? "; Debian's fortunes package installs this corpus" : "");
+  return files;
+}
+
+std::vector<uint8_t> TextDataset::read_files(const std::vector<std::string>& paths) {
+  std::vector<uint8_t> out;
+  for (const std::string& p : paths) {
+    std::ifstream f(p, std::ios::binary);
+    TR_CHECK(f.good(), "TextDataset: cannot open '", p, "': ", std::strerror(errno));
+    f.seekg(0, std::ios::end);
+    const std::streamoff n = f.tellg();
+    f.seekg(0, std::ios::beg);
+    TR_CHECK(n >= 0, "TextDataset: cannot read the size of '", p, "'");
+    const size_t at = out.size();
+    out.resize(at + size_t(n));
+    f.read(reinterpret_cast<char*>(out.data() + at), n);
+    TR_CHECK(f.gcount() == n, "TextDataset: '", p, "': read ", f.gcount(), " of ", n, " bytes");
+  }
+  return out;
+}
+
+TextDataset::TextDataset(Options opts) : opts_(std::move(opts)) {
+  if (opts_.paths.empty()) {
+    files_ = expand_text_glob(opts_.glob);
+  } else {
+    for (const std::string& p : opts_.paths) {  // entries with wildcards expand in place
+      if (p.find_first_of("*?[") == std::string::npos) {
+        files_.push_back(p);
+      } else {
+        for (std::string& f : expand_text_glob(p)) files_.push_back(std::move(f));
+      }
+    }
+  }
+  corpus_ = std::make_shared<const std::vector<uint8_t>>(read_files(files_));
+  init();
+}
+
+TextDataset::TextDataset(std::shared_ptr<const std::vector<uint8_t>> corpus, Options opts)
+    : opts_(std::move(opts)), corpus_(std::move(corpus)) {
+  TR_CHECK(corpus_ != nullptr, "TextDataset: null corpus");
+  files_ = opts_.paths;
+  init();
+}
+
+void TextDataset::init() {
+  const int64_t T = opts_.block_size;
+  TR_CHECK(T >= 1, "TextDataset: block_size must be >= 1, got ", T);
+  TR_CHECK(opts_.eval_fraction >= 0.0 && opts_.eval_fraction < 1.0,
+           "TextDataset: eval_fraction must be in [0, 1), got ", opts_.eval_fraction);
+  const int64_t n = int64_t(corpus_->size());
+  const int64_t n_eval = int64_t(double(n) * opts_.eval_fraction);
+  const int64_t split = n - n_eval;
+  begin_ = opts_.train ? 0 : split;
+  end_ = opts_.train ? split : n;
+  const int64_t m = end_ - begin_;
+  // A window needs T + 1 tokens (x and its one-step shift y).
+  TR_CHECK(m >= T + 1, "TextDataset: the ", opts_.train ? "train" : "eval", " split has ", m,
+           " tokens, fewer than block_size + 1 = ", T + 1, " (corpus of ", n, " bytes from ", files_.size(),
+           " files, eval_fraction ", opts_.eval_fraction, ")");
+  num_windows_ = opts_.overlapping ? m - T : (m - 1) / T;
+}
+
+void TextDataset::fill(int64_t i, int64_t* x, int64_t* y) const {
+  check_index(i);
+  const uint8_t* t = tokens() + window_start(i);
+  for (int64_t k = 0; k < opts_.block_size; ++k) {
+    x[k] = t[k];
+    y[k] = t[k + 1];
+  }
+}
+
+Example TextDataset::get(int64_t i) const {
+  Tensor x = empty({opts_.block_size}, DType::I64), y = empty({opts_.block_size}, DType::I64);
+  fill(i, x.data_ptr<int64_t>(), y.data_ptr<int64_t>());
+  return {x, y};
+}
+
+Example TextDataset::get_batch(const std::vector<int64_t>& idx) const {
+  const int64_t B = int64_t(idx.size()), T = opts_.block_size;
+  Tensor x = empty({B, T}, DType::I64), y = empty({B, T}, DType::I64);
+  int64_t* px = x.data_ptr<int64_t>();
+  int64_t* py = y.data_ptr<int64_t>();
+  for (int64_t b = 0; b < B; ++b) fill(idx[size_t(b)], px + b * T, py + b * T);
+  return {x, y};
+}
+
+std::string TextDataset::describe() const {
+  return str("TextDataset(", opts_.train ? "train" : "eval", ": ", num_tokens(), " of ", corpus_tokens(),
+             " byte tokens, ", files_.size(), " files", opts_.paths.empty() ? str(" from '", opts_.glob, "'") : "",
+             ", block_size=", opts_.block_size, ", ", size(), opts_.overlapping ? " overlapping" : " non-overlapping",
+             " windows)");
+}
+
+}  // namespace tr::data

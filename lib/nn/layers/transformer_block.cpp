@@ -1,0 +1,87 @@
+#include "nn/layers/transformer_block.h"
+#include "nn/layer_registry.h"
+#include "ops/ops.h"
+
+namespace tr::nn {
+
+namespace {
+
+// The minimal LayerNorm over the last dim that a Block needs (nanoGPT's LayerNorm with optional bias);
+// private so that it does not clash with the general nn::LayerNorm layer.
+class BlockLayerNorm : public Module {
+ public:
+  BlockLayerNorm(int64_t n, bool bias) : Module("LayerNorm"), n_(n) {
+    weight_ = register_parameter("weight", ones({n}));
+    if (bias) bias_ = register_parameter("bias", zeros({n}));
+  }
+  Tensor forward(const Tensor& x) override {
+    TR_CHECK(x.dim() >= 1 && x.size(-1) == n_, "LayerNorm((", n_, ",)): input of shape ", x.sizes(),
+             " does not end with ", n_);
+    return layer_norm(x, {n_}, weight_, bias_, 1e-5);
+  }
+  std::string extra_repr() const override {
+    return str("(", n_, ",), eps=1e-05, elementwise_affine=True", bias_.defined() ? "" : ", bias=False");
+  }
+
+ private:
+  int64_t n_;
+  Tensor weight_, bias_;
+};
+
+void check_gelu(const std::string& g) {
+  TR_CHECK(g == "none" || g == "tanh", "gelu approximate must be 'none' or 'tanh', got '", g, "'");
+}
+
+}  // namespace
+
+TransformerMLP::TransformerMLP(int64_t n_embd, double dropout_, bool bias, std::string gelu_)
+    : Module("MLP"), dropout(dropout_), gelu(std::move(gelu_)) {
+  check_gelu(gelu);
+  TR_CHECK(dropout >= 0.0 && dropout < 1.0, "MLP: dropout must be in [0, 1), got ", dropout);
+  c_fc = register_module("c_fc", std::make_shared<Linear>(n_embd, 4 * n_embd, bias));
+  c_proj = register_module("c_proj", std::make_shared<Linear>(4 * n_embd, n_embd, bias));
+}
+
+Tensor TransformerMLP::forward(const Tensor& x) {
+  return tr::dropout((*c_proj)(tr::gelu((*c_fc)(x), gelu)), dropout, is_training());
+}
+
+std::string TransformerMLP::extra_repr() const { return str("gelu='", gelu, "', dropout=", dropout); }
+
+TransformerBlock::TransformerBlock(int64_t n_embd, int64_t n_head, double dropout, bool bias, std::string gelu)
+    : Module("Block") {
+  ln_1 = register_module("ln_1", std::make_shared<BlockLayerNorm>(n_embd, bias));
+  attn = register_module("attn", std::make_shared<CausalSelfAttention>(n_embd, n_head, dropout, bias));
+  ln_2 = register_module("ln_2", std::make_shared<BlockLayerNorm>(n_embd, bias));
+  mlp = register_module("mlp", std::make_shared<TransformerMLP>(n_embd, dropout, bias, std::move(gelu)));
+}
+
+Tensor TransformerBlock::forward(const Tensor& x) {
+  Tensor h = x + (*attn)((*ln_1)(x));
+  return h + (*mlp)((*ln_2)(h));
+}
+
+namespace {
+
+ModulePtr build_transformer_block(const TomlTable& t, ShapeInfo& io) {
+  expect_rank(t, io, 2, "[T, C]");
+  int64_t C = io.shape[1];
+  if (t.has("n_embd") && t.get_int("n_embd") != C)
+    layer_error(t, str("n_embd = ", t.get_int("n_embd"), " does not match the input shape ", io.str(),
+                       " coming from the previous layer"));
+  int64_t nh = t.get_int("n_head");
+  if (nh <= 0 || C % nh != 0)
+    t.fail("n_head", str("= ", nh, " must be positive and divide n_embd = ", C, " (the last dim of the input ", io.str(), ")"));
+  double p = t.get_float("dropout", 0.0);
+  if (p < 0.0 || p >= 1.0) t.fail("dropout", str("must be in [0, 1), got ", p));
+  std::string gelu = t.get_choice("gelu", {"none", "tanh"}, "none");
+  return std::make_shared<TransformerBlock>(C, nh, p, t.get_bool("bias", true), gelu);
+}
+
+}  // namespace
+
+TR_REGISTER_LAYER("transformer_block",
+                  "n_head, dropout = 0, bias = true, gelu = \"none\"|\"tanh\", n_embd (optional check); input [T, C]",
+                  build_transformer_block);
+
+}  // namespace tr::nn

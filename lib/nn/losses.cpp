@@ -1,0 +1,193 @@
+#include "nn/losses.h"
+#include "ops/ops.h"
+
+namespace tr::nn {
+
+namespace {
+
+enum class Reduction { None, Mean, Sum };
+
+Reduction parse_reduction(const std::string& r, const char* fn) {
+  if (r == "mean") return Reduction::Mean;
+  if (r == "sum") return Reduction::Sum;
+  if (r == "none") return Reduction::None;
+  throw Error(str(fn, ": reduction is '", r, "', expected one of 'mean', 'sum', 'none'"));
+}
+
+Tensor reduce(const Tensor& l, Reduction r) {
+  if (r == Reduction::Mean) return mean(l);
+  if (r == Reduction::Sum) return sum(l);
+  return l;
+}
+
+void check_float_input(const Tensor& input, const char* fn) {
+  TR_CHECK(input.defined() && input.is_floating_point(), fn, ": input must be a floating tensor, got ",
+           input.defined() ? dtype_name(input.dtype()) : "an undefined tensor");
+}
+
+// The shape class-index targets must have for `input`: the input's without the class dim 1.
+Shape index_target_shape(const Tensor& input) {
+  Shape s = input.sizes();
+  s.erase(s.begin() + (input.dim() == 1 ? 0 : 1));
+  return s;
+}
+
+// Cross entropy against probabilities y (the input's shape): -sum_c ((1-ls) y + ls/C) log p.
+Tensor cross_entropy_probs(const Tensor& input, const Tensor& target, double ls, Reduction r) {
+  TR_CHECK(target.sizes() == input.sizes(), "cross_entropy_loss: probability targets must have the input's shape ",
+           input.sizes(), ", got ", target.sizes());
+  int64_t cdim = input.dim() == 1 ? 0 : 1;
+  int64_t C = input.size(cdim);
+  Tensor y = ls > 0.0 ? target * (1.0 - ls) + ls / double(C) : target;
+  Tensor prod = log_softmax(input, cdim) * y;
+  if (r == Reduction::None) return -sum(prod, {cdim});
+  Tensor total = -sum(prod);
+  if (r == Reduction::Sum) return total;
+  return total / double(input.numel() / C);
+}
+
+}  // namespace
+
+Tensor cross_entropy_loss(const Tensor& input, const Tensor& target, int64_t ignore_index, double ls,
+                          const std::string& reduction) {
+  const char* fn = "cross_entropy_loss";
+  Reduction r = parse_reduction(reduction, fn);
+  check_float_input(input, fn);
+  TR_CHECK(input.dim() >= 1, fn, ": input must have the classes in dim 1 ([N, C], [C] or [N, C, d1, ...]), got a 0-dim tensor");
+  TR_CHECK(ls >= 0.0 && ls <= 1.0, fn, ": label_smoothing must be in [0, 1], got ", ls);
+  TR_CHECK(target.defined(), fn, ": target is undefined");
+  if (target.is_floating_point()) return cross_entropy_probs(input, target, ls, r);
+  TR_CHECK(target.dtype() == DType::I64 || target.dtype() == DType::I32 || target.dtype() == DType::U8, fn,
+           ": target must hold class indices (int64) or probabilities (floating), got ", dtype_name(target.dtype()));
+  Shape want = index_target_shape(input);
+  TR_CHECK(target.sizes() == want, fn, ": target of shape ", target.sizes(), " does not match input of shape ",
+           input.sizes(), "; expected class indices of shape ", want, " (or probabilities of shape ", input.sizes(), ")");
+
+  const int64_t cdim = input.dim() == 1 ? 0 : 1, C = input.size(cdim);
+  // logits as rows [M, C] with the classes last, targets [M]
+  Tensor x2;
+  if (input.dim() == 1) x2 = input.unsqueeze(0);
+  else if (input.dim() == 2) x2 = input;
+  else x2 = input.transpose(1, -1).reshape({-1, C});  // the order of rows is irrelevant but must match target's
+  Tensor t1 = target.to(DType::I64);
+  if (input.dim() > 2) t1 = t1.transpose(1, -1).reshape({-1});
+  else t1 = t1.reshape({-1});
+
+  Tensor valid = t1 != double(ignore_index);  // bool [M]
+  Tensor oob = logical_and(valid, logical_not(logical_and(t1 >= 0.0, t1 < double(C))));
+  if (t1.numel() > 0 && sum(oob.to(DType::I64)).item() > 0) {
+    std::vector<double> tv = t1.tolist(), ov = oob.tolist();
+    for (size_t i = 0; i < tv.size(); ++i)
+      if (ov[i] != 0.0)
+        throw Error(str(fn, ": target ", int64_t(tv[i]), " is out of bounds for ", C, " classes (input shape ",
+                        input.sizes(), ", target shape ", target.sizes(), "; valid: 0..", C - 1,
+                        " or ignore_index = ", ignore_index, ")"));
+  }
+  Tensor safe = where(valid, t1, zeros_like(t1));  // ignored rows pick class 0, then are zeroed
+  Tensor logp = log_softmax(x2, 1);                // [M, C]
+  Tensor zero = zeros({}, TensorOptions(logp.dtype()).device(logp.device()));
+  Tensor nll = where(valid, -gather(logp, 1, safe.unsqueeze(1)).squeeze(1), zero);  // [M]
+  Tensor smooth;
+  if (ls > 0.0) smooth = where(valid, -sum(logp, {1}), zero);  // [M]
+
+  auto combine = [&](const Tensor& a, const Tensor& b) { return ls > 0.0 ? a * (1.0 - ls) + b * (ls / double(C)) : a; };
+  switch (r) {
+    case Reduction::None: {
+      Tensor l = combine(nll, smooth);
+      if (input.dim() > 2) {  // back from rows to [N, d1, ...]
+        Shape s = target.sizes();
+        std::swap(s[1], s.back());
+        return l.reshape(s).transpose(1, -1);
+      }
+      return l.reshape(target.sizes());
+    }
+    case Reduction::Sum:
+      return combine(sum(nll), ls > 0.0 ? sum(smooth) : Tensor());
+    case Reduction::Mean: {
+      Tensor count = sum(valid.to(logp.dtype()));
+      return combine(sum(nll) / count, ls > 0.0 ? sum(smooth) / count : Tensor());
+    }
+  }
+  return Tensor();
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
+  const char* fn = "mse_loss";
+  Reduction r = parse_reduction(reduction, fn);
+  check_float_input(input, fn);
+  TR_CHECK(target.defined() && target.is_floating_point(), fn, ": target must be a floating tensor, got ",
+           target.defined() ? dtype_name(target.dtype()) : "an undefined tensor");
+  TR_CHECK(target.sizes() == input.sizes(), fn, ": target of shape ", target.sizes(),
+           " does not match input of shape ", input.sizes());
+  Tensor d = input - target;
+  return reduce(d * d, r);
+}
+
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const std::string& reduction,
+                                        const Tensor& pos_weight) {
+  const char* fn = "binary_cross_entropy_with_logits";
+  Reduction r = parse_reduction(reduction, fn);
+  check_float_input(input, fn);
+  TR_CHECK(target.defined() && target.is_floating_point(), fn, ": target must be a floating tensor (0/1 labels or "
+           "probabilities), got ", target.defined() ? dtype_name(target.dtype()) : "an undefined tensor");
+  TR_CHECK(target.sizes() == input.sizes(), fn, ": target of shape ", target.sizes(),
+           " does not match input of shape ", input.sizes());
+  if (pos_weight.defined()) {
+    TR_CHECK(pos_weight.is_floating_point(), fn, ": pos_weight must be floating, got ", dtype_name(pos_weight.dtype()));
+    bool ok = pos_weight.dim() <= input.dim();
+    for (int64_t i = 1; ok && i <= pos_weight.dim(); ++i)
+      ok = pos_weight.size(-i) == 1 || pos_weight.size(-i) == input.size(-i);
+    TR_CHECK(ok, fn, ": pos_weight of shape ", pos_weight.sizes(), " does not broadcast to the input shape ",
+             input.sizes(), " (one weight per class of the last dim: [", input.dim() ? input.size(-1) : 1, "])");
+  }
+  // m only keeps exp() in range: the value and every derivative are independent of it, so it is a
+  // constant for autograd (no kink at x = 0).
+  Tensor m = relu(-input.detach());
+  Tensor lse = log(exp(-m) + exp(-input - m));  // log(1 + exp(-x)) - m
+  Tensor l;
+  if (pos_weight.defined()) {
+    Tensor lw = (pos_weight - 1.0) * target + 1.0;
+    l = (1.0 - target) * input + lw * (lse + m);
+  } else {
+    l = ((1.0 - target) * input + m) + lse;
+  }
+  return reduce(l, r);
+}
+
+// ---- modules ----
+
+Loss::Loss(std::string type_name, std::string red) : Module(std::move(type_name)), reduction(std::move(red)) {
+  parse_reduction(reduction, this->type_name().c_str());
+}
+
+Tensor Loss::forward(const std::vector<Tensor>& xs) {
+  TR_CHECK(xs.size() == 2, type_name(), ": expected 2 inputs (input, target), got ", xs.size());
+  return forward(xs[0], xs[1]);
+}
+
+CrossEntropyLoss::CrossEntropyLoss(int64_t ii, double ls, std::string red)
+    : Loss("CrossEntropyLoss", std::move(red)), ignore_index(ii), label_smoothing(ls) {
+  TR_CHECK(ls >= 0.0 && ls <= 1.0, "CrossEntropyLoss: label_smoothing must be in [0, 1], got ", ls);
+}
+Tensor CrossEntropyLoss::forward(const Tensor& input, const Tensor& target) {
+  return cross_entropy_loss(input, target, ignore_index, label_smoothing, reduction);
+}
+std::string CrossEntropyLoss::extra_repr() const {
+  std::string s;
+  if (ignore_index != -100) s += str("ignore_index=", ignore_index);
+  if (label_smoothing != 0.0) s += str(s.empty() ? "" : ", ", "label_smoothing=", label_smoothing);
+  if (reduction != "mean") s += str(s.empty() ? "" : ", ", "reduction=", reduction);
+  return s;
+}
+
+MSELoss::MSELoss(std::string red) : Loss("MSELoss", std::move(red)) {}
+Tensor MSELoss::forward(const Tensor& input, const Tensor& target) { return mse_loss(input, target, reduction); }
+
+BCEWithLogitsLoss::BCEWithLogitsLoss(std::string red, Tensor pw) : Loss("BCEWithLogitsLoss", std::move(red)) {
+  if (pw.defined()) pos_weight = register_buffer("pos_weight", pw);
+}
+Tensor BCEWithLogitsLoss::forward(const Tensor& input, const Tensor& target) {
+  return binary_cross_entropy_with_logits(input, target, reduction, pos_weight);
+}
+
+}  // namespace tr::nn
