@@ -7,6 +7,11 @@
 #include "core/rng.h"
 #include "ops/init.h"
 #include "ops/ops.h"
+#include "config/run_config.h"
+#include "nn/model_file.h"
+#include "train/trainer.h"
+#include "util/toml_table.h"
+#include <filesystem>
 
 namespace tr::app {
 
@@ -65,7 +70,65 @@ int demo(int steps, uint64_t seed) {
 
 }  // namespace
 
+// `trainer summary <model file | run config>`
+void summary(const std::string& path) {
+  toml::table t = parse_toml_file(path);
+  nn::Model m;
+  if (t.contains("layers")) {
+    m = nn::load_model_file(path);
+  } else {
+    config::RunConfig c = config::load_run_config(path);
+    if (c.model.is_inline) {
+      TomlTable mt(c.model.inline_model, path, "[model]");
+      m = nn::build_model(mt);
+    } else {
+      m = nn::load_model_file(c.model.file);
+    }
+  }
+  std::printf("%s", nn::model_summary(m).c_str());
+}
+
+void run(const std::string& path, const std::vector<std::string>& overrides) {
+  train::Trainer t(config::load_run_config(path, overrides));
+  t.fit();
+}
+
+void eval(const std::string& path, const std::string& checkpoint, const std::vector<std::string>& overrides) {
+  config::RunConfig c = config::load_run_config(path, overrides);
+  c.log.progress = "none";
+  train::Trainer t(c);
+  std::string w = checkpoint;
+  if (std::filesystem::is_directory(w)) w += "/model.safetensors";
+  t.load_weights(w);
+  train::EvalResult r = t.evaluate();
+  std::printf("{\"split\":\"eval\",\"loss\":%.9g,\"accuracy\":%.9g,\"count\":%lld}\n", r.loss, r.accuracy,
+              (long long)r.count);
+}
+
 void register_commands(CLI::App& app) {
+  {
+    auto* c = app.add_subcommand("run", "train a run config (TOML)");
+    static std::string cfg;
+    static std::vector<std::string> sets;
+    c->add_option("config", cfg, "run config file")->required()->check(CLI::ExistingFile);
+    c->add_option("--set", sets, "override a config key: section.key=value (repeatable)");
+    c->callback([] { run(cfg, sets); });
+  }
+  {
+    auto* c = app.add_subcommand("eval", "evaluate saved weights with a run config");
+    static std::string cfg, ckpt;
+    static std::vector<std::string> sets;
+    c->add_option("config", cfg, "run config file")->required()->check(CLI::ExistingFile);
+    c->add_option("--checkpoint", ckpt, "checkpoint directory or model.safetensors")->required();
+    c->add_option("--set", sets, "override a config key: section.key=value (repeatable)");
+    c->callback([] { eval(cfg, ckpt, sets); });
+  }
+  {
+    auto* c = app.add_subcommand("summary", "print each layer's output shape and parameter count");
+    static std::string path;
+    c->add_option("file", path, "model file or run config")->required()->check(CLI::ExistingFile);
+    c->callback([] { summary(path); });
+  }
   app.add_subcommand("info", "print build and device information")->callback(info);
 
   auto* d = app.add_subcommand("demo", "train a small built-in MLP on synthetic spirals");

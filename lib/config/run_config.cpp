@@ -1,0 +1,201 @@
+#include "config/run_config.h"
+#include <filesystem>
+#include <sstream>
+#include "core/error.h"
+#include "util/toml_table.h"
+
+namespace tr::config {
+
+namespace fs = std::filesystem;
+
+void apply_override(toml::table& root, const std::string& assignment) {
+  auto eq = assignment.find('=');
+  TR_CHECK(eq != std::string::npos && eq > 0, "--set '", assignment, "': expected section.key=value");
+  std::string key = assignment.substr(0, eq), value = assignment.substr(eq + 1);
+  std::vector<std::string> parts;
+  std::stringstream ss(key);
+  for (std::string p; std::getline(ss, p, '.');) parts.push_back(p);
+  TR_CHECK(parts.size() >= 2, "--set '", assignment, "': the key must name a section and a key, e.g. train.epochs=3");
+  toml::table* t = &root;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    toml::node* n = t->get(parts[i]);
+    if (!n) {
+      t->insert(parts[i], toml::table{});
+      n = t->get(parts[i]);
+    }
+    TR_CHECK(n->is_table(), "--set '", assignment, "': '", parts[i], "' is not a table");
+    t = n->as_table();
+  }
+  // the value as TOML (3, 0.1, true, "x", [1, 2]); anything that does not parse is a string
+  toml::table parsed;
+  try {
+    parsed = toml::parse("v = " + value);
+  } catch (const toml::parse_error&) {
+    parsed.insert("v", value);
+  }
+  t->insert_or_assign(parts.back(), *parsed.get("v"));
+}
+
+namespace {
+
+std::string resolve_path(const std::string& p, const std::string& config_dir) {
+  if (p.empty() || fs::path(p).is_absolute() || fs::exists(p)) return p;
+  fs::path alt = fs::path(config_dir) / p;
+  return fs::exists(alt) ? alt.string() : p;
+}
+
+}  // namespace
+
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
+  toml::table root = parse_toml_file(path);
+  for (auto& o : overrides) apply_override(root, o);
+  RunConfig c;
+  c.path = path;
+  std::string dir = fs::path(path).parent_path().string();
+  TomlTable top(root, path, "run config");
+  const std::vector<std::string> sections = {"run", "model", "data", "optimizer", "train", "log", "checkpoint"};
+  for (auto& s : sections) top.has(s);
+  top.finish();
+
+  auto section = [&](const char* name) {
+    const toml::node* n = root.get(name);
+    static const toml::table empty;
+    if (n && !n->is_table()) top.fail(name, "must be a table");
+    return TomlTable(n ? *n->as_table() : empty, path, str("[", name, "]"));
+  };
+
+  {
+    TomlTable t = section("run");
+    c.run.name = t.get_string("name", fs::path(path).stem().string());
+    c.run.out_dir = t.get_string("out_dir", c.run.out_dir);
+    c.run.seed = t.get_int("seed", c.run.seed);
+    c.run.device = t.get_string("device", c.run.device);
+    if (c.run.device != "auto" && c.run.device != "cpu" && c.run.device.rfind("cuda", 0) != 0)
+      t.fail("device", str("is '", c.run.device, "', expected auto, cpu, cuda or cuda:N"));
+    c.run.threads = t.get_int("threads", c.run.threads);
+    TR_CHECK(!c.run.name.empty() && c.run.name.find('/') == std::string::npos, path, ": [run] name '", c.run.name,
+             "' must be a non-empty name without '/'");
+    t.finish();
+  }
+  {
+    TomlTable t = section("model");
+    if (t.has("file")) {
+      c.model.file = resolve_path(t.get_string("file"), dir);
+      t.finish();
+    } else {
+      TR_CHECK(t.has("layers"), path, ": [model] needs either file = \"models/....toml\" or the layers inline");
+      c.model.is_inline = true;
+      c.model.inline_model = *root.get("model")->as_table();
+    }
+  }
+  {
+    TomlTable t = section("data");
+    auto& d = c.data;
+    d.dataset = t.get_choice("dataset", {"idx", "text", "synthetic"}, d.dataset);
+    d.batch_size = t.get_int("batch_size", d.batch_size);
+    if (d.batch_size <= 0) t.fail("batch_size", "must be positive");
+    d.eval_batch_size = t.get_int("eval_batch_size", d.eval_batch_size);
+    d.shuffle = t.get_bool("shuffle", d.shuffle);
+    d.drop_last = t.get_bool("drop_last", d.drop_last);
+    d.workers = t.get_int("workers", d.workers);
+    const std::string fm = "/usr/share/datasets/fashion-mnist/";
+    d.train_images = resolve_path(t.get_string("train_images", fm + "train-images-idx3-ubyte.gz"), dir);
+    d.train_labels = resolve_path(t.get_string("train_labels", fm + "train-labels-idx1-ubyte.gz"), dir);
+    d.test_images = resolve_path(t.get_string("test_images", fm + "t10k-images-idx3-ubyte.gz"), dir);
+    d.test_labels = resolve_path(t.get_string("test_labels", fm + "t10k-labels-idx1-ubyte.gz"), dir);
+    if (t.has("normalize")) {
+      d.normalize = t.get_floats("normalize");
+      if (d.normalize.size() != 2 || d.normalize[1] <= 0) t.fail("normalize", "must be [mean, std] with std > 0");
+    }
+    if (t.has("paths")) d.paths = t.get_strings("paths");
+    d.block_size = t.get_int("block_size", d.block_size);
+    d.eval_fraction = t.get_float("eval_fraction", d.eval_fraction);
+    if (!(d.eval_fraction > 0 && d.eval_fraction < 1)) t.fail("eval_fraction", "must be in (0, 1)");
+    d.num_classes = t.get_int("num_classes", d.num_classes);
+    d.train_size = t.get_int("train_size", d.train_size);
+    d.eval_size = t.get_int("eval_size", d.eval_size);
+    t.finish();
+  }
+  {
+    TomlTable t = section("optimizer");
+    auto& o = c.optimizer;
+    o.type = t.get_choice("type", {"sgd"}, o.type);
+    o.lr = t.get_float("lr", o.lr);
+    if (o.lr < 0) t.fail("lr", "must be >= 0");
+    o.momentum = t.get_float("momentum", o.momentum);
+    o.dampening = t.get_float("dampening", o.dampening);
+    o.weight_decay = t.get_float("weight_decay", o.weight_decay);
+    o.nesterov = t.get_bool("nesterov", o.nesterov);
+    t.finish();
+  }
+  {
+    TomlTable t = section("train");
+    auto& tr = c.train;
+    tr.epochs = t.get_int("epochs", tr.epochs);
+    tr.steps = t.get_int("steps", tr.steps);
+    if (tr.epochs <= 0 && tr.steps <= 0) t.fail("epochs", "and steps: one of them must be positive");
+    tr.eval_every = t.get_int("eval_every", tr.eval_every);
+    tr.eval_batches = t.get_int("eval_batches", tr.eval_batches);
+    tr.log_every = t.get_int("log_every", tr.log_every);
+    if (tr.log_every <= 0) t.fail("log_every", "must be positive");
+    t.finish();
+  }
+  {
+    TomlTable t = section("log");
+    c.log.jsonl = t.get_bool("jsonl", c.log.jsonl);
+    c.log.progress = t.get_choice("progress", {"auto", "lines", "none"}, c.log.progress);
+    t.finish();
+  }
+  {
+    TomlTable t = section("checkpoint");
+    c.checkpoint.save_final = t.get_bool("save_final", c.checkpoint.save_final);
+    t.finish();
+  }
+  return c;
+}
+
+std::string to_toml(const RunConfig& c) {
+  auto arr = [](const auto& v) {
+    toml::array a;
+    for (auto& x : v) a.push_back(x);
+    return a;
+  };
+  toml::table root;
+  root.insert("run", toml::table{{"name", c.run.name}, {"out_dir", c.run.out_dir}, {"seed", c.run.seed},
+                                 {"device", c.run.device}, {"threads", c.run.threads}});
+  if (c.model.is_inline) root.insert("model", c.model.inline_model);
+  else root.insert("model", toml::table{{"file", c.model.file}});
+  const auto& d = c.data;
+  toml::table data{{"dataset", d.dataset}, {"batch_size", d.batch_size}, {"eval_batch_size", d.eval_batch_size},
+                   {"shuffle", d.shuffle}, {"drop_last", d.drop_last}, {"workers", d.workers}};
+  if (d.dataset == "idx") {
+    data.insert("train_images", d.train_images);
+    data.insert("train_labels", d.train_labels);
+    data.insert("test_images", d.test_images);
+    data.insert("test_labels", d.test_labels);
+    if (!d.normalize.empty()) data.insert("normalize", arr(d.normalize));
+  } else if (d.dataset == "text") {
+    data.insert("paths", arr(d.paths));
+    data.insert("block_size", d.block_size);
+    data.insert("eval_fraction", d.eval_fraction);
+  } else {
+    data.insert("num_classes", d.num_classes);
+    data.insert("train_size", d.train_size);
+    data.insert("eval_size", d.eval_size);
+  }
+  root.insert("data", data);
+  const auto& o = c.optimizer;
+  root.insert("optimizer", toml::table{{"type", o.type}, {"lr", o.lr}, {"momentum", o.momentum},
+                                       {"dampening", o.dampening}, {"weight_decay", o.weight_decay},
+                                       {"nesterov", o.nesterov}});
+  const auto& t = c.train;
+  root.insert("train", toml::table{{"epochs", t.epochs}, {"steps", t.steps}, {"eval_every", t.eval_every},
+                                   {"eval_batches", t.eval_batches}, {"log_every", t.log_every}});
+  root.insert("log", toml::table{{"jsonl", c.log.jsonl}, {"progress", c.log.progress}});
+  root.insert("checkpoint", toml::table{{"save_final", c.checkpoint.save_final}});
+  std::ostringstream os;
+  os << "# resolved config of run '" << c.run.name << "' (from " << c.path << ")\n" << root << "\n";
+  return os.str();
+}
+
+}  // namespace tr::config

@@ -1,0 +1,94 @@
+// The run config: TOML -> typed, validated structs with defaults, `--set section.key=value`
+// overrides, and the fully resolved config written back as TOML. Unknown keys are errors with
+// file:line:column and the nearest valid key; wrong types name the key and the expected type.
+#pragma once
+#include <toml++/toml.h>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tr::config {
+
+struct RunSection {
+  std::string name;            // default: the config file's stem
+  std::string out_dir = "runs";
+  int64_t seed = 0;
+  std::string device = "auto";  // auto | cpu | cuda | cuda:N
+  int64_t threads = 0;          // 0: OMP_NUM_THREADS or all cores
+};
+
+struct ModelSection {
+  std::string file;  // a model file, relative to the run config's directory or the working directory
+  // or the layers inline: input, input_dtype, layers (kept as a TOML table)
+  toml::table inline_model;
+  bool is_inline = false;
+};
+
+struct DataSection {
+  std::string dataset = "idx";  // idx | text | synthetic
+  int64_t batch_size = 64;
+  int64_t eval_batch_size = 0;  // 0: batch_size
+  bool shuffle = true;
+  bool drop_last = false;
+  int64_t workers = 0;
+  // idx
+  std::string train_images, train_labels, test_images, test_labels;
+  std::vector<double> normalize;  // [mean, std] or empty
+  // text
+  std::vector<std::string> paths;  // files or globs; empty: Debian's fortunes
+  int64_t block_size = 128;
+  double eval_fraction = 0.1;
+  // synthetic
+  int64_t num_classes = 10;
+  int64_t train_size = 4096;
+  int64_t eval_size = 1024;
+};
+
+struct OptimizerSection {
+  std::string type = "sgd";
+  double lr = 0.01;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+};
+
+struct TrainSection {
+  int64_t epochs = 1;
+  int64_t steps = 0;         // > 0: stop after this many optimizer steps (overrides epochs)
+  int64_t eval_every = 0;    // > 0: evaluate every N steps; always at each epoch end
+  int64_t eval_batches = 0;  // > 0: evaluate on the first N batches only
+  int64_t log_every = 50;
+};
+
+struct LogSection {
+  bool jsonl = true;
+  std::string progress = "auto";  // auto (a live line on a terminal) | lines | none
+};
+
+struct CheckpointSection {
+  bool save_final = true;  // weights at the end: runs/<name>/checkpoints/final/model.safetensors
+};
+
+struct RunConfig {
+  std::string path;  // the config file
+  RunSection run;
+  ModelSection model;
+  DataSection data;
+  OptimizerSection optimizer;
+  TrainSection train;
+  LogSection log;
+  CheckpointSection checkpoint;
+
+  std::string run_dir() const { return run.out_dir + "/" + run.name; }
+};
+
+// Loads `path`, applies overrides ("section.key=value", value parsed as TOML, else a string),
+// validates and fills defaults.
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// Applies one "a.b.c=value" override to a table (creating tables on the way).
+void apply_override(toml::table& t, const std::string& assignment);
+// The resolved config (every key, defaults included) as TOML.
+std::string to_toml(const RunConfig& c);
+
+}  // namespace tr::config
