@@ -1,0 +1,198 @@
+// Integration tests: the real trainer binary on real data, each in a fresh directory.
+#include <catch2/catch.hpp>
+#include <sys/wait.h>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+
+namespace fs = std::filesystem;
+using Catch::Matchers::Contains;
+
+namespace {
+
+struct Result {
+  int code = 0;
+  std::string out;  // stdout and stderr together
+};
+
+// Runs the trainer in `dir` with `args`; captures output and the exit code.
+Result trainer(const fs::path& dir, const std::string& args) {
+  std::string cmd = "cd '" + dir.string() + "' && '" TRAINER_BINARY "' " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+fs::path fresh_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("trainer_it_" + name + "_" + std::to_string(getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+void write(const fs::path& p, const std::string& s) {
+  std::ofstream f(p);
+  f << s;
+}
+
+std::string read(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+const std::string kRepo = TRAINER_SOURCE_DIR;
+
+// A small synthetic classification run (fast, deterministic).
+const char* kSyntheticConfig = R"(
+[run]
+seed = 3
+[model]
+input = [8]
+[[model.layers]]
+type = "linear"
+out_features = 16
+[[model.layers]]
+type = "relu"
+[[model.layers]]
+type = "dropout"
+p = 0.1
+[[model.layers]]
+type = "linear"
+out_features = 3
+[data]
+dataset = "synthetic"
+num_classes = 3
+train_size = 512
+eval_size = 128
+batch_size = 32
+[optimizer]
+lr = 0.1
+momentum = 0.9
+[train]
+epochs = 2
+log_every = 4
+)";
+
+std::string strip_timing(const std::string& metrics) {
+  return std::regex_replace(metrics, std::regex(",\"samples_per_s\":[-0-9.e+]+"), "");
+}
+
+}  // namespace
+
+TEST_CASE("summary prints every layer with its output shape and the totals", "[integration]") {
+  fs::path d = fresh_dir("summary");
+  Result r = trainer(d, "summary '" + kRepo + "/models/cnn_fmnist.toml'");
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Contains("[32, 28, 28]") && Contains("[64, 7, 7]") && Contains("421,834"));
+  Result c = trainer(d, "summary '" + kRepo + "/configs/fmnist_mlp.toml'");
+  CHECK(c.code == 0);
+  CHECK_THAT(c.out, Contains("669,706"));
+}
+
+TEST_CASE("run writes metrics.jsonl and the resolved config; same seed, same metrics", "[integration]") {
+  fs::path d = fresh_dir("determinism");
+  write(d / "syn.toml", kSyntheticConfig);
+  Result a = trainer(d, "run syn.toml --set run.name=a");
+  INFO(a.out);
+  REQUIRE(a.code == 0);
+  Result b = trainer(d, "run syn.toml --set run.name=b");
+  REQUIRE(b.code == 0);
+  std::string ma = read(d / "runs/a/metrics.jsonl"), mb = read(d / "runs/b/metrics.jsonl");
+  CHECK_THAT(ma, Contains("{\"split\":\"train\",\"step\":4,\"epoch\":0,\"loss\":"));
+  CHECK_THAT(ma, Contains("\"lr\":[0.1],\"samples_per_s\":"));
+  CHECK_THAT(ma, Contains("{\"split\":\"eval\",\"step\":32,\"epoch\":1,\"loss\":"));
+  CHECK(strip_timing(ma) == strip_timing(mb));
+  std::string cfg = read(d / "runs/a/config.toml");
+  CHECK_THAT(cfg, Contains("seed = 3") && Contains("momentum = 0.9") && Contains("name = 'a'"));
+  CHECK(fs::exists(d / "runs/a/checkpoints/final/model.safetensors"));
+  // eval of the saved weights reproduces the final eval line
+  Result e = trainer(d, "eval syn.toml --checkpoint runs/a/checkpoints/final --set run.name=a");
+  INFO(e.out);
+  CHECK(e.code == 0);
+  std::smatch m;
+  REQUIRE(std::regex_search(ma, m, std::regex("\"step\":32,\"epoch\":1,\"loss\":([-0-9.e+]+),\"accuracy\":([-0-9.e+]+)")));
+  CHECK_THAT(e.out, Contains("\"loss\":" + m[1].str()) && Contains("\"accuracy\":" + m[2].str()));
+}
+
+TEST_CASE("the MLP learns Fashion-MNIST from the real files", "[integration]") {
+  fs::path d = fresh_dir("mlp");
+  Result r = trainer(d, "run '" + kRepo + "/configs/fmnist_mlp.toml' --set train.steps=150 --set train.eval_batches=2 "
+                        "--set log.progress=lines");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  std::string m = read(d / "runs/fmnist_mlp/metrics.jsonl");
+  std::smatch acc;
+  REQUIRE(std::regex_search(m, acc, std::regex("\"split\":\"eval\".*\"accuracy\":([0-9.]+)")));
+  CHECK(std::stod(acc[1].str()) > 0.7);
+}
+
+TEST_CASE("bad input: one clear line and a non-zero exit", "[integration][errors]") {
+  fs::path d = fresh_dir("errors");
+  SECTION("malformed TOML names file, line and column") {
+    write(d / "bad.toml", "[run]\nseed = = 3\n");
+    Result r = trainer(d, "run bad.toml");
+    CHECK(r.code != 0);
+    CHECK_THAT(r.out, Contains("bad.toml:2:") && Contains("error"));
+  }
+  SECTION("unknown layer type lists the known types") {
+    std::string c = kSyntheticConfig;
+    c.replace(c.find("\"relu\""), 6, "\"rellu\"");
+    write(d / "c.toml", c);
+    Result r = trainer(d, "run c.toml");
+    CHECK(r.code != 0);
+    CHECK_THAT(r.out, Contains("unknown layer type 'rellu'") && Contains("did you mean 'relu'") && Contains("known types"));
+  }
+  SECTION("unknown key with the nearest valid key") {
+    std::string c = kSyntheticConfig;
+    c.replace(c.find("momentum"), 8, "momentun");
+    write(d / "c.toml", c);
+    Result r = trainer(d, "run c.toml");
+    CHECK(r.code != 0);
+    CHECK_THAT(r.out, Contains("c.toml:") && Contains("unknown key 'momentun'") && Contains("did you mean 'momentum'"));
+  }
+  SECTION("wrong type names the key and the expected type") {
+    Result r = trainer(d, "run '" + kRepo + "/configs/fmnist_mlp.toml' --set train.epochs=two");
+    CHECK(r.code != 0);
+    CHECK_THAT(r.out, Contains("'epochs'") && Contains("must be an integer"));
+  }
+  SECTION("a shape mismatch between layers names the layer and both shapes") {
+    std::string c = kSyntheticConfig;
+    c.replace(c.find("out_features = 3"), 16, "out_features = 3\nin_features = 12");
+    write(d / "c.toml", c);
+    Result r = trainer(d, "run c.toml");
+    CHECK(r.code != 0);
+    CHECK_THAT(r.out, Contains("layer 3 (linear)") && Contains("in_features = 12") && Contains("[16]"));
+  }
+  SECTION("missing dataset file") {
+    Result r = trainer(d, "run '" + kRepo + "/configs/fmnist_mlp.toml' --set data.train_images=nope.gz");
+    CHECK(r.code != 0);
+    CHECK_THAT(r.out, Contains("nope.gz"));
+  }
+  SECTION("truncated dataset file") {
+    std::string src = "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz";
+    std::string data = read(src);
+    write(d / "short.gz", data.substr(0, data.size() / 2));
+    Result r = trainer(d, "run '" + kRepo + "/configs/fmnist_mlp.toml' --set data.train_labels=short.gz");
+    CHECK(r.code != 0);
+    CHECK_THAT(r.out, Contains("short.gz"));
+  }
+  SECTION("unknown layer type in a model file") {
+    write(d / "m.toml", "input = [4]\n[[layers]]\ntype = \"lineer\"\nout_features = 2\n");
+    Result r = trainer(d, "summary m.toml");
+    CHECK(r.code != 0);
+    CHECK_THAT(r.out, Contains("m.toml:3:") && Contains("did you mean 'linear'"));
+  }
+}
