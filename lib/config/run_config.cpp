@@ -119,13 +119,23 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   {
     TomlTable t = section("optimizer");
     auto& o = c.optimizer;
-    o.type = t.get_choice("type", {"sgd"}, o.type);
+    o.type = t.get_choice("type", {"sgd", "adam", "adamw"}, o.type);
+    if (o.type != "sgd") o.lr = 1e-3;
+    if (o.type == "adamw") o.weight_decay = 0.01;
     o.lr = t.get_float("lr", o.lr);
     if (o.lr < 0) t.fail("lr", "must be >= 0");
     o.momentum = t.get_float("momentum", o.momentum);
     o.dampening = t.get_float("dampening", o.dampening);
     o.weight_decay = t.get_float("weight_decay", o.weight_decay);
     o.nesterov = t.get_bool("nesterov", o.nesterov);
+    if (t.has("betas")) {
+      o.betas = t.get_floats("betas");
+      if (o.betas.size() != 2) t.fail("betas", "must be [beta1, beta2]");
+    }
+    o.eps = t.get_float("eps", o.eps);
+    o.amsgrad = t.get_bool("amsgrad", o.amsgrad);
+    if (o.type == "sgd" && (t.has("betas") || t.has("amsgrad")))
+      t.fail(t.has("betas") ? "betas" : "amsgrad", "applies to adam and adamw, not sgd");
     t.finish();
   }
   {
@@ -187,7 +197,8 @@ std::string to_toml(const RunConfig& c) {
   const auto& o = c.optimizer;
   root.insert("optimizer", toml::table{{"type", o.type}, {"lr", o.lr}, {"momentum", o.momentum},
                                        {"dampening", o.dampening}, {"weight_decay", o.weight_decay},
-                                       {"nesterov", o.nesterov}});
+                                       {"nesterov", o.nesterov}, {"betas", arr(o.betas)}, {"eps", o.eps},
+                                       {"amsgrad", o.amsgrad}});
   const auto& t = c.train;
   root.insert("train", toml::table{{"epochs", t.epochs}, {"steps", t.steps}, {"eval_every", t.eval_every},
                                    {"eval_batches", t.eval_batches}, {"log_every", t.log_every}});

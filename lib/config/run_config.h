@@ -49,8 +49,11 @@ struct OptimizerSection {
   double lr = 0.01;
   double momentum = 0.0;
   double dampening = 0.0;
-  double weight_decay = 0.0;
+  double weight_decay = 0.0;  // adamw: 0.01 unless set (torch's default)
   bool nesterov = false;
+  std::vector<double> betas = {0.9, 0.999};
+  double eps = 1e-8;
+  bool amsgrad = false;
 };
 
 struct TrainSection {

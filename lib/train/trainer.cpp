@@ -15,6 +15,7 @@
 #include "io/safetensors.h"
 #include "nn/losses.h"
 #include "ops/ops.h"
+#include "optim/adam.h"
 #include "optim/sgd.h"
 
 namespace tr::train {
@@ -101,13 +102,26 @@ Trainer::Trainer(config::RunConfig cfg) : cfg_(std::move(cfg)) {
   if (!device_.is_cpu()) model_.net->to(device_);
 
   // optimizer
-  optim::SGDOptions so;
-  so.lr = cfg_.optimizer.lr;
-  so.momentum = cfg_.optimizer.momentum;
-  so.dampening = cfg_.optimizer.dampening;
-  so.weight_decay = cfg_.optimizer.weight_decay;
-  so.nesterov = cfg_.optimizer.nesterov;
-  optimizer_ = std::make_unique<optim::SGD>(model_.net->parameters(), so);
+  const auto& oc = cfg_.optimizer;
+  std::vector<optim::ParamGroup> groups{{model_.net->parameters(), {}, "default"}};
+  if (oc.type == "sgd") {
+    optim::SGDOptions so;
+    so.lr = oc.lr;
+    so.momentum = oc.momentum;
+    so.dampening = oc.dampening;
+    so.weight_decay = oc.weight_decay;
+    so.nesterov = oc.nesterov;
+    optimizer_ = std::make_unique<optim::SGD>(groups, so);
+  } else {
+    optim::AdamOptions ao;
+    ao.lr = oc.lr;
+    ao.beta1 = oc.betas[0];
+    ao.beta2 = oc.betas[1];
+    ao.eps = oc.eps;
+    ao.weight_decay = oc.weight_decay;
+    ao.amsgrad = oc.amsgrad;
+    optimizer_ = std::make_unique<optim::Adam>(groups, ao, oc.type == "adamw");
+  }
 }
 
 std::pair<Tensor, Tensor> Trainer::loss_and_correct(const Tensor& logits, const Tensor& target) const {
