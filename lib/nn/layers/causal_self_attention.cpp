@@ -48,9 +48,7 @@ std::string CausalSelfAttention::extra_repr() const {
   return str("n_embd=", n_embd, ", n_head=", n_head, ", dropout=", dropout);
 }
 
-namespace {
-
-ModulePtr build_causal_self_attention(const TomlTable& t, ShapeInfo& io) {
+AttentionArgs read_attention_args(const TomlTable& t, const ShapeInfo& io) {
   expect_rank(t, io, 2, "[T, C]");
   int64_t C = io.shape[1];
   if (t.has("n_embd") && t.get_int("n_embd") != C)
@@ -61,7 +59,14 @@ ModulePtr build_causal_self_attention(const TomlTable& t, ShapeInfo& io) {
     t.fail("n_head", str("= ", nh, " must be positive and divide n_embd = ", C, " (the last dim of the input ", io.str(), ")"));
   double p = t.get_float("dropout", 0.0);
   if (p < 0.0 || p >= 1.0) t.fail("dropout", str("must be in [0, 1), got ", p));
-  return std::make_shared<CausalSelfAttention>(C, nh, p, t.get_bool("bias", true));
+  return {C, nh, p};
+}
+
+namespace {
+
+ModulePtr build_causal_self_attention(const TomlTable& t, ShapeInfo& io) {
+  AttentionArgs a = read_attention_args(t, io);
+  return std::make_shared<CausalSelfAttention>(a.n_embd, a.n_head, a.dropout, t.get_bool("bias", true));
 }
 
 }  // namespace

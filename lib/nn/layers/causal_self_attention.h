@@ -2,6 +2,7 @@
 #pragma once
 #include <memory>
 #include "nn/layers/linear.h"
+#include "nn/layer_registry.h"
 #include "nn/module.h"
 
 namespace tr::nn {
@@ -27,5 +28,14 @@ class CausalSelfAttention : public Module {
   const Tensor& causal_mask(int64_t T, const Tensor& like);
   Tensor mask_;
 };
+
+// n_embd (from the input [T, C], optionally checked), n_head (dividing it) and dropout, as the
+// attention and transformer-block builders read them.
+struct AttentionArgs {
+  int64_t n_embd;
+  int64_t n_head;
+  double dropout;
+};
+AttentionArgs read_attention_args(const TomlTable& t, const ShapeInfo& io);
 
 }  // namespace tr::nn

@@ -64,18 +64,9 @@ Tensor TransformerBlock::forward(const Tensor& x) {
 namespace {
 
 ModulePtr build_transformer_block(const TomlTable& t, ShapeInfo& io) {
-  expect_rank(t, io, 2, "[T, C]");
-  int64_t C = io.shape[1];
-  if (t.has("n_embd") && t.get_int("n_embd") != C)
-    layer_error(t, str("n_embd = ", t.get_int("n_embd"), " does not match the input shape ", io.str(),
-                       " coming from the previous layer"));
-  int64_t nh = t.get_int("n_head");
-  if (nh <= 0 || C % nh != 0)
-    t.fail("n_head", str("= ", nh, " must be positive and divide n_embd = ", C, " (the last dim of the input ", io.str(), ")"));
-  double p = t.get_float("dropout", 0.0);
-  if (p < 0.0 || p >= 1.0) t.fail("dropout", str("must be in [0, 1), got ", p));
+  AttentionArgs a = read_attention_args(t, io);
   std::string gelu = t.get_choice("gelu", {"none", "tanh"}, "none");
-  return std::make_shared<TransformerBlock>(C, nh, p, t.get_bool("bias", true), gelu);
+  return std::make_shared<TransformerBlock>(a.n_embd, a.n_head, a.dropout, t.get_bool("bias", true), gelu);
 }
 
 }  // namespace
