@@ -272,7 +272,9 @@ FitResult Trainer::fit() {
         window_steps = 0;
         window_t0 = now;
       }
-      if (cfg_.train.eval_every > 0 && step % cfg_.train.eval_every == 0 && !loader.epoch_done()) eval_and_log(epoch);
+      // (the last step of an epoch or of the run is evaluated below, once)
+      if (cfg_.train.eval_every > 0 && step % cfg_.train.eval_every == 0 && !loader.epoch_done() && step < total_steps)
+        eval_and_log(epoch);
     }
     eval_and_log(epoch);
   }
