@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <utility>
 #include "core/tensor.h"
+#include "core/convert.h"
 
 namespace tr::cpu {
 
@@ -28,18 +29,6 @@ void parallel_for(int64_t n, int64_t grain, const F& f) {
   }
 }
 
-template <typename To, typename From>
-inline To convert(From v) {
-  if constexpr (std::is_same_v<To, bool>) {
-    return static_cast<float>(v) != 0.0f;
-  } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {
-    return To(static_cast<float>(v));
-  } else if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) {
-    return static_cast<To>(static_cast<float>(v));
-  } else {
-    return static_cast<To>(v);
-  }
-}
 
 // Strides of `t` (in elements) when broadcast to `shape` (0 on broadcast dims).
 Shape broadcast_strides(const Tensor& t, const Shape& shape);

@@ -10,6 +10,7 @@
 #include <type_traits>
 #include "core/dtype.h"
 #include "core/half.h"
+#include "core/convert.h"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/launch.h"
 
@@ -97,20 +98,6 @@ __device__ __forceinline__ T load_operand(const ElementwiseArgs& a, int k, int64
     return v;
   }
   return static_cast<const T*>(a.ptr[k])[off];
-}
-
-// The CPU's convert<To>(From) (ops/cpu/loops.h): bool is "!= 0 as float", f16/bf16 go through f32.
-template <typename To, typename From>
-__host__ __device__ __forceinline__ To convert(From v) {
-  if constexpr (std::is_same_v<To, bool>) {
-    return static_cast<float>(v) != 0.0f;
-  } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {
-    return To(static_cast<float>(v));
-  } else if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) {
-    return static_cast<To>(static_cast<float>(v));
-  } else {
-    return static_cast<To>(v);
-  }
 }
 
 template <int K, typename... T>
