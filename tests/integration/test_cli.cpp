@@ -19,9 +19,9 @@ struct Result {
   std::string out;  // stdout and stderr together
 };
 
-// Runs the trainer in `dir` with `args`; captures output and the exit code.
-Result trainer(const fs::path& dir, const std::string& args) {
-  std::string cmd = "cd '" + dir.string() + "' && '" TRAINER_BINARY "' " + args + " 2>&1";
+// Runs a shell command in `dir`; captures output and the exit code.
+Result shell(const fs::path& dir, const std::string& command) {
+  std::string cmd = "cd '" + dir.string() + "' && " + command + " 2>&1";
   Result r;
   FILE* p = popen(cmd.c_str(), "r");
   REQUIRE(p);
@@ -32,6 +32,9 @@ Result trainer(const fs::path& dir, const std::string& args) {
   r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   return r;
 }
+
+// Runs the trainer in `dir` with `args`.
+Result trainer(const fs::path& dir, const std::string& args) { return shell(dir, "'" TRAINER_BINARY "' " + args); }
 
 fs::path fresh_dir(const std::string& name) {
   fs::path d = fs::temp_directory_path() / ("trainer_it_" + name + "_" + std::to_string(getpid()));
@@ -125,6 +128,27 @@ TEST_CASE("run writes metrics.jsonl and the resolved config; same seed, same met
   std::smatch m;
   REQUIRE(std::regex_search(ma, m, std::regex("\"step\":32,\"epoch\":1,\"loss\":([-0-9.e+]+),\"accuracy\":([-0-9.e+]+)")));
   CHECK_THAT(e.out, Contains("\"loss\":" + m[1].str()) && Contains("\"accuracy\":" + m[2].str()));
+}
+
+TEST_CASE("progress: a live line on a terminal, plain periodic lines otherwise", "[integration]") {
+  fs::path d = fresh_dir("progress");
+  write(d / "syn.toml", kSyntheticConfig);
+  const std::regex line("epoch 0  step 4/32  loss [0-9.]+  lr 0.1  [0-9]+ samples/s  ETA [0-9:]+");
+  // stdout is a pipe here: one plain line per log_every steps, no carriage returns
+  Result piped = trainer(d, "run syn.toml --set run.name=piped");
+  INFO(piped.out);
+  REQUIRE(piped.code == 0);
+  CHECK(std::regex_search(piped.out, line));
+  CHECK(piped.out.find('\r') == std::string::npos);
+  // under a pseudo-terminal (script(1) from bsdutils): one line rewritten in place with \r
+  Result tty = shell(d, "script -qec \"'" TRAINER_BINARY "' run syn.toml --set run.name=tty\" /dev/null");
+  INFO(tty.out);
+  REQUIRE(tty.code == 0);
+  CHECK(std::regex_search(tty.out, std::regex("\repoch 1  step 30/32  loss [0-9.]+  lr 0.1 ")));
+  // progress = "none": nothing per step
+  Result none = trainer(d, "run syn.toml --set run.name=none --set log.progress=none");
+  CHECK(none.code == 0);
+  CHECK_THAT(none.out, !Contains("samples/s"));
 }
 
 TEST_CASE("the MLP learns Fashion-MNIST from the real files", "[integration]") {
