@@ -1,5 +1,7 @@
 #include "config/run_config.h"
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <sstream>
 #include "core/error.h"
 #include "util/toml_table.h"
@@ -53,7 +55,7 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   c.path = path;
   std::string dir = fs::path(path).parent_path().string();
   TomlTable top(root, path, "run config");
-  const std::vector<std::string> sections = {"run", "model", "data", "optimizer", "train", "log", "checkpoint"};
+  const std::vector<std::string> sections = {"run", "model", "data", "optimizer", "scheduler", "train", "log", "checkpoint"};
   for (auto& s : sections) top.has(s);
   top.finish();
 
@@ -134,8 +136,13 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     }
     o.eps = t.get_float("eps", o.eps);
     o.amsgrad = t.get_bool("amsgrad", o.amsgrad);
+    o.maximize = t.get_bool("maximize", o.maximize);
     if (o.type == "sgd" && (t.has("betas") || t.has("amsgrad")))
       t.fail(t.has("betas") ? "betas" : "amsgrad", "applies to adam and adamw, not sgd");
+    if (const toml::node* g = t.node("groups")) {
+      if (!g->is_array_of_tables()) t.fail("groups", "must be an array of tables ([[optimizer.groups]])");
+      o.groups = *g->as_array();
+    }
     t.finish();
   }
   {
@@ -148,7 +155,29 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     tr.eval_batches = t.get_int("eval_batches", tr.eval_batches);
     tr.log_every = t.get_int("log_every", tr.log_every);
     if (tr.log_every <= 0) t.fail("log_every", "must be positive");
+    tr.accumulate = t.get_int("accumulate", tr.accumulate);
+    if (tr.accumulate <= 0) t.fail("accumulate", "must be a positive number of micro-batches");
+    if (auto gc = t.get_table("grad_clip")) {
+      auto& g = tr.grad_clip;
+      g.max_norm = gc->get_float("max_norm", g.max_norm);
+      if (g.max_norm < 0) gc->fail("max_norm", "must be >= 0 (0 disables norm clipping)");
+      if (const toml::node* n = gc->node("norm_type"); n && n->is_string()) {
+        if (gc->get_string("norm_type") != "inf") gc->fail("norm_type", "must be a number p > 0 or \"inf\"");
+        g.norm_type = std::numeric_limits<double>::infinity();
+      } else {
+        g.norm_type = gc->get_float("norm_type", g.norm_type);
+        if (!(g.norm_type > 0)) gc->fail("norm_type", "must be a number p > 0 or \"inf\"");
+      }
+      g.error_if_nonfinite = gc->get_bool("error_if_nonfinite", g.error_if_nonfinite);
+      g.value = gc->get_float("value", g.value);
+      if (g.value < 0) gc->fail("value", "must be >= 0 (0 disables value clipping)");
+      gc->finish();
+    }
     t.finish();
+  }
+  if (const toml::node* n = root.get("scheduler")) {
+    if (!n->is_table()) top.fail("scheduler", "must be a table");
+    c.scheduler.table = *n->as_table();
   }
   {
     TomlTable t = section("log");
@@ -198,10 +227,20 @@ std::string to_toml(const RunConfig& c) {
   root.insert("optimizer", toml::table{{"type", o.type}, {"lr", o.lr}, {"momentum", o.momentum},
                                        {"dampening", o.dampening}, {"weight_decay", o.weight_decay},
                                        {"nesterov", o.nesterov}, {"betas", arr(o.betas)}, {"eps", o.eps},
-                                       {"amsgrad", o.amsgrad}});
+                                       {"amsgrad", o.amsgrad}, {"maximize", o.maximize}});
+  if (!o.groups.empty()) root.get("optimizer")->as_table()->insert("groups", o.groups);
+  if (c.scheduler.enabled()) root.insert("scheduler", c.scheduler.table);
   const auto& t = c.train;
   root.insert("train", toml::table{{"epochs", t.epochs}, {"steps", t.steps}, {"eval_every", t.eval_every},
-                                   {"eval_batches", t.eval_batches}, {"log_every", t.log_every}});
+                                   {"eval_batches", t.eval_batches}, {"log_every", t.log_every},
+                                   {"accumulate", t.accumulate}});
+  const auto& g = t.grad_clip;
+  if (g.max_norm > 0 || g.value > 0) {
+    toml::table gc{{"max_norm", g.max_norm}, {"error_if_nonfinite", g.error_if_nonfinite}, {"value", g.value}};
+    if (std::isinf(g.norm_type)) gc.insert("norm_type", "inf");
+    else gc.insert("norm_type", g.norm_type);
+    root.get("train")->as_table()->insert("grad_clip", gc);
+  }
   root.insert("log", toml::table{{"jsonl", c.log.jsonl}, {"progress", c.log.progress}});
   root.insert("checkpoint", toml::table{{"save_final", c.checkpoint.save_final}});
   std::ostringstream os;

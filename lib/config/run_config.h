@@ -54,6 +54,24 @@ struct OptimizerSection {
   std::vector<double> betas = {0.9, 0.999};
   double eps = 1e-8;
   bool amsgrad = false;
+  bool maximize = false;
+  // [[optimizer.groups]]: rules that carve parameter groups out of the model (optim/param_groups.h),
+  // kept as TOML and checked when the optimizer is built, before the first step.
+  toml::array groups;
+};
+
+struct SchedulerSection {
+  // [scheduler] as written (optim/scheduler_config.h validates it against the optimizer's groups);
+  // empty: a constant learning rate.
+  toml::table table;
+  bool enabled() const { return !table.empty(); }
+};
+
+struct GradClip {
+  double max_norm = 0;     // > 0: clip_grad_norm to this total norm
+  double norm_type = 2.0;  // any p > 0, or inf
+  bool error_if_nonfinite = false;
+  double value = 0;        // > 0: clip_grad_value to [-value, value] (before the norm clipping)
 };
 
 struct TrainSection {
@@ -62,6 +80,8 @@ struct TrainSection {
   int64_t eval_every = 0;    // > 0: evaluate every N steps; always at each epoch end
   int64_t eval_batches = 0;  // > 0: evaluate on the first N batches only
   int64_t log_every = 50;
+  int64_t accumulate = 1;  // micro-batches of batch_size per optimizer step
+  GradClip grad_clip;
 };
 
 struct LogSection {
@@ -79,6 +99,7 @@ struct RunConfig {
   ModelSection model;
   DataSection data;
   OptimizerSection optimizer;
+  SchedulerSection scheduler;
   TrainSection train;
   LogSection log;
   CheckpointSection checkpoint;
