@@ -11,22 +11,36 @@ Options AdamOptions::to_map() const {
 }
 
 Adam::Adam(std::vector<ParamGroup> groups, AdamOptions d, bool decoupled)
-    : Optimizer({}, d.to_map()), decoupled_(decoupled) {
-  TR_CHECK(d.lr >= 0, type_name(), ": invalid learning rate ", d.lr);
-  TR_CHECK(d.eps >= 0, type_name(), ": invalid epsilon ", d.eps);
-  TR_CHECK(d.beta1 >= 0 && d.beta1 < 1 && d.beta2 >= 0 && d.beta2 < 1, type_name(), ": invalid betas (", d.beta1, ", ",
-           d.beta2, ")");
+    : Optimizer(d.to_map()), decoupled_(decoupled) {
+  check_options(defaults_, "defaults");
   for (auto& g : groups) add_param_group(std::move(g));
 }
 
-// torch 1.13 _single_tensor_adam(w):
-//   g = maximize ? -grad : grad
-//   AdamW: p *= 1 - lr * wd            Adam: g = g + wd * p
-//   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  t += 1
-//   bc1 = 1 - b1^t; bc2 = 1 - b2^t; step_size = lr / bc1
-//   denom = sqrt(v_hat) / sqrt(bc2) + eps   (v_hat = max(v_max, v) with amsgrad)
-//   p -= step_size * m / denom
-void Adam::step() {
+void Adam::check_options(const Options& o, const std::string& group) const {
+  const std::string where = type_name() + " (param group '" + group + "'): ";
+  double b1 = o.at("beta1"), b2 = o.at("beta2");
+  TR_CHECK(o.at("lr") >= 0, where, "invalid learning rate ", o.at("lr"));
+  TR_CHECK(o.at("eps") >= 0, where, "invalid epsilon value ", o.at("eps"));
+  TR_CHECK(b1 >= 0 && b1 < 1, where, "invalid beta parameter at index 0: ", b1, " (must be in [0, 1))");
+  TR_CHECK(b2 >= 0 && b2 < 1, where, "invalid beta parameter at index 1: ", b2, " (must be in [0, 1))");
+  TR_CHECK(o.at("weight_decay") >= 0, where, "invalid weight_decay value ", o.at("weight_decay"));
+}
+
+std::vector<std::string> Adam::state_keys(const Options& o) const {
+  if (o.at("amsgrad") != 0) return {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+  return {"step", "exp_avg", "exp_avg_sq"};
+}
+
+// torch 1.13 _single_tensor_adam / _single_tensor_adamw, for each parameter with a gradient:
+//   g = maximize ? -grad : grad;  t += 1
+//   AdamW: p = p * (1 - lr * wd)          Adam: g = g + wd * p   (if wd != 0)
+//   m = b1 * m + (1 - b1) * g
+//   v = b2 * v + ((1 - b2) * g) * g        (addcmul's evaluation order)
+//   bc1 = 1 - b1^t;  bc2 = 1 - b2^t;  step_size = lr / bc1
+//   amsgrad: v_max = max(v_max, v), used instead of v below
+//   denom = sqrt(v) / sqrt(bc2) + eps
+//   p = p + ((-step_size) * m) / denom     (addcdiv's evaluation order)
+void Adam::do_step() {
   NoGradGuard ng;
   for (auto& g : groups_) {
     const Options& o = g.options;
@@ -35,33 +49,36 @@ void Adam::step() {
     for (auto& p : g.params) {
       if (!p.grad().defined()) continue;
       Tensor grad = maximize ? -p.grad() : p.grad();
-      auto& st = state(p);
-      if (!st.count("step")) {
-        st["step"] = zeros({}, DType::F64);
+      ParamState& st = state(p);
+      if (st.empty()) {
+        st["step"] = zeros({}, DType::F32);  // torch.tensor(0.)
         st["exp_avg"] = zeros_like(p);
         st["exp_avg_sq"] = zeros_like(p);
         if (amsgrad) st["max_exp_avg_sq"] = zeros_like(p);
       }
-      Tensor& m = st["exp_avg"];
-      Tensor& v = st["exp_avg_sq"];
-      if (wd != 0) {
-        if (decoupled_) p.mul_(1.0 - lr * wd);
-        else grad = add(grad, p, wd);
-      }
-      st["step"].add_(1.0);
-      double t = st["step"].item();
+      // amsgrad switched on after the first step (torch would fail): start the maximum at zero
+      if (amsgrad && !st.count("max_exp_avg_sq")) st["max_exp_avg_sq"] = zeros_like(p);
+      Tensor& step_t = st.at("step");
+      Tensor& m = st.at("exp_avg");
+      Tensor& v = st.at("exp_avg_sq");
+      step_t.add_(1.0);
+      if (decoupled_) p.mul_(1.0 - lr * wd);
+      else if (wd != 0) grad = add(grad, p, wd);
       m.mul_(b1).add_(grad, 1.0 - b1);
-      v.mul_(b2).add_(grad * grad, 1.0 - b2);
+      v.mul_(b2).add_((grad * (1.0 - b2)) * grad);
+      double t = step_t.item();
       double bc1 = 1.0 - std::pow(b1, t), bc2 = 1.0 - std::pow(b2, t);
       double step_size = lr / bc1;
-      Tensor vh = v;
+      double bc2_sqrt = std::sqrt(bc2);
+      Tensor denom;
       if (amsgrad) {
-        Tensor& vmax = st["max_exp_avg_sq"];
+        Tensor& vmax = st.at("max_exp_avg_sq");
         vmax.copy_(maximum(vmax, v));
-        vh = vmax;
+        denom = sqrt(vmax) / bc2_sqrt + eps;
+      } else {
+        denom = sqrt(v) / bc2_sqrt + eps;
       }
-      Tensor denom = sqrt(vh) / std::sqrt(bc2) + eps;
-      p.add_(m / denom, -step_size);
+      p.add_((m * -step_size) / denom);
     }
   }
 }

@@ -9,22 +9,34 @@ Options SGDOptions::to_map() const {
           {"nesterov", nesterov ? 1.0 : 0.0}, {"maximize", maximize ? 1.0 : 0.0}};
 }
 
-SGD::SGD(std::vector<ParamGroup> groups, SGDOptions d) : Optimizer({}, d.to_map()) {
-  TR_CHECK(d.lr >= 0, "SGD: invalid learning rate ", d.lr);
-  TR_CHECK(d.momentum >= 0, "SGD: invalid momentum ", d.momentum);
-  TR_CHECK(d.weight_decay >= 0, "SGD: invalid weight_decay ", d.weight_decay);
-  TR_CHECK(!d.nesterov || (d.momentum > 0 && d.dampening == 0), "SGD: Nesterov momentum requires a momentum and zero dampening");
+SGD::SGD(std::vector<ParamGroup> groups, SGDOptions d) : Optimizer(d.to_map()) {
+  check_options(defaults_, "defaults");
   for (auto& g : groups) add_param_group(std::move(g));
 }
 
 SGD::SGD(std::vector<Tensor> params, SGDOptions d) : SGD(std::vector<ParamGroup>{{std::move(params), {}, "default"}}, d) {}
 
-// For each parameter (torch 1.13, _single_tensor_sgd):
-//   d = maximize ? -g : g;  d += weight_decay * p
-//   buf = first step ? d : momentum * buf + (1 - dampening) * d
-//   d = nesterov ? d + momentum * buf : buf
-//   p -= lr * d
-void SGD::step() {
+void SGD::check_options(const Options& o, const std::string& group) const {
+  const std::string where = "SGD (param group '" + group + "'): ";
+  TR_CHECK(o.at("lr") >= 0, where, "invalid learning rate ", o.at("lr"));
+  TR_CHECK(o.at("momentum") >= 0, where, "invalid momentum value ", o.at("momentum"));
+  TR_CHECK(o.at("weight_decay") >= 0, where, "invalid weight_decay value ", o.at("weight_decay"));
+  TR_CHECK(o.at("nesterov") == 0 || (o.at("momentum") > 0 && o.at("dampening") == 0), where,
+           "Nesterov momentum requires a momentum and zero dampening");
+}
+
+std::vector<std::string> SGD::state_keys(const Options& o) const {
+  if (o.at("momentum") == 0) return {};
+  return {"momentum_buffer"};
+}
+
+// For each parameter with a gradient (torch 1.13, _single_tensor_sgd):
+//   d = maximize ? -g : g
+//   d = d + weight_decay * p                          (if weight_decay != 0)
+//   buf = first step ? clone(d) : momentum * buf + (1 - dampening) * d   (if momentum != 0)
+//   d = nesterov ? d + momentum * buf : buf           (if momentum != 0)
+//   p = p - lr * d
+void SGD::do_step() {
   NoGradGuard ng;
   for (auto& g : groups_) {
     const Options& o = g.options;
@@ -37,16 +49,14 @@ void SGD::step() {
       Tensor d = maximize ? -grad : grad;
       if (wd != 0) d = add(d, p, wd);
       if (momentum != 0) {
-        auto& st = state(p);
+        ParamState& st = state(p);
         auto it = st.find("momentum_buffer");
         if (it == st.end()) {
-          st["momentum_buffer"] = d.clone();
-          d = nesterov ? add(d, st["momentum_buffer"], momentum) : st["momentum_buffer"];
+          it = st.emplace("momentum_buffer", d.clone()).first;
         } else {
-          Tensor& buf = it->second;
-          buf.mul_(momentum).add_(d, 1.0 - dampening);
-          d = nesterov ? add(d, buf, momentum) : buf;
+          it->second.mul_(momentum).add_(d, 1.0 - dampening);
         }
+        d = nesterov ? add(d, it->second, momentum) : it->second;
       }
       p.add_(d, -lr);
     }

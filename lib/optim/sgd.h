@@ -11,6 +11,7 @@ struct SGDOptions {
   double weight_decay = 0.0;
   bool nesterov = false;
   bool maximize = false;
+  // Keys: lr, momentum, dampening, weight_decay, nesterov, maximize.
   Options to_map() const;
 };
 
@@ -18,8 +19,13 @@ class SGD : public Optimizer {
  public:
   SGD(std::vector<ParamGroup> groups, SGDOptions defaults);
   SGD(std::vector<Tensor> params, SGDOptions defaults);
-  void step() override;
   std::string type_name() const override { return "SGD"; }
+  // {"momentum_buffer"} when the group has momentum, else nothing (torch keeps None there).
+  std::vector<std::string> state_keys(const Options& group) const override;
+
+ protected:
+  void do_step() override;
+  void check_options(const Options& o, const std::string& group) const override;
 };
 
 }  // namespace tr::optim

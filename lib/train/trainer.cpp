@@ -15,8 +15,10 @@
 #include "io/safetensors.h"
 #include "nn/losses.h"
 #include "ops/ops.h"
-#include "optim/adam.h"
-#include "optim/sgd.h"
+#include "optim/clip_grad.h"
+#include "optim/scheduler_config.h"
+#include "train/optimizer_setup.h"
+#include "train/progress.h"
 
 namespace tr::train {
 
@@ -27,21 +29,6 @@ namespace {
 Device pick_device(const std::string& spec) {
   if (spec == "auto") return cuda::is_available() ? Device("cuda") : kCPU;
   return Device(spec);
-}
-
-std::string json_num(double v) {
-  if (!std::isfinite(v)) return std::isnan(v) ? "NaN" : (v > 0 ? "Infinity" : "-Infinity");
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
-
-std::string fmt_duration(double s) {
-  int64_t t = int64_t(s + 0.5);
-  char buf[32];
-  if (t >= 3600) std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", (long long)(t / 3600), (long long)(t / 60 % 60), (long long)(t % 60));
-  else std::snprintf(buf, sizeof buf, "%02lld:%02lld", (long long)(t / 60), (long long)(t % 60));
-  return buf;
 }
 
 }  // namespace
@@ -101,26 +88,33 @@ Trainer::Trainer(config::RunConfig cfg) : cfg_(std::move(cfg)) {
            d.dataset == "text" ? " (set the model's input to [block_size])" : "");
   if (!device_.is_cpu()) model_.net->to(device_);
 
-  // optimizer
-  const auto& oc = cfg_.optimizer;
-  std::vector<optim::ParamGroup> groups{{model_.net->parameters(), {}, "default"}};
-  if (oc.type == "sgd") {
-    optim::SGDOptions so;
-    so.lr = oc.lr;
-    so.momentum = oc.momentum;
-    so.dampening = oc.dampening;
-    so.weight_decay = oc.weight_decay;
-    so.nesterov = oc.nesterov;
-    optimizer_ = std::make_unique<optim::SGD>(groups, so);
-  } else {
-    optim::AdamOptions ao;
-    ao.lr = oc.lr;
-    ao.beta1 = oc.betas[0];
-    ao.beta2 = oc.betas[1];
-    ao.eps = oc.eps;
-    ao.weight_decay = oc.weight_decay;
-    ao.amsgrad = oc.amsgrad;
-    optimizer_ = std::make_unique<optim::Adam>(groups, ao, oc.type == "adamw");
+  // optimizer (parameter groups from [[optimizer.groups]])
+  std::vector<std::string> warnings;
+  optimizer_ = make_optimizer(cfg_, *model_.net, &warnings);
+  for (auto& w : warnings) std::fprintf(stderr, "warning: %s: %s\n", cfg_.path.c_str(), w.c_str());
+
+  // the training loader: batch_size samples per micro-batch, `accumulate` micro-batches a step
+  data::DataLoaderOptions lo;
+  lo.batch_size = d.batch_size;
+  lo.shuffle = d.shuffle;
+  lo.drop_last = d.drop_last;
+  lo.seed = uint64_t(cfg_.run.seed);
+  lo.num_workers = int(d.workers);
+  loader_ = std::make_unique<data::DataLoader>(train_set_, lo);
+  const int64_t batches = loader_->size(), acc = cfg_.train.accumulate;
+  TR_CHECK(batches > 0, cfg_.path, ": the training set (", train_set_->size(), " samples) gives no batch of ",
+           lo.batch_size, (lo.drop_last ? " with drop_last" : ""));
+  steps_per_epoch_ = (batches + acc - 1) / acc;  // a last, shorter accumulation closes each epoch
+  total_steps_ = cfg_.train.steps > 0 ? cfg_.train.steps : steps_per_epoch_ * cfg_.train.epochs;
+
+  // LR scheduler
+  if (cfg_.scheduler.enabled()) {
+    optim::SchedulerContext sc;
+    sc.total_steps = total_steps_;
+    sc.steps_per_epoch = steps_per_epoch_;
+    sc.epochs = (total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_;
+    sc.file = cfg_.path;
+    scheduler_ = optim::make_scheduler(cfg_.scheduler.table, *optimizer_, sc);
   }
 }
 
@@ -174,6 +168,37 @@ EvalResult Trainer::evaluate() {
   return r;
 }
 
+std::pair<double, double> Trainer::train_step(const std::vector<data::Batch>& micro) {
+  // Accumulation: the mean loss over all samples of the step is sum_i (n_i / N) * loss_i, so the
+  // gradients equal one batch of N = sum n_i samples.
+  int64_t total = 0;
+  for (auto& b : micro) total += b.input.size(0);
+  optimizer_->zero_grad();
+  double loss_value = 0;
+  for (auto& b : micro) {
+    Tensor x = b.input.to(device_), y = b.target.to(device_);
+    Tensor logits = (*model_.net)(x);
+    Tensor loss = loss_and_correct(logits, y).first;
+    double w = double(x.size(0)) / double(total);
+    if (micro.size() > 1) loss = loss * w;
+    loss.backward();
+    loss_value += micro.size() > 1 ? loss.item() : loss.item() * w;
+  }
+  const auto& gc = cfg_.train.grad_clip;
+  double norm = -1;
+  if (gc.value > 0 || gc.max_norm > 0) {
+    std::vector<Tensor> params = optimizer_->params();
+    if (gc.value > 0) optim::clip_grad_value(params, gc.value);
+    if (gc.max_norm > 0) norm = optim::clip_grad_norm(params, gc.max_norm, gc.norm_type, gc.error_if_nonfinite);
+  }
+  optimizer_->step();
+  if (scheduler_) {
+    scheduler_->optimizer_stepped();
+    if (scheduler_->interval() == "step") scheduler_->step();
+  }
+  return {loss_value, norm};
+}
+
 FitResult Trainer::fit() {
   fs::create_directories(cfg_.run_dir());
   {
@@ -184,99 +209,54 @@ FitResult Trainer::fit() {
     metrics_ = std::fopen((cfg_.run_dir() + "/metrics.jsonl").c_str(), "w");
     TR_CHECK(metrics_, "cannot write ", cfg_.run_dir(), "/metrics.jsonl");
   }
-  const bool tty = isatty(fileno(stdout));
-  const bool live = cfg_.log.progress == "auto" && tty;
-  const bool quiet = cfg_.log.progress == "none";
-
-  data::DataLoaderOptions lo;
-  lo.batch_size = cfg_.data.batch_size;
-  lo.shuffle = cfg_.data.shuffle;
-  lo.drop_last = cfg_.data.drop_last;
-  lo.seed = uint64_t(cfg_.run.seed);
-  lo.num_workers = int(cfg_.data.workers);
-  data::DataLoader loader(train_set_, lo);
-  const int64_t per_epoch = loader.size();
-  TR_CHECK(per_epoch > 0, cfg_.path, ": the training set (", train_set_->size(), " samples) gives no batch of ",
-           lo.batch_size, (lo.drop_last ? " with drop_last" : ""));
-  const int64_t total_steps = cfg_.train.steps > 0 ? cfg_.train.steps : per_epoch * cfg_.train.epochs;
-  const int64_t epochs = (total_steps + per_epoch - 1) / per_epoch;
-  if (!quiet)
-    std::printf("run %s: %s, %lld parameters, %s on %s, %lld steps (%lld epochs of %lld)\n", cfg_.run.name.c_str(),
-                train_set_->describe().c_str(), (long long)model_.net->num_parameters(), cfg_.optimizer.type.c_str(),
-                device_.str().c_str(), (long long)total_steps, (long long)epochs, (long long)per_epoch);
+  const int64_t epochs = (total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_;
+  const int64_t acc = cfg_.train.accumulate;
+  Progress progress(cfg_.log.progress, total_steps_, cfg_.train.log_every);
+  progress.message(str("run ", cfg_.run.name, ": ", train_set_->describe(), ", ", model_.net->num_parameters(),
+                       " parameters, ", cfg_.optimizer.type, " on ", device_.str(), ", ", total_steps_, " steps (",
+                       epochs, " epochs of ", steps_per_epoch_, acc > 1 ? str(", ", acc, " micro-batches each") : "",
+                       ")"));
 
   model_.net->train();
   auto t0 = std::chrono::steady_clock::now();
-  auto window_t0 = t0;
-  int64_t step = 0, window_samples = 0, window_steps = 0;
-  double window_loss = 0;
+  int64_t step = 0;
   FitResult res;
   auto eval_and_log = [&](int64_t epoch) {
     EvalResult e = evaluate();
     res.last_eval = e;
     log_line(str("{\"split\":\"eval\",\"step\":", step, ",\"epoch\":", epoch, ",\"loss\":", json_num(e.loss),
                  ",\"accuracy\":", json_num(e.accuracy), "}"));
-    if (!quiet) {
-      if (live) std::printf("\n");
-      std::printf("eval  step %lld  epoch %lld  loss %.4f  accuracy %.4f\n", (long long)step, (long long)epoch, e.loss,
-                  e.accuracy);
-      std::fflush(stdout);
-    }
+    progress.eval(step, epoch, e.loss, e.accuracy);
   };
 
-  for (int64_t epoch = 0; epoch < epochs && step < total_steps; ++epoch) {
-    loader.begin_epoch(epoch);
-    while (step < total_steps) {
-      auto b = loader.next();
-      if (!b) break;
-      Tensor x = b->input.to(device_), y = b->target.to(device_);
-      Tensor logits = (*model_.net)(x);
-      auto [loss, corr] = loss_and_correct(logits, y);
-      optimizer_->zero_grad();
-      loss.backward();
-      optimizer_->step();
+  std::vector<data::Batch> micro;
+  for (int64_t epoch = 0; epoch < epochs && step < total_steps_; ++epoch) {
+    loader_->begin_epoch(epoch);
+    while (step < total_steps_) {
+      micro.clear();
+      while (int64_t(micro.size()) < acc) {
+        auto b = loader_->next();
+        if (!b) break;
+        micro.push_back(std::move(*b));
+      }
+      if (micro.empty()) break;
+      auto [loss, norm] = train_step(micro);
       ++step;
-      double lv = loss.item();
-      TR_CHECK(std::isfinite(lv), "training diverged: the loss is ", lv, " at step ", step, " (epoch ", epoch,
-               "); lower [optimizer] lr (now ", cfg_.optimizer.lr, ")");
-      window_loss += lv;
-      window_samples += x.size(0);
-      ++window_steps;
-      bool log_now = step % cfg_.train.log_every == 0 || step == total_steps;
-      auto now = std::chrono::steady_clock::now();
-      double wsec = std::chrono::duration<double>(now - window_t0).count();
-      double elapsed = std::chrono::duration<double>(now - t0).count();
-      double sps = wsec > 0 ? double(window_samples) / wsec : 0.0;
-      if (live && (step % 5 == 0 || log_now)) {
-        double eta = elapsed / double(step) * double(total_steps - step);
-        std::printf("\repoch %lld  step %lld/%lld  loss %.4f  lr %.4g  %.0f samples/s  ETA %s   ", (long long)epoch,
-                    (long long)step, (long long)total_steps, window_loss / double(window_steps), optimizer_->lrs()[0],
-                    sps, fmt_duration(eta).c_str());
-        std::fflush(stdout);
-      }
-      if (log_now) {
-        std::string lrs;
-        for (double lr : optimizer_->lrs()) lrs += (lrs.empty() ? "" : ",") + json_num(lr);
-        log_line(str("{\"split\":\"train\",\"step\":", step, ",\"epoch\":", epoch, ",\"loss\":",
-                     json_num(window_loss / double(window_steps)), ",\"lr\":[", lrs, "],\"samples_per_s\":",
-                     json_num(std::round(sps * 10) / 10), "}"));
-        if (!live && !quiet) {
-          double eta = elapsed / double(step) * double(total_steps - step);
-          std::printf("epoch %lld  step %lld/%lld  loss %.4f  lr %.4g  %.0f samples/s  ETA %s\n", (long long)epoch,
-                      (long long)step, (long long)total_steps, window_loss / double(window_steps),
-                      optimizer_->lrs()[0], sps, fmt_duration(eta).c_str());
-          std::fflush(stdout);
-        }
-        window_loss = 0;
-        window_samples = 0;
-        window_steps = 0;
-        window_t0 = now;
-      }
+      TR_CHECK(std::isfinite(loss), "training diverged: the loss is ", loss, " at step ", step, " (epoch ", epoch,
+               "); lower [optimizer] lr (now ", optimizer_->lrs()[0], ")");
+      int64_t samples = 0;
+      for (auto& b : micro) samples += b.input.size(0);
+      progress.step(step, epoch, loss, samples, norm);
+      std::vector<double> lrs = optimizer_->lrs();
+      progress.show(step, epoch, lrs);
+      if (progress.log_due(step)) log_line(progress.train_line(step, epoch, lrs));
       // (the last step of an epoch or of the run is evaluated below, once)
-      if (cfg_.train.eval_every > 0 && step % cfg_.train.eval_every == 0 && !loader.epoch_done() && step < total_steps)
+      if (cfg_.train.eval_every > 0 && step % cfg_.train.eval_every == 0 && !loader_->epoch_done() &&
+          step < total_steps_)
         eval_and_log(epoch);
     }
     eval_and_log(epoch);
+    if (scheduler_ && scheduler_->interval() == "epoch") scheduler_->step();
   }
   res.steps = step;
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -287,9 +267,10 @@ FitResult Trainer::fit() {
   }
   if (metrics_) std::fclose(metrics_);
   metrics_ = nullptr;
-  if (!quiet)
-    std::printf("done: %lld steps in %.1f s; eval loss %.4f, accuracy %.4f\n", (long long)step, res.seconds,
-                res.last_eval.loss, res.last_eval.accuracy);
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "done: %lld steps in %.1f s; eval loss %.4f, accuracy %.4f", (long long)step,
+                res.seconds, res.last_eval.loss, res.last_eval.accuracy);
+  progress.message(buf);
   return res;
 }
 

@@ -1,0 +1,47 @@
+#include "optim/clip_grad.h"
+#include <cmath>
+#include "autograd/grad_mode.h"
+#include "ops/ops.h"
+
+namespace tr::optim {
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type, bool error_if_nonfinite) {
+  NoGradGuard ng;
+  std::vector<Tensor> grads;
+  for (auto& p : params)
+    if (p.defined() && p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) return 0.0;
+  const Device device = grads[0].device();
+  DType dt = grads[0].dtype();  // torch.stack promotes the per-parameter norms
+  for (auto& g : grads) dt = promote_types(dt, g.dtype());
+
+  std::vector<Tensor> norms;
+  const bool max_abs = std::isinf(norm_type) && norm_type > 0;
+  for (auto& g : grads) norms.push_back((max_abs ? max(abs(g)) : norm(g, norm_type)).to(device, dt));
+  Tensor total;
+  if (max_abs) total = norms.size() == 1 ? norms[0] : max(stack(norms));
+  else total = norm(stack(norms), norm_type);
+
+  double total_v = total.item();
+  if (error_if_nonfinite && !std::isfinite(total_v))
+    throw Error(str("clip_grad_norm: the total norm of order ", norm_type, " of the gradients is non-finite (", total_v,
+                    "), so they cannot be clipped; set error_if_nonfinite = false to scale them by it anyway"));
+  // torch: max_norm / (total + 1e-6) is Tensor.__rtruediv__, i.e. reciprocal() * max_norm
+  Tensor coef = clamp((1.0 / (total + 1e-6)) * max_norm, std::nullopt, 1.0);
+  for (auto& g : grads) {
+    Tensor gg = g;  // a handle: mul_ writes the gradient's storage
+    gg.mul_(coef.to(gg.device()));
+  }
+  return total_v;
+}
+
+void clip_grad_value(const std::vector<Tensor>& params, double clip_value) {
+  NoGradGuard ng;
+  for (auto& p : params) {
+    if (!p.defined() || !p.grad().defined()) continue;
+    Tensor g = p.grad();
+    g.copy_(clamp(g, -clip_value, clip_value));
+  }
+}
+
+}  // namespace tr::optim

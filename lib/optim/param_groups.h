@@ -1,0 +1,63 @@
+// Parameter groups from rules: which parameters of a model get which hyperparameters
+// ([[optimizer.groups]] in a run config). torch builds these lists by hand (yolov5:
+// biases and BatchNorm weights without weight decay, other weights with it); here a rule
+// selects parameters by name glob, by the kind of module that owns them, and by attribute name.
+//
+//   [[optimizer.groups]]            # every bias: no weight decay
+//   name = "bias"
+//   param_names = ["bias"]
+//   weight_decay = 0.0
+//   [[optimizer.groups]]            # norm-layer weights: no weight decay
+//   name = "norm_weight"
+//   modules = ["batch_norm*", "layer_norm"]
+//   param_names = ["weight"]
+//   weight_decay = 0.0
+#pragma once
+#include <toml++/toml.h>
+#include <string>
+#include <vector>
+#include "nn/module.h"
+#include "optim/optimizer.h"
+
+namespace tr::optim {
+
+struct GroupRule {
+  std::string name;
+  // Globs on dotted parameter names ("*.bias", "layers.*.weight"); fnmatch-style (*, ?, [...])
+  // where '*' matches dots too.
+  std::vector<std::string> match;
+  // Globs on the kind of module that directly owns the parameter: the layer type of model files
+  // ("batch_norm2d", "layer_norm", "linear", "conv2d") or torch's class name ("BatchNorm2d").
+  std::vector<std::string> modules;
+  // Optional: only parameters with these attribute names ("weight", "bias").
+  std::vector<std::string> param_names;
+  // The group's hyperparameters (Options keys: lr, momentum, beta1, beta2, ...).
+  Options options;
+};
+
+// A parameter belongs to a rule when (its name matches one of `match` or its owner's kind one of
+// `modules`; with neither given, every parameter qualifies) and its attribute name is one of
+// `param_names` (when given). A rule must give at least one of the three. The result is the group "default" (options {}: the optimizer's
+// defaults) with every unclaimed parameter, then one group per rule in order, parameters in
+// model order. A parameter claimed by two rules is an error naming it and both groups; an empty
+// group and a `match` glob that matches no parameter are warnings (appended to `warnings`).
+// A `modules` name without wildcards that is no known layer type or class name is an error.
+std::vector<ParamGroup> build_param_groups(const nn::Module& model, const std::vector<GroupRule>& rules,
+                                           std::vector<std::string>* warnings = nullptr);
+
+// The hyperparameter keys a group table may set for an optimizer type ("sgd", "adam", "adamw";
+// "" for every optimizer's keys), as written in TOML (betas, not beta1/beta2).
+std::vector<std::string> group_hyperparameter_keys(const std::string& optimizer_type = "");
+
+// Parses [[optimizer.groups]] tables: name, match, modules, param_names and hyperparameters
+// (lr, momentum, dampening, weight_decay, nesterov, betas = [b1, b2], eps, amsgrad, maximize).
+// With an optimizer type, a key of another optimizer is an error. Errors carry file:line:col;
+// unknown keys name the nearest valid key.
+std::vector<GroupRule> parse_group_rules(const toml::array& groups, const std::string& file,
+                                         const std::string& optimizer_type = "");
+
+// Module kinds compare case-insensitively and without underscores: "batch_norm2d", "BatchNorm2d"
+// and "batchnorm2d" are one kind. This is that normal form.
+std::string normalize_kind(const std::string& kind);
+
+}  // namespace tr::optim

@@ -1,0 +1,95 @@
+#include "train/progress.h"
+#include <unistd.h>
+#include <cmath>
+#include "core/error.h"
+
+namespace tr::train {
+
+std::string json_num(double v) {
+  if (!std::isfinite(v)) return std::isnan(v) ? "NaN" : (v > 0 ? "Infinity" : "-Infinity");
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+std::string fmt_duration(double s) {
+  int64_t t = int64_t(s + 0.5);
+  char buf[32];
+  if (t >= 3600) std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", (long long)(t / 3600), (long long)(t / 60 % 60), (long long)(t % 60));
+  else std::snprintf(buf, sizeof buf, "%02lld:%02lld", (long long)(t / 60), (long long)(t % 60));
+  return buf;
+}
+
+Progress::Progress(const std::string& progress, int64_t total_steps, int64_t log_every, int64_t first_step)
+    : total_steps_(total_steps), log_every_(log_every), first_step_(first_step) {
+  live_ = progress == "auto" && isatty(fileno(stdout));
+  quiet_ = progress == "none";
+  t0_ = window_t0_ = std::chrono::steady_clock::now();
+}
+
+double Progress::window_seconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - window_t0_).count();
+}
+
+double Progress::eta(int64_t step) const {
+  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  int64_t done = step - first_step_;
+  return done > 0 ? elapsed / double(done) * double(total_steps_ - step) : 0.0;
+}
+
+void Progress::step(int64_t, int64_t, double loss, int64_t samples, double grad_norm) {
+  loss_sum_ += loss;
+  samples_ += samples;
+  ++steps_;
+  if (grad_norm >= 0 || std::isnan(grad_norm)) {
+    norm_sum_ += grad_norm;
+    ++norms_;
+  }
+}
+
+std::string Progress::train_line(int64_t step, int64_t epoch, const std::vector<double>& lrs) {
+  double w = window_seconds();
+  double sps = w > 0 ? double(samples_) / w : 0.0;
+  std::string lr;
+  for (double v : lrs) lr += (lr.empty() ? "" : ",") + json_num(v);
+  std::string s = str("{\"split\":\"train\",\"step\":", step, ",\"epoch\":", epoch, ",\"loss\":",
+                      json_num(loss_sum_ / double(std::max<int64_t>(steps_, 1))), ",\"lr\":[", lr, "]");
+  if (norms_ > 0) s += ",\"grad_norm\":" + json_num(norm_sum_ / double(norms_));
+  s += ",\"samples_per_s\":" + json_num(std::round(sps * 10) / 10) + "}";
+  loss_sum_ = norm_sum_ = 0;
+  samples_ = steps_ = norms_ = 0;
+  window_t0_ = std::chrono::steady_clock::now();
+  return s;
+}
+
+void Progress::show(int64_t step, int64_t epoch, const std::vector<double>& lrs) {
+  if (quiet_) return;
+  bool due = log_due(step);
+  if (!(live_ ? (step % 5 == 0 || due) : due)) return;
+  double w = window_seconds();
+  double sps = w > 0 ? double(samples_) / w : 0.0;
+  double loss = loss_sum_ / double(std::max<int64_t>(steps_, 1));
+  std::printf("%sepoch %lld  step %lld/%lld  loss %.4f  lr %.4g  %.0f samples/s  ETA %s%s", live_ ? "\r" : "",
+              (long long)epoch, (long long)step, (long long)total_steps_, loss, lrs.empty() ? 0.0 : lrs[0], sps,
+              fmt_duration(eta(step)).c_str(), live_ ? "   " : "\n");
+  line_open_ = live_;
+  std::fflush(stdout);
+}
+
+void Progress::eval(int64_t step, int64_t epoch, double loss, double accuracy) {
+  if (quiet_) return;
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "eval  step %lld  epoch %lld  loss %.4f  accuracy %.4f", (long long)step,
+                (long long)epoch, loss, accuracy);
+  message(buf);
+}
+
+void Progress::message(const std::string& text) {
+  if (quiet_) return;
+  if (line_open_) std::printf("\n");
+  line_open_ = false;
+  std::printf("%s\n", text.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace tr::train

@@ -1,0 +1,48 @@
+// Progress of a training run: the window statistics between log points, the metrics.jsonl train
+// lines, and what the user sees — a live line rewritten in place on a terminal, or plain periodic
+// lines when stdout is not one ([log] progress = auto | lines | none).
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace tr::train {
+
+// A JSON number as metrics.jsonl writes it (%.9g; NaN and infinities as JSON5 words).
+std::string json_num(double v);
+// "mm:ss" or "h:mm:ss".
+std::string fmt_duration(double seconds);
+
+class Progress {
+ public:
+  // progress: "auto" | "lines" | "none"; total_steps for the ETA; log_every in optimizer steps.
+  Progress(const std::string& progress, int64_t total_steps, int64_t log_every, int64_t first_step = 0);
+
+  // One optimizer step done: its loss, samples it consumed, and its total gradient norm (< 0: none).
+  void step(int64_t step, int64_t epoch, double loss, int64_t samples, double grad_norm);
+  // The train metrics line of the window ending at `step` (call when log_due(step)); resets the window.
+  std::string train_line(int64_t step, int64_t epoch, const std::vector<double>& lrs);
+  bool log_due(int64_t step) const { return step % log_every_ == 0 || step == total_steps_; }
+  // Prints what the mode shows for this step (the live line, or a plain line when a log is due);
+  // call before train_line, which closes the window.
+  void show(int64_t step, int64_t epoch, const std::vector<double>& lrs);
+  // An eval result line for the console (ends a live line first).
+  void eval(int64_t step, int64_t epoch, double loss, double accuracy);
+  void message(const std::string& text);  // a line for the console unless quiet
+  bool quiet() const { return quiet_; }
+
+ private:
+  double window_seconds() const;
+  double eta(int64_t step) const;
+
+  bool live_ = false, quiet_ = false, line_open_ = false;
+  int64_t total_steps_, log_every_, first_step_;
+  std::chrono::steady_clock::time_point t0_, window_t0_;
+  // the window since the last log point
+  double loss_sum_ = 0, norm_sum_ = 0;
+  int64_t samples_ = 0, steps_ = 0, norms_ = 0;
+};
+
+}  // namespace tr::train
