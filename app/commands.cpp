@@ -79,7 +79,7 @@ void summary(const std::string& path) {
   } else {
     config::RunConfig c = config::load_run_config(path);
     if (c.model.is_inline) {
-      TomlTable mt(c.model.inline_model, path, "[model]");
+      TomlTable mt(*c.model.inline_model, path, "[model]");
       m = nn::build_model(mt);
     } else {
       m = nn::load_model_file(c.model.file);

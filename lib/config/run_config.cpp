@@ -49,10 +49,12 @@ std::string resolve_path(const std::string& p, const std::string& config_dir) {
 }  // namespace
 
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
-  toml::table root = parse_toml_file(path);
-  for (auto& o : overrides) apply_override(root, o);
+  auto parsed = std::make_shared<toml::table>(parse_toml_file(path));
+  for (auto& o : overrides) apply_override(*parsed, o);
   RunConfig c;
   c.path = path;
+  c.source = parsed;
+  const toml::table& root = *parsed;
   std::string dir = fs::path(path).parent_path().string();
   TomlTable top(root, path, "run config");
   const std::vector<std::string> sections = {"run", "model", "data", "optimizer", "scheduler", "train", "log", "checkpoint"};
@@ -87,7 +89,7 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     } else {
       TR_CHECK(t.has("layers"), path, ": [model] needs either file = \"models/....toml\" or the layers inline");
       c.model.is_inline = true;
-      c.model.inline_model = *root.get("model")->as_table();
+      c.model.inline_model = root.get("model")->as_table();
     }
   }
   {
@@ -141,7 +143,7 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
       t.fail(t.has("betas") ? "betas" : "amsgrad", "applies to adam and adamw, not sgd");
     if (const toml::node* g = t.node("groups")) {
       if (!g->is_array_of_tables()) t.fail("groups", "must be an array of tables ([[optimizer.groups]])");
-      o.groups = *g->as_array();
+      o.groups = g->as_array();
     }
     t.finish();
   }
@@ -177,7 +179,7 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   }
   if (const toml::node* n = root.get("scheduler")) {
     if (!n->is_table()) top.fail("scheduler", "must be a table");
-    c.scheduler.table = *n->as_table();
+    c.scheduler.table = n->as_table();
   }
   {
     TomlTable t = section("log");
@@ -202,7 +204,7 @@ std::string to_toml(const RunConfig& c) {
   toml::table root;
   root.insert("run", toml::table{{"name", c.run.name}, {"out_dir", c.run.out_dir}, {"seed", c.run.seed},
                                  {"device", c.run.device}, {"threads", c.run.threads}});
-  if (c.model.is_inline) root.insert("model", c.model.inline_model);
+  if (c.model.is_inline) root.insert("model", *c.model.inline_model);
   else root.insert("model", toml::table{{"file", c.model.file}});
   const auto& d = c.data;
   toml::table data{{"dataset", d.dataset}, {"batch_size", d.batch_size}, {"eval_batch_size", d.eval_batch_size},
@@ -228,8 +230,8 @@ std::string to_toml(const RunConfig& c) {
                                        {"dampening", o.dampening}, {"weight_decay", o.weight_decay},
                                        {"nesterov", o.nesterov}, {"betas", arr(o.betas)}, {"eps", o.eps},
                                        {"amsgrad", o.amsgrad}, {"maximize", o.maximize}});
-  if (!o.groups.empty()) root.get("optimizer")->as_table()->insert("groups", o.groups);
-  if (c.scheduler.enabled()) root.insert("scheduler", c.scheduler.table);
+  if (o.groups) root.get("optimizer")->as_table()->insert("groups", *o.groups);
+  if (c.scheduler.enabled()) root.insert("scheduler", *c.scheduler.table);
   const auto& t = c.train;
   root.insert("train", toml::table{{"epochs", t.epochs}, {"steps", t.steps}, {"eval_every", t.eval_every},
                                    {"eval_batches", t.eval_batches}, {"log_every", t.log_every},

@@ -4,6 +4,7 @@
 #pragma once
 #include <toml++/toml.h>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,8 +20,8 @@ struct RunSection {
 
 struct ModelSection {
   std::string file;  // a model file, relative to the run config's directory or the working directory
-  // or the layers inline: input, input_dtype, layers (kept as a TOML table)
-  toml::table inline_model;
+  // or the layers inline: input, input_dtype, layers (a table of RunConfig::source)
+  const toml::table* inline_model = nullptr;
   bool is_inline = false;
 };
 
@@ -56,15 +57,15 @@ struct OptimizerSection {
   bool amsgrad = false;
   bool maximize = false;
   // [[optimizer.groups]]: rules that carve parameter groups out of the model (optim/param_groups.h),
-  // kept as TOML and checked when the optimizer is built, before the first step.
-  toml::array groups;
+  // kept as TOML (in RunConfig::source) and checked when the optimizer is built, before the first step.
+  const toml::array* groups = nullptr;
 };
 
 struct SchedulerSection {
   // [scheduler] as written (optim/scheduler_config.h validates it against the optimizer's groups);
   // empty: a constant learning rate.
-  toml::table table;
-  bool enabled() const { return !table.empty(); }
+  const toml::table* table = nullptr;  // in RunConfig::source
+  bool enabled() const { return table && !table->empty(); }
 };
 
 struct GradClip {
@@ -95,6 +96,9 @@ struct CheckpointSection {
 
 struct RunConfig {
   std::string path;  // the config file
+  // The parsed file after overrides. Sections checked later (inline model, groups, scheduler)
+  // point into it: toml++ drops source positions when a node is copied, and errors need them.
+  std::shared_ptr<const toml::table> source;
   RunSection run;
   ModelSection model;
   DataSection data;

@@ -8,8 +8,9 @@ namespace tr::train {
 std::unique_ptr<optim::Optimizer> make_optimizer(const config::RunConfig& cfg, nn::Module& model,
                                                  std::vector<std::string>* warnings) {
   const auto& oc = cfg.optimizer;
-  std::vector<optim::ParamGroup> groups =
-      optim::build_param_groups(model, optim::parse_group_rules(oc.groups, cfg.path, oc.type), warnings);
+  static const toml::array no_rules;
+  std::vector<optim::ParamGroup> groups = optim::build_param_groups(
+      model, optim::parse_group_rules(oc.groups ? *oc.groups : no_rules, cfg.path, oc.type), warnings);
   if (oc.type == "sgd") {
     optim::SGDOptions so;
     so.lr = oc.lr;

@@ -65,7 +65,7 @@ Trainer::Trainer(config::RunConfig cfg) : cfg_(std::move(cfg)) {
 
   // model
   if (cfg_.model.is_inline) {
-    TomlTable t(cfg_.model.inline_model, cfg_.path, "[model]");
+    TomlTable t(*cfg_.model.inline_model, cfg_.path, "[model]");
     model_ = nn::build_model(t);
   } else {
     model_ = nn::load_model_file(cfg_.model.file);
@@ -114,7 +114,7 @@ Trainer::Trainer(config::RunConfig cfg) : cfg_(std::move(cfg)) {
     sc.steps_per_epoch = steps_per_epoch_;
     sc.epochs = (total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_;
     sc.file = cfg_.path;
-    scheduler_ = optim::make_scheduler(cfg_.scheduler.table, *optimizer_, sc);
+    scheduler_ = optim::make_scheduler(*cfg_.scheduler.table, *optimizer_, sc);
   }
 }
 

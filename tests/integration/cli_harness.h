@@ -1,0 +1,98 @@
+// The integration tests' harness: run the real trainer binary (or a shell command) in a fresh
+// directory and read what it wrote.
+#pragma once
+#include <catch2/catch.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+
+namespace it {
+
+namespace fs = std::filesystem;
+using Catch::Matchers::Contains;
+
+struct Result {
+  int code = 0;
+  std::string out;  // stdout and stderr together
+};
+
+// Runs a shell command in `dir`; captures output and the exit code.
+inline Result shell(const fs::path& dir, const std::string& command) {
+  std::string cmd = "cd '" + dir.string() + "' && " + command + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+// Runs the trainer in `dir` with `args`.
+inline Result trainer(const fs::path& dir, const std::string& args) { return shell(dir, "'" TRAINER_BINARY "' " + args); }
+
+inline fs::path fresh_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("trainer_it_" + name + "_" + std::to_string(getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+inline void write(const fs::path& p, const std::string& s) {
+  std::ofstream f(p);
+  f << s;
+}
+
+inline std::string read(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+inline const std::string kRepo = TRAINER_SOURCE_DIR;
+
+// A small synthetic classification run (fast, deterministic).
+inline const char* kSyntheticConfig = R"(
+[run]
+seed = 3
+[model]
+input = [8]
+[[model.layers]]
+type = "linear"
+out_features = 16
+[[model.layers]]
+type = "relu"
+[[model.layers]]
+type = "dropout"
+p = 0.1
+[[model.layers]]
+type = "linear"
+out_features = 3
+[data]
+dataset = "synthetic"
+num_classes = 3
+train_size = 512
+eval_size = 128
+batch_size = 32
+[optimizer]
+lr = 0.1
+momentum = 0.9
+[train]
+epochs = 2
+log_every = 4
+)";
+
+inline std::string strip_timing(const std::string& metrics) {
+  return std::regex_replace(metrics, std::regex(",\"samples_per_s\":[-0-9.e+]+"), "");
+}
+
+
+}  // namespace it

@@ -1,0 +1,185 @@
+// Integration tests of the training-loop controls: parameter groups, LR schedulers, gradient
+// clipping and accumulation, through the real binary.
+#include <cmath>
+#include <vector>
+#include "integration/cli_harness.h"
+
+using namespace it;
+
+namespace {
+
+// The values of `key` ("loss", "grad_norm") in the metrics lines of `split`, in order.
+std::vector<double> metric(const std::string& metrics, const std::string& split, const std::string& key) {
+  std::vector<double> v;
+  std::regex re("\"split\":\"" + split + "\".*\"" + key + "\":([-0-9.e+]+|NaN)");
+  std::istringstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, re)) v.push_back(std::stod(m[1].str()));
+  }
+  return v;
+}
+
+// The "lr" arrays of the train lines.
+std::vector<std::vector<double>> lrs(const std::string& metrics) {
+  std::vector<std::vector<double>> out;
+  std::regex re("\"split\":\"train\".*\"lr\":\\[([^\\]]*)\\]");
+  std::istringstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (!std::regex_search(line, m, re)) continue;
+    std::vector<double> row;
+    std::stringstream ss(m[1].str());
+    for (std::string x; std::getline(ss, x, ',');) row.push_back(std::stod(x));
+    out.push_back(row);
+  }
+  return out;
+}
+
+// kSyntheticConfig without dropout (accumulation must see identical forward passes).
+std::string deterministic_config() {
+  std::string c = kSyntheticConfig;
+  c.replace(c.find("[[model.layers]]\ntype = \"dropout\"\np = 0.1\n"), 41, "");
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("three parameter groups on fmnist_cnn: one lr per group per step", "[integration][optim]") {
+  fs::path d = fresh_dir("groups");
+  write(d / "groups.toml", R"(
+[model]
+file = ")" + kRepo + R"(/models/cnn_fmnist.toml"
+[data]
+dataset = "idx"
+batch_size = 32
+normalize = [0.2860, 0.3530]
+[optimizer]
+type = "sgd"
+lr = 0.01
+momentum = 0.9
+weight_decay = 5e-4
+[[optimizer.groups]]          # biases and batch-norm weights: no weight decay
+name = "no_decay"
+match = ["*.bias"]
+modules = ["batch_norm2d"]
+weight_decay = 0.0
+[[optimizer.groups]]          # the classifier head at 10x lr
+name = "head"
+match = ["12.weight"]
+lr = 0.1
+[scheduler]
+type = "lambda"
+lambda = ["1 - step / total_steps", "1 - step / total_steps", "0.5"]
+interval = "step"
+[train]
+steps = 12
+log_every = 1
+eval_batches = 1
+)");
+  Result r = trainer(d, "run groups.toml");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  auto rows = lrs(read(d / "runs/groups/metrics.jsonl"));
+  REQUIRE(rows.size() == 12);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    INFO("step " << i + 1);
+    REQUIRE(rows[i].size() == 3);
+    double f = 1.0 - double(i + 1) / 12.0;  // the lr in effect after step i+1 (scheduler stepped)
+    CHECK(rows[i][0] == Approx(0.01 * f).epsilon(1e-8));
+    CHECK(rows[i][1] == Approx(0.01 * f).epsilon(1e-8));
+    CHECK(rows[i][2] == Approx(0.05).epsilon(1e-8));
+  }
+  std::string cfg = read(d / "runs/groups/config.toml");
+  CHECK_THAT(cfg, Contains("no_decay") && Contains("[scheduler]"));
+}
+
+TEST_CASE("gradient accumulation 4 x 32 equals one batch of 128", "[integration][optim]") {
+  fs::path d = fresh_dir("accumulate");
+  write(d / "syn.toml", deterministic_config());
+  Result a = trainer(d, "run syn.toml --set run.name=big --set data.batch_size=128");
+  INFO(a.out);
+  REQUIRE(a.code == 0);
+  Result b = trainer(d, "run syn.toml --set run.name=acc --set data.batch_size=32 --set train.accumulate=4");
+  INFO(b.out);
+  REQUIRE(b.code == 0);
+  CHECK_THAT(b.out, Contains("4 micro-batches each"));
+  std::string ma = read(d / "runs/big/metrics.jsonl"), mb = read(d / "runs/acc/metrics.jsonl");
+  for (const char* split : {"train", "eval"}) {
+    auto la = metric(ma, split, "loss"), lb = metric(mb, split, "loss");
+    REQUIRE(la.size() == lb.size());
+    REQUIRE(!la.empty());
+    for (size_t i = 0; i < la.size(); ++i) CHECK(lb[i] == Approx(la[i]).epsilon(1e-5));
+  }
+  // ... and differs from plain batches of 32
+  Result c = trainer(d, "run syn.toml --set run.name=small --set data.batch_size=32");
+  REQUIRE(c.code == 0);
+  CHECK(metric(read(d / "runs/small/metrics.jsonl"), "eval", "loss").back() !=
+        Approx(metric(ma, "eval", "loss").back()).epsilon(1e-5));
+}
+
+TEST_CASE("grad_clip logs the total norm and bounds the step", "[integration][optim]") {
+  fs::path d = fresh_dir("clip");
+  write(d / "syn.toml", deterministic_config());
+  Result r = trainer(d, "run syn.toml --set train.grad_clip.max_norm=0.01 --set train.log_every=1");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  auto norms = metric(read(d / "runs/syn/metrics.jsonl"), "train", "grad_norm");
+  REQUIRE(norms.size() == 32);
+  for (double n : norms) CHECK(n > 0.01);  // the norms before clipping
+  Result bad = trainer(d, "run syn.toml --set train.grad_clip.max_norm=1 --set train.grad_clip.norm_typ=2");
+  CHECK(bad.code != 0);
+  CHECK_THAT(bad.out, Contains("unknown key 'norm_typ'") && Contains("did you mean 'norm_type'"));
+}
+
+TEST_CASE("scheduler and group errors stop the run before training", "[integration][optim][errors]") {
+  fs::path d = fresh_dir("sched_errors");
+  write(d / "syn.toml", deterministic_config() + R"(
+[scheduler]
+type = "lambda"
+lambda = ["0.95 ^ epoch", "0.95 ^ (epoch +"]
+[[optimizer.groups]]
+name = "biases"
+match = ["*.bias"]
+)");
+  SECTION("a LambdaLR expression that does not parse names the group and the position") {
+    Result r = trainer(d, "run syn.toml");
+    INFO(r.out);
+    CHECK(r.code != 0);
+    CHECK_THAT(r.out, Contains("syn.toml:30:") && Contains("param group 1 ('biases')") && Contains("position 15"));
+    CHECK(!fs::exists(d / "runs/syn/metrics.jsonl"));
+  }
+  SECTION("an unknown scheduler key names the nearest valid key") {
+    Result r = trainer(d, "run syn.toml --set 'scheduler.lambda=[\"1\", \"1\"]' --set scheduler.intervall=\\\"step\\\"");
+    INFO(r.out);
+    CHECK(r.code != 0);
+    CHECK_THAT(r.out, Contains("unknown key 'intervall'") && Contains("did you mean 'interval'"));
+  }
+  SECTION("an unknown scheduler type lists the types") {
+    Result r = trainer(d, "run syn.toml --set scheduler.type=\\\"cosin\\\"");
+    INFO(r.out);
+    CHECK(r.code != 0);
+    CHECK_THAT(r.out, Contains("cosin") && Contains("cosine"));
+  }
+  SECTION("an unknown optimizer key names the nearest valid key") {
+    Result r = trainer(d, "run syn.toml --set 'scheduler.lambda=[\"1\", \"1\"]' --set optimizer.weight_decy=0.1");
+    INFO(r.out);
+    CHECK(r.code != 0);
+    CHECK_THAT(r.out, Contains("unknown key 'weight_decy'") && Contains("did you mean 'weight_decay'"));
+  }
+  SECTION("a parameter claimed by two groups names both") {
+    std::string c = deterministic_config() + R"(
+[[optimizer.groups]]
+name = "a"
+match = ["*.bias"]
+[[optimizer.groups]]
+name = "b"
+match = ["0.*"]
+)";
+    write(d / "two.toml", c);
+    Result r = trainer(d, "run two.toml");
+    INFO(r.out);
+    CHECK(r.code != 0);
+    CHECK_THAT(r.out, Contains("0.bias") && Contains("'a'") && Contains("'b'"));
+  }
+}
