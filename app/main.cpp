@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const tr::app::ExitStatus& e) {
+    return e.status;
   } catch (const tr::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -189,7 +189,14 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   }
   {
     TomlTable t = section("checkpoint");
-    c.checkpoint.save_final = t.get_bool("save_final", c.checkpoint.save_final);
+    auto& k = c.checkpoint;
+    k.every = t.get_int("every", k.every);
+    if (k.every < 0) t.fail("every", "must be >= 0 steps (0: only at epoch ends and the end)");
+    k.every_epoch = t.get_bool("every_epoch", k.every_epoch);
+    k.keep_last = t.get_int("keep_last", k.keep_last);
+    if (k.keep_last < 0) t.fail("keep_last", "must be >= 0 (0 keeps every checkpoint)");
+    k.keep_best = t.get_choice("keep_best", {"", "eval.loss", "eval.accuracy"}, k.keep_best);
+    k.save_final = t.get_bool("save_final", k.save_final);
     t.finish();
   }
   return c;
@@ -244,7 +251,9 @@ std::string to_toml(const RunConfig& c) {
     root.get("train")->as_table()->insert("grad_clip", gc);
   }
   root.insert("log", toml::table{{"jsonl", c.log.jsonl}, {"progress", c.log.progress}});
-  root.insert("checkpoint", toml::table{{"save_final", c.checkpoint.save_final}});
+  const auto& k = c.checkpoint;
+  root.insert("checkpoint", toml::table{{"every", k.every}, {"every_epoch", k.every_epoch}, {"keep_last", k.keep_last},
+                                        {"keep_best", k.keep_best}, {"save_final", k.save_final}});
   std::ostringstream os;
   os << "# resolved config of run '" << c.run.name << "' (from " << c.path << ")\n" << root << "\n";
   return os.str();

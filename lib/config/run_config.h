@@ -90,8 +90,13 @@ struct LogSection {
   std::string progress = "auto";  // auto (a live line on a terminal) | lines | none
 };
 
+// Checkpoints: runs/<name>/checkpoints/step_<N>/ (model.safetensors, optimizer.safetensors, state.json).
 struct CheckpointSection {
-  bool save_final = true;  // weights at the end: runs/<name>/checkpoints/final/model.safetensors
+  int64_t every = 0;         // > 0: every N optimizer steps
+  bool every_epoch = true;   // at the end of every epoch (after its eval)
+  int64_t keep_last = 3;     // newest N kept (0: all)
+  std::string keep_best;     // "" | "eval.loss" (lowest kept) | "eval.accuracy" (highest kept), besides keep_last
+  bool save_final = true;    // also a checkpoint at the end of the run, and the weights alone in checkpoints/final/
 };
 
 struct RunConfig {

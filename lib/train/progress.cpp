@@ -93,3 +93,19 @@ void Progress::message(const std::string& text) {
 }
 
 }  // namespace tr::train
+
+namespace tr::train {
+
+nlohmann::json Progress::window_state() const {
+  return {{"loss_sum", loss_sum_}, {"norm_sum", norm_sum_}, {"samples", samples_}, {"steps", steps_}, {"norms", norms_}};
+}
+
+void Progress::restore_window(const nlohmann::json& w) {
+  loss_sum_ = w.at("loss_sum").get<double>();
+  norm_sum_ = w.at("norm_sum").get<double>();
+  samples_ = w.at("samples").get<int64_t>();
+  steps_ = w.at("steps").get<int64_t>();
+  norms_ = w.at("norms").get<int64_t>();
+}
+
+}  // namespace tr::train

@@ -2,6 +2,7 @@
 // lines, and what the user sees — a live line rewritten in place on a terminal, or plain periodic
 // lines when stdout is not one ([log] progress = auto | lines | none).
 #pragma once
+#include <nlohmann/json.hpp>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -32,6 +33,10 @@ class Progress {
   void eval(int64_t step, int64_t epoch, double loss, double accuracy);
   void message(const std::string& text);  // a line for the console unless quiet
   bool quiet() const { return quiet_; }
+  // The open window's sums (loss, grad norm, samples, steps), saved in checkpoints so that the
+  // first train line after a resume equals the uninterrupted run's.
+  nlohmann::json window_state() const;
+  void restore_window(const nlohmann::json& w);
 
  private:
   double window_seconds() const;
