@@ -9,6 +9,9 @@
 #include "ops/ops.h"
 #include "config/run_config.h"
 #include "nn/model_file.h"
+#include "io/checkpoint_dir.h"
+#include "io/safetensors.h"
+#include "train/stop_signal.h"
 #include "train/trainer.h"
 #include "util/toml_table.h"
 #include <filesystem>
@@ -88,9 +91,13 @@ void summary(const std::string& path) {
   std::printf("%s", nn::model_summary(m).c_str());
 }
 
-void run(const std::string& path, const std::vector<std::string>& overrides) {
+void run(const std::string& path, const std::vector<std::string>& overrides, const std::string& resume,
+         int64_t stop_at) {
   train::Trainer t(config::load_run_config(path, overrides));
-  t.fit();
+  if (!resume.empty()) t.resume_from(resume);
+  if (stop_at > 0) t.stop_at_step(stop_at);
+  train::FitResult r = t.fit();
+  if (r.stopped_by_signal) throw ExitStatus{train::StopSignal::exit_status(r.stopped_by_signal)};
 }
 
 void eval(const std::string& path, const std::string& checkpoint, const std::vector<std::string>& overrides) {
@@ -105,6 +112,23 @@ void eval(const std::string& path, const std::string& checkpoint, const std::vec
               (long long)r.count);
 }
 
+// `trainer checkpoint verify <dir>`: sizes, checksums and safetensors headers, without a model.
+void checkpoint_verify(const std::string& dir) {
+  io::VerifyReport r = io::verify_checkpoint(dir);
+  if (!r.ok) throw Error(str("checkpoint ", dir, " is not valid: ", r.message()));
+  std::printf("%s: ok (step %lld, %zu files)\n", dir.c_str(), (long long)r.state.value("step", int64_t(0)),
+              r.state.value("files", nlohmann::json::object()).size());
+}
+
+// `trainer export <checkpoint> <out.safetensors>`: the model's weights alone, PyTorch's names.
+void export_weights(const std::string& dir, const std::string& out) {
+  nlohmann::json state = io::load_checkpoint_state(dir);  // verified first
+  std::map<std::string, std::string> meta;
+  io::NamedTensorList tensors = io::load_safetensors(dir + "/model.safetensors", &meta);
+  io::save_safetensors(out, tensors, {{"format", "pt"}, {"step", std::to_string(state.value("step", int64_t(0)))}});
+  std::printf("wrote %zu tensors of %s to %s\n", tensors.size(), dir.c_str(), out.c_str());
+}
+
 void register_commands(CLI::App& app) {
   {
     auto* c = app.add_subcommand("run", "train a run config (TOML)");
@@ -112,7 +136,14 @@ void register_commands(CLI::App& app) {
     static std::vector<std::string> sets;
     c->add_option("config", cfg, "run config file")->required()->check(CLI::ExistingFile);
     c->add_option("--set", sets, "override a config key: section.key=value (repeatable)");
-    c->callback([] { run(cfg, sets); });
+    static std::string resume;
+    c->add_option("--resume", resume,
+                  "continue from a checkpoint: 'auto' (this run's newest valid one, if any) or a checkpoint directory");
+    static int64_t stop_at = 0;
+    c->add_option("--stop-at-step", stop_at,
+                  "write a checkpoint and stop after this optimizer step (the schedule still spans the whole run)")
+        ->check(CLI::PositiveNumber);
+    c->callback([] { run(cfg, sets, resume, stop_at); });
   }
   {
     auto* c = app.add_subcommand("eval", "evaluate saved weights with a run config");
@@ -128,6 +159,21 @@ void register_commands(CLI::App& app) {
     static std::string path;
     c->add_option("file", path, "model file or run config")->required()->check(CLI::ExistingFile);
     c->callback([] { summary(path); });
+  }
+  {
+    auto* c = app.add_subcommand("checkpoint", "inspect checkpoints");
+    c->require_subcommand(1);
+    auto* v = c->add_subcommand("verify", "check a checkpoint's files (sizes, checksums, headers) without loading a model");
+    static std::string dir;
+    v->add_option("dir", dir, "checkpoint directory (runs/<name>/checkpoints/step_<N>)")->required();
+    v->callback([] { checkpoint_verify(dir); });
+  }
+  {
+    auto* c = app.add_subcommand("export", "write a checkpoint's model weights alone to a safetensors file");
+    static std::string dir, out;
+    c->add_option("checkpoint", dir, "checkpoint directory")->required();
+    c->add_option("out", out, "output .safetensors file")->required();
+    c->callback([] { export_weights(dir, out); });
   }
   app.add_subcommand("info", "print build and device information")->callback(info);
 

@@ -1,106 +1,100 @@
+// Tensor save/load on top of the safetensors format layer.
 #include "io/safetensors.h"
-#include <cstring>
-#include <fstream>
-#include <nlohmann/json.hpp>
+#include <limits>
 
 namespace tr::io {
 
-const char* safetensors_dtype(DType t) {
-  switch (t) {
-    case DType::F32: return "F32";
-    case DType::F64: return "F64";
-    case DType::F16: return "F16";
-    case DType::BF16: return "BF16";
-    case DType::I64: return "I64";
-    case DType::I32: return "I32";
-    case DType::U8: return "U8";
-    case DType::Bool: return "BOOL";
-  }
-  return "?";
+namespace st = safetensors;
+
+namespace {
+
+constexpr DType kOurs[] = {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64, DType::I32, DType::U8, DType::Bool};
+
+std::string supported_names() {
+  std::string s;
+  for (DType t : kOurs) s += (s.empty() ? "" : " ") + std::string(safetensors_dtype(t));
+  return s;
 }
 
+}  // namespace
+
+st::Dtype to_safetensors(DType t) {
+  switch (t) {
+    case DType::F32: return st::Dtype::F32;
+    case DType::F64: return st::Dtype::F64;
+    case DType::F16: return st::Dtype::F16;
+    case DType::BF16: return st::Dtype::BF16;
+    case DType::I64: return st::Dtype::I64;
+    case DType::I32: return st::Dtype::I32;
+    case DType::U8: return st::Dtype::U8;
+    case DType::Bool: return st::Dtype::BOOL;
+  }
+  throw Error(str("safetensors: no format dtype for dtype #", int(t)));
+}
+
+std::optional<DType> from_safetensors(st::Dtype d) {
+  for (DType t : kOurs)
+    if (to_safetensors(t) == d) return t;
+  return std::nullopt;
+}
+
+const char* safetensors_dtype(DType t) { return st::dtype_name(to_safetensors(t)); }
+
 DType dtype_from_safetensors(const std::string& s) {
-  for (DType t : {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64, DType::I32, DType::U8, DType::Bool})
-    if (s == safetensors_dtype(t)) return t;
-  throw Error(str("safetensors: unsupported dtype '", s, "' (supported: F32 F64 F16 BF16 I64 I32 U8 BOOL)"));
+  auto d = st::dtype_from_name(s);
+  TR_CHECK(d, "safetensors: unknown dtype '", s, "' (supported: ", supported_names(), ")");
+  auto t = from_safetensors(*d);
+  TR_CHECK(t, "safetensors: dtype '", s, "' has no tensor type in trainer (supported: ", supported_names(), ")");
+  return *t;
 }
 
 void save_safetensors(const std::string& path, const NamedTensorList& tensors,
                       const std::map<std::string, std::string>& metadata) {
-  nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
-  std::vector<Tensor> data;
-  uint64_t off = 0;
-  for (auto& [name, t] : tensors) {
+  std::vector<Tensor> keep;  // owns the CPU contiguous copies while the file is written
+  std::vector<st::TensorData> data;
+  keep.reserve(tensors.size());
+  data.reserve(tensors.size());
+  for (const auto& [name, t] : tensors) {
+    TR_CHECK(t.defined(), "save_safetensors '", path, "': tensor '", name, "' is undefined");
     Tensor c = t.detach().to(kCPU).contiguous();
-    uint64_t n = uint64_t(c.numel()) * itemsize(c.dtype());
-    header[name] = {{"dtype", safetensors_dtype(c.dtype())}, {"shape", c.sizes()}, {"data_offsets", {off, off + n}}};
-    off += n;
-    data.push_back(c);
+    keep.push_back(c);
+    std::vector<uint64_t> shape(c.sizes().begin(), c.sizes().end());
+    data.push_back({name, to_safetensors(c.dtype()), shape, c.raw_data(), uint64_t(c.numel()) * c.element_size()});
   }
-  std::string h = header.dump();
-  while ((h.size() + 8) % 8 != 0) h += ' ';  // data starts 8-byte aligned
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  TR_CHECK(f.good(), "cannot write '", path, "'");
-  uint64_t hl = h.size();
-  unsigned char len[8];
-  for (int i = 0; i < 8; ++i) len[i] = uint8_t(hl >> (8 * i));
-  f.write(reinterpret_cast<const char*>(len), 8);
-  f.write(h.data(), std::streamsize(h.size()));
-  for (auto& c : data) f.write(static_cast<const char*>(c.raw_data()), std::streamsize(c.numel() * int64_t(c.element_size())));
-  f.flush();
-  TR_CHECK(f.good(), "error writing '", path, "'");
+  try {
+    st::write_file(path, data, metadata);
+  } catch (const Error& e) {
+    throw Error(str("save_safetensors '", path, "': ", e.what()));
+  }
 }
 
 NamedTensorList load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  TR_CHECK(f.good(), "cannot open '", path, "'");
-  uint64_t size = uint64_t(f.tellg());
-  f.seekg(0);
-  TR_CHECK(size >= 8, path, ": not a safetensors file (", size, " bytes, shorter than the 8-byte header length)");
-  unsigned char len[8];
-  f.read(reinterpret_cast<char*>(len), 8);
-  uint64_t hl = 0;
-  for (int i = 0; i < 8; ++i) hl |= uint64_t(len[i]) << (8 * i);
-  TR_CHECK(hl <= size - 8 && hl <= (100u << 20), path, ": header length ", hl, " exceeds the file size ", size);
-  std::string h(hl, '\0');
-  f.read(h.data(), std::streamsize(hl));
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(h);
-  } catch (const std::exception& e) {
-    throw Error(str(path, ": invalid safetensors JSON header: ", e.what()));
-  }
-  TR_CHECK(header.is_object(), path, ": safetensors header must be a JSON object");
-  uint64_t data_size = size - 8 - hl;
-  NamedTensorList out;
-  for (auto& [name, v] : header.items()) {
-    if (name == "__metadata__") {
-      if (metadata)
-        for (auto& [k, mv] : v.items()) (*metadata)[k] = mv.is_string() ? mv.get<std::string>() : mv.dump();
-      continue;
+  st::Reader r(path);
+  const st::Header& h = r.header();
+  // Everything is checked before the first allocation: dtypes we can hold, dims that fit int64.
+  std::vector<std::pair<DType, Shape>> plan;
+  plan.reserve(h.tensors.size());
+  for (const auto& info : h.tensors) {
+    auto t = from_safetensors(info.dtype);
+    TR_CHECK(t, path, ": tensor '", info.name, "' has dtype ", st::dtype_name(info.dtype),
+             ", which trainer cannot load (supported: ", supported_names(), ")");
+    Shape shape;
+    for (uint64_t s : info.shape) {
+      TR_CHECK(s <= uint64_t(std::numeric_limits<int64_t>::max()), path, ": tensor '", info.name, "' has dimension ", s,
+               ", larger than int64");
+      shape.push_back(int64_t(s));
     }
-    TR_CHECK(v.is_object() && v.contains("dtype") && v.contains("shape") && v.contains("data_offsets"), path,
-             ": tensor '", name, "' lacks dtype, shape or data_offsets");
-    DType dt = dtype_from_safetensors(v["dtype"].get<std::string>());
-    Shape shape = v["shape"].get<Shape>();
-    auto offs = v["data_offsets"].get<std::vector<uint64_t>>();
-    TR_CHECK(offs.size() == 2 && offs[0] <= offs[1] && offs[1] <= data_size, path, ": tensor '", name,
-             "' has data_offsets outside the data (", data_size, " bytes)");
-    for (auto d : shape) TR_CHECK(d >= 0, path, ": tensor '", name, "' has a negative dimension");
-    uint64_t want = uint64_t(numel_of(shape)) * itemsize(dt);
-    TR_CHECK(offs[1] - offs[0] == want, path, ": tensor '", name, "' of dtype ", v["dtype"].get<std::string>(),
-             " and shape ", shape, " needs ", want, " bytes but its offsets span ", offs[1] - offs[0]);
-    Tensor t = empty(shape, dt);
-    f.seekg(std::streamoff(8 + hl + offs[0]));
-    f.read(static_cast<char*>(t.raw_data()), std::streamsize(want));
-    TR_CHECK(f.good(), path, ": truncated while reading '", name, "'");
-    out.emplace_back(name, t);
+    plan.emplace_back(*t, std::move(shape));
   }
-  // the header is an unordered JSON object: restore file order by offset
-  std::sort(out.begin(), out.end(), [&](auto& a, auto& b) {
-    return header[a.first]["data_offsets"][0].template get<uint64_t>() < header[b.first]["data_offsets"][0].template get<uint64_t>();
-  });
+  NamedTensorList out;
+  out.reserve(h.tensors.size());
+  for (size_t i = 0; i < h.tensors.size(); ++i) {
+    Tensor t = empty(plan[i].second, plan[i].first);
+    if (h.tensors[i].nbytes() > 0) r.read(h.tensors[i], t.raw_data());
+    out.emplace_back(h.tensors[i].name, std::move(t));
+  }
+  if (metadata)
+    for (const auto& [k, v] : h.metadata) (*metadata)[k] = v;
   return out;
 }
 

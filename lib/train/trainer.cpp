@@ -19,10 +19,13 @@
 #include "optim/scheduler_config.h"
 #include "train/optimizer_setup.h"
 #include "train/progress.h"
+#include "train/stop_signal.h"
+#include "io/checkpoint_dir.h"
 
 namespace tr::train {
 
 namespace fs = std::filesystem;
+using nlohmann::json;
 
 namespace {
 
@@ -138,8 +141,23 @@ void Trainer::log_line(const std::string& json) {
     std::fputs(json.c_str(), metrics_);
     std::fputc('\n', metrics_);
     std::fflush(metrics_);
+    ++metrics_lines_;
   }
 }
+
+namespace {
+
+// Keeps the first `lines` lines of a metrics file (what a checkpoint saw) and drops the rest,
+// which a resumed run writes again.
+void truncate_lines(const std::string& path, int64_t lines) {
+  std::ifstream in(path);
+  std::string kept, line;
+  for (int64_t i = 0; i < lines && std::getline(in, line); ++i) kept += line + "\n";
+  in.close();
+  std::ofstream(path, std::ios::trunc) << kept;
+}
+
+}  // namespace
 
 EvalResult Trainer::evaluate() {
   NoGradGuard ng;
@@ -201,37 +219,56 @@ std::pair<double, double> Trainer::train_step(const std::vector<data::Batch>& mi
 
 FitResult Trainer::fit() {
   fs::create_directories(cfg_.run_dir());
+  if (fs::exists(checkpoint_root())) io::clean_temporaries(checkpoint_root());
+  TrainPosition pos;
+  json resumed;
+  if (auto dir = resume_dir()) {
+    resumed = restore_checkpoint(*dir);
+    pos = {resumed.at("step").get<int64_t>(), resumed.at("epoch").get<int64_t>(), resumed.at("batch").get<int64_t>()};
+  }
   {
     std::ofstream f(cfg_.run_dir() + "/config.toml");
     f << config::to_toml(cfg_);
   }
+  const std::string metrics_path = cfg_.run_dir() + "/metrics.jsonl";
   if (cfg_.log.jsonl) {
-    metrics_ = std::fopen((cfg_.run_dir() + "/metrics.jsonl").c_str(), "w");
-    TR_CHECK(metrics_, "cannot write ", cfg_.run_dir(), "/metrics.jsonl");
+    if (!resumed.is_null()) {
+      metrics_lines_ = resumed.at("metrics_lines").get<int64_t>();
+      truncate_lines(metrics_path, metrics_lines_);
+    }
+    metrics_ = std::fopen(metrics_path.c_str(), resumed.is_null() ? "w" : "a");
+    TR_CHECK(metrics_, "cannot write ", metrics_path);
   }
   const int64_t epochs = (total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_;
   const int64_t acc = cfg_.train.accumulate;
-  Progress progress(cfg_.log.progress, total_steps_, cfg_.train.log_every);
+  const auto& ck = cfg_.checkpoint;
+  Progress progress(cfg_.log.progress, total_steps_, cfg_.train.log_every, pos.step);
+  if (!resumed.is_null()) progress.restore_window(resumed.at("progress_window"));
   progress.message(str("run ", cfg_.run.name, ": ", train_set_->describe(), ", ", model_.net->num_parameters(),
                        " parameters, ", cfg_.optimizer.type, " on ", device_.str(), ", ", total_steps_, " steps (",
                        epochs, " epochs of ", steps_per_epoch_, acc > 1 ? str(", ", acc, " micro-batches each") : "",
-                       ")"));
+                       ")", resumed.is_null() ? "" : str("; resumed at step ", pos.step)));
 
   model_.net->train();
   auto t0 = std::chrono::steady_clock::now();
-  int64_t step = 0;
+  int64_t step = pos.step;
   FitResult res;
   auto eval_and_log = [&](int64_t epoch) {
     EvalResult e = evaluate();
-    res.last_eval = e;
+    res.last_eval = last_eval_ = e;
+    evaluated_since_checkpoint_ = true;
     log_line(str("{\"split\":\"eval\",\"step\":", step, ",\"epoch\":", epoch, ",\"loss\":", json_num(e.loss),
                  ",\"accuracy\":", json_num(e.accuracy), "}"));
     progress.eval(step, epoch, e.loss, e.accuracy);
   };
+  auto checkpoint = [&](TrainPosition p) { save_checkpoint(p, progress.window_state()); };
 
+  StopSignal stop;
   std::vector<data::Batch> micro;
-  for (int64_t epoch = 0; epoch < epochs && step < total_steps_; ++epoch) {
-    loader_->begin_epoch(epoch);
+  int64_t epoch = pos.epoch;
+  bool saved_last = false;  // the newest checkpoint is at the current step
+  for (; epoch < epochs && step < total_steps_; ++epoch) {
+    loader_->begin_epoch(epoch, epoch == pos.epoch ? pos.batch : 0);
     while (step < total_steps_) {
       micro.clear();
       while (int64_t(micro.size()) < acc) {
@@ -242,6 +279,7 @@ FitResult Trainer::fit() {
       if (micro.empty()) break;
       auto [loss, norm] = train_step(micro);
       ++step;
+      saved_last = false;
       TR_CHECK(std::isfinite(loss), "training diverged: the loss is ", loss, " at step ", step, " (epoch ", epoch,
                "); lower [optimizer] lr (now ", optimizer_->lrs()[0], ")");
       int64_t samples = 0;
@@ -251,16 +289,41 @@ FitResult Trainer::fit() {
       progress.show(step, epoch, lrs);
       if (progress.log_due(step)) log_line(progress.train_line(step, epoch, lrs));
       // (the last step of an epoch or of the run is evaluated below, once)
-      if (cfg_.train.eval_every > 0 && step % cfg_.train.eval_every == 0 && !loader_->epoch_done() &&
-          step < total_steps_)
+      bool epoch_end = loader_->epoch_done();
+      if (cfg_.train.eval_every > 0 && step % cfg_.train.eval_every == 0 && !epoch_end && step < total_steps_)
         eval_and_log(epoch);
+      int sig = stop.pending();
+      if (sig || step == stop_at_step_) {
+        checkpoint({step, epoch, loader_->position().batch});
+        progress.message(str("stopped ", sig ? str("by signal ", sig) : std::string("as asked"), " at step ", step,
+                             "; checkpoint written to ", checkpoint_root(), "/step_", step,
+                             " (continue with --resume auto)"));
+        res.stopped_by_signal = sig;
+        res.stopped_at_step = !sig;
+        break;
+      }
+      if (ck.every > 0 && step % ck.every == 0 && !epoch_end && step < total_steps_) {
+        checkpoint({step, epoch, loader_->position().batch});
+        saved_last = true;
+      }
     }
+    if (res.stopped_by_signal || res.stopped_at_step) break;
+    bool epoch_complete = loader_->epoch_done();
     eval_and_log(epoch);
+    if (!epoch_complete) break;  // the run's step budget ended inside this epoch
     if (scheduler_ && scheduler_->interval() == "epoch") scheduler_->step();
+    bool last = step >= total_steps_;
+    if (ck.every_epoch || (ck.every > 0 && step % ck.every == 0) || (last && ck.save_final)) {
+      checkpoint({step, epoch + 1, 0});
+      saved_last = true;
+    }
   }
+  bool stopped = res.stopped_by_signal || res.stopped_at_step;
+  if (!stopped && ck.save_final && !saved_last && step > pos.step)
+    checkpoint({step, epoch, loader_->position().batch});
   res.steps = step;
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (cfg_.checkpoint.save_final) {
+  if (ck.save_final && !stopped) {
     std::string dir = cfg_.run_dir() + "/checkpoints/final";
     fs::create_directories(dir);
     io::save_safetensors(dir + "/model.safetensors", model_.net->state_dict(), {{"step", std::to_string(step)}});
@@ -270,7 +333,7 @@ FitResult Trainer::fit() {
   char buf[200];
   std::snprintf(buf, sizeof buf, "done: %lld steps in %.1f s; eval loss %.4f, accuracy %.4f", (long long)step,
                 res.seconds, res.last_eval.loss, res.last_eval.accuracy);
-  progress.message(buf);
+  if (!stopped) progress.message(buf);
   return res;
 }
 

@@ -2,7 +2,9 @@
 // surfaces here, before the first step) and runs the training loop: gradient accumulation,
 // clipping, optimizer and scheduler steps, evaluation, metrics.jsonl, progress, final weights.
 #pragma once
+#include <nlohmann/json.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 #include "config/run_config.h"
 #include "data/dataloader.h"
@@ -22,11 +24,27 @@ struct FitResult {
   int64_t steps = 0;
   EvalResult last_eval;
   double seconds = 0;
+  int stopped_by_signal = 0;  // SIGINT / SIGTERM: a checkpoint was written and the run stopped early
+  bool stopped_at_step = false;  // stop_at_step: the same, on request
+};
+
+// Where a run stands between two optimizer steps: what a checkpoint must restore besides the
+// model, optimizer and scheduler.
+struct TrainPosition {
+  int64_t step = 0;   // optimizer steps done
+  int64_t epoch = 0;  // the loader's epoch ...
+  int64_t batch = 0;  // ... and the micro-batches of it already consumed
 };
 
 class Trainer {
  public:
   explicit Trainer(config::RunConfig cfg);
+  // Resumes from a checkpoint before training: "auto" (the newest valid checkpoint of this run, if
+  // any) or a checkpoint directory. Call before fit().
+  void resume_from(std::string spec) { resume_ = std::move(spec); }
+  // Stops after optimizer step `step` with a checkpoint, as if interrupted there (the schedule still
+  // spans the whole run): training in chunks, and the exact-resume tests.
+  void stop_at_step(int64_t step) { stop_at_step_ = step; }
   FitResult fit();
   EvalResult evaluate();
   // Loads weights written by a run (model.safetensors) into the model.
@@ -44,6 +62,13 @@ class Trainer {
   // One optimizer step over `accumulate` micro-batches; returns the step's loss (the mean over
   // all its samples) and the total gradient norm before clipping (-1 without norm clipping).
   std::pair<double, double> train_step(const std::vector<data::Batch>& micro);
+  std::string checkpoint_root() const { return cfg_.run_dir() + "/checkpoints"; }
+  // Writes runs/<name>/checkpoints/step_<N>/ for `pos`; `window` is the progress window's state.
+  void save_checkpoint(const TrainPosition& pos, const nlohmann::json& window);
+  // Restores model, optimizer, scheduler and RNG from `dir`; returns its state.json.
+  nlohmann::json restore_checkpoint(const std::string& dir);
+  // The checkpoint directory `resume_` names, or none (auto with no checkpoint yet).
+  std::optional<std::string> resume_dir() const;
 
   config::RunConfig cfg_;
   Device device_;
@@ -54,6 +79,13 @@ class Trainer {
   std::unique_ptr<data::DataLoader> loader_;
   int64_t steps_per_epoch_ = 0, total_steps_ = 0;
   std::FILE* metrics_ = nullptr;
+  int64_t metrics_lines_ = 0;  // lines written to metrics.jsonl (a resume truncates it to a checkpoint's count)
+  std::string resume_;
+  int64_t stop_at_step_ = 0;
+  EvalResult last_eval_;
+  bool evaluated_since_checkpoint_ = false;
+  std::optional<double> best_metric_;  // [checkpoint] keep_best: the best value so far ...
+  std::string best_checkpoint_;        // ... and the checkpoint holding it
 };
 
 }  // namespace tr::train

@@ -1,0 +1,114 @@
+// Trainer checkpoints: what a run must save to continue bit for bit (DESIGN.md's checkpoint
+// contract) and how it is restored.
+//   model.safetensors      the state_dict (torch's names)
+//   optimizer.safetensors  per-parameter state, torch's "state.<index>.<key>" names
+//   state.json             position (step, epoch, batch), RNG, scheduler, optimizer groups, the
+//                          progress window, metrics.jsonl's line count, the resolved config;
+//                          io::CheckpointWriter adds each file's size and checksum.
+#include <cstdio>
+#include <filesystem>
+#include "config/config_diff.h"
+#include "core/rng.h"
+#include "io/checkpoint_dir.h"
+#include "io/safetensors.h"
+#include "optim/optimizer_state.h"
+#include "train/trainer.h"
+
+namespace tr::train {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+void Trainer::save_checkpoint(const TrainPosition& pos, const json& window) {
+  // keep_best: this checkpoint holds the best eval so far when the eval just before it improved
+  bool is_best = false;
+  const auto& k = cfg_.checkpoint;
+  if (!k.keep_best.empty() && evaluated_since_checkpoint_) {
+    double v = k.keep_best == "eval.loss" ? last_eval_.loss : last_eval_.accuracy;
+    bool better = !best_metric_ || (k.keep_best == "eval.loss" ? v < *best_metric_ : v > *best_metric_);
+    if (better) {
+      best_metric_ = v;
+      is_best = true;
+    }
+  }
+  evaluated_since_checkpoint_ = false;
+
+  const std::string name = str("step_", pos.step);
+  io::CheckpointWriter w(checkpoint_root(), name);
+  io::save_safetensors(w.path_for("model.safetensors"), model_.net->state_dict());
+  optim::OptimizerState os = optim::state_dict(*optimizer_);
+  io::NamedTensorList opt_tensors(os.tensors.begin(), os.tensors.end());
+  io::save_safetensors(w.path_for("optimizer.safetensors"), opt_tensors);
+  GeneratorState rng = default_generator().get_state();
+  if (is_best) best_checkpoint_ = name;
+  json state = {
+      {"format", 1},
+      {"step", pos.step},
+      {"epoch", pos.epoch},
+      {"batch", pos.batch},
+      {"rng", {{"seed", rng.seed}, {"offset", rng.offset}}},
+      {"optimizer", {{"type", optimizer_->type_name()}, {"param_groups", os.param_groups}, {"step_count", os.step_count}}},
+      {"scheduler", scheduler_ ? scheduler_->state_dict() : json(nullptr)},
+      {"progress_window", window},
+      {"metrics_lines", metrics_lines_},
+      {"best", best_metric_ ? json{{"metric", k.keep_best}, {"value", *best_metric_}, {"checkpoint", best_checkpoint_}}
+                            : json(nullptr)},
+      {"config", config::to_toml(cfg_)},
+  };
+  w.commit(state);
+  std::optional<std::string> keep;
+  if (!best_checkpoint_.empty()) keep = best_checkpoint_;
+  io::prune(checkpoint_root(), int(k.keep_last), keep);
+}
+
+std::optional<std::string> Trainer::resume_dir() const {
+  if (resume_.empty()) return std::nullopt;
+  if (resume_ != "auto") {
+    io::load_checkpoint_state(resume_);  // an explicit checkpoint must be valid: no silent fallback
+    return resume_;
+  }
+  if (!fs::exists(checkpoint_root())) return std::nullopt;
+  std::vector<std::string> warnings;
+  auto dir = io::newest_valid_checkpoint(checkpoint_root(), &warnings);
+  for (auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  return dir;
+}
+
+json Trainer::restore_checkpoint(const std::string& dir) {
+  json state = io::load_checkpoint_state(dir);
+  // the config: anything but cadence and length must be as saved
+  toml::table saved = toml::parse(state.at("config").get<std::string>());
+  toml::table now = toml::parse(config::to_toml(cfg_));
+  std::string refused, accepted;
+  for (auto& c : config::diff_configs(saved, now)) (c.harmless ? accepted : refused) += "\n  " + c.str();
+  TR_CHECK(refused.empty(), "cannot resume from ", dir, ": the config differs from the checkpoint's in keys that change the run:",
+           refused, accepted.empty() ? "" : "\n(also changed, harmless:" + accepted + ")");
+  if (!accepted.empty()) std::fprintf(stderr, "resuming with changed settings:%s\n", accepted.c_str());
+
+  // model
+  auto tensors = io::load_safetensors(dir + "/model.safetensors");
+  nn::StateDict sd;
+  for (auto& [n, t] : tensors) sd.emplace_back(n, t);
+  model_.net->load_state_dict(sd, true);
+  // optimizer, then scheduler (torch's order: the scheduler's construction set the lrs already)
+  const json& o = state.at("optimizer");
+  TR_CHECK(o.at("type").get<std::string>() == optimizer_->type_name(), "cannot resume from ", dir, ": it holds ",
+           o.at("type").get<std::string>(), " state, the config builds ", optimizer_->type_name());
+  optim::OptimizerState os;
+  os.param_groups = o.at("param_groups");
+  os.step_count = o.at("step_count").get<int64_t>();
+  for (auto& [n, t] : io::load_safetensors(dir + "/optimizer.safetensors")) os.tensors[n] = t;
+  optim::load_state_dict(*optimizer_, os);
+  if (scheduler_) {
+    TR_CHECK(!state.at("scheduler").is_null(), "cannot resume from ", dir, ": it has no scheduler state");
+    scheduler_->load_state_dict(state.at("scheduler"));
+  }
+  default_generator().set_state({state.at("rng").at("seed").get<uint64_t>(), state.at("rng").at("offset").get<uint64_t>()});
+  if (state.contains("best") && !state.at("best").is_null()) {
+    best_metric_ = state["best"].at("value").get<double>();
+    best_checkpoint_ = state["best"].at("checkpoint").get<std::string>();
+  }
+  return state;
+}
+
+}  // namespace tr::train
