@@ -1,4 +1,5 @@
 #include "config/config_diff.h"
+#include <charconv>
 #include <map>
 #include <sstream>
 
@@ -12,6 +13,12 @@ void flatten(const toml::table& t, const std::string& prefix, std::map<std::stri
     std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
     if (const toml::table* sub = v.as_table()) {
       flatten(*sub, key, out);
+      continue;
+    }
+    if (const auto* d = v.as_floating_point()) {  // the shortest text that reads back (0.1, not 0.10000000000000001)
+      char buf[32];
+      auto r = std::to_chars(buf, buf + sizeof buf, d->get());
+      out[key] = std::string(buf, r.ptr);
       continue;
     }
     std::ostringstream os;

@@ -23,7 +23,7 @@ struct Result {
 
 // Runs a shell command in `dir`; captures output and the exit code.
 inline Result shell(const fs::path& dir, const std::string& command) {
-  std::string cmd = "cd '" + dir.string() + "' && " + command + " 2>&1";
+  std::string cmd = "cd '" + dir.string() + "' && (" + command + ") 2>&1";
   Result r;
   FILE* p = popen(cmd.c_str(), "r");
   REQUIRE(p);

@@ -1,0 +1,161 @@
+// Checkpoints through the real binary: exact resume (the same metrics lines and byte-identical
+// weights as an uninterrupted run), signals, kill -9 during writes, damaged checkpoints, config
+// changes on resume, and export.
+#include <random>
+#include "integration/cli_harness.h"
+
+using namespace it;
+
+namespace {
+
+// Runs `config` (+ args) straight, then stopped at `stop` and resumed; the metrics (timing aside)
+// and the final weights must be identical.
+void check_exact_resume(const fs::path& d, const std::string& config, const std::string& args, int64_t stop) {
+  Result a = trainer(d, "run " + config + " --set run.name=straight " + args);
+  INFO(a.out);
+  REQUIRE(a.code == 0);
+  Result b1 = trainer(d, "run " + config + " --set run.name=resumed --stop-at-step " + std::to_string(stop) + " " + args);
+  INFO(b1.out);
+  REQUIRE(b1.code == 0);
+  CHECK_THAT(b1.out, Contains("stopped as asked at step " + std::to_string(stop)));
+  CHECK(fs::exists(d / ("runs/resumed/checkpoints/step_" + std::to_string(stop)) / "COMPLETE"));
+  Result b2 = trainer(d, "run " + config + " --set run.name=resumed --resume auto " + args);
+  INFO(b2.out);
+  REQUIRE(b2.code == 0);
+  CHECK_THAT(b2.out, Contains("resumed at step " + std::to_string(stop)));
+  std::string ma = strip_timing(read(d / "runs/straight/metrics.jsonl"));
+  std::string mb = strip_timing(read(d / "runs/resumed/metrics.jsonl"));
+  CHECK(ma == mb);
+  CHECK(read(d / "runs/straight/checkpoints/final/model.safetensors") ==
+        read(d / "runs/resumed/checkpoints/final/model.safetensors"));
+}
+
+}  // namespace
+
+TEST_CASE("resume is exact: synthetic data, dropout, AdamW, cosine, stops anywhere", "[integration][checkpoint]") {
+  fs::path d = fresh_dir("resume_syn");
+  write(d / "syn.toml", std::string(kSyntheticConfig) + "[scheduler]\ntype = \"cosine\"\ninterval = \"step\"\n");
+  const std::string args = "--set optimizer.type=adamw --set optimizer.lr=0.01 --set checkpoint.every=7 --set train.epochs=3";
+  for (int64_t stop : {5, 16, 21}) {  // mid-epoch, the last step of an epoch, just after a checkpoint
+    DYNAMIC_SECTION("stop at step " << stop) {
+      fs::remove_all(d / "runs");
+      check_exact_resume(d, "syn.toml", args, stop);
+    }
+  }
+}
+
+TEST_CASE("resume is exact: fmnist_cnn (dropout, shuffling, batch norm) stopped mid-epoch", "[integration][checkpoint]") {
+  fs::path d = fresh_dir("resume_cnn");
+  check_exact_resume(d, "'" + kRepo + "/configs/fmnist_cnn.toml'",
+                     "--set train.steps=40 --set train.eval_every=20 --set train.eval_batches=2 "
+                     "--set train.log_every=5 --set data.eval_batch_size=100",
+                     17);
+}
+
+TEST_CASE("resume is exact: gpt_char (AdamW, warmup + cosine LambdaLR) stopped mid-epoch", "[integration][checkpoint]") {
+  fs::path d = fresh_dir("resume_gpt");
+  check_exact_resume(d, "'" + kRepo + "/configs/gpt_char.toml'",
+                     "--set train.steps=24 --set train.eval_every=12 --set train.eval_batches=2 --set train.log_every=4 "
+                     "--set data.batch_size=8 --set scheduler.type=lambda --set scheduler.interval=step "
+                     "--set 'scheduler.lambda=\"warmup(step, 8) * cosine(step, total_steps)\"'",
+                     13);
+}
+
+TEST_CASE("SIGTERM writes a checkpoint and exits 143; the resumed run equals an uninterrupted one",
+          "[integration][checkpoint]") {
+  fs::path d = fresh_dir("sigterm");
+  write(d / "syn.toml", kSyntheticConfig);
+  const std::string args = "--set train.epochs=400 --set train.log_every=1 --set checkpoint.every_epoch=false";
+  Result a = trainer(d, "run syn.toml --set run.name=straight " + args);
+  REQUIRE(a.code == 0);
+  // stop it once it has logged a few steps
+  Result b = shell(d, "'" TRAINER_BINARY "' run syn.toml --set run.name=sig " + args +
+                          " > sig.log 2>&1 & pid=$!; "
+                          "while [ \"$(cat runs/sig/metrics.jsonl 2>/dev/null | grep -c train)\" -lt 50 ]; do sleep 0.01; done; "
+                          "kill -TERM $pid; wait $pid; echo \"status $?\"");
+  INFO(b.out << read(d / "sig.log"));
+  CHECK_THAT(b.out, Contains("status 143"));
+  CHECK_THAT(read(d / "sig.log"), Contains("stopped by signal 15"));
+  Result c = trainer(d, "run syn.toml --set run.name=sig --resume auto " + args);
+  INFO(c.out);
+  REQUIRE(c.code == 0);
+  CHECK(strip_timing(read(d / "runs/straight/metrics.jsonl")) == strip_timing(read(d / "runs/sig/metrics.jsonl")));
+  CHECK(read(d / "runs/straight/checkpoints/final/model.safetensors") ==
+        read(d / "runs/sig/checkpoints/final/model.safetensors"));
+}
+
+TEST_CASE("kill -9 during checkpoint writes: --resume auto always continues from a complete one",
+          "[integration][checkpoint]") {
+  fs::path d = fresh_dir("kill9");
+  write(d / "syn.toml", kSyntheticConfig);
+  // a checkpoint after every step, so most kills land inside a write
+  const std::string args = "--set train.epochs=100 --set checkpoint.every=1 --set checkpoint.keep_last=2 --set log.progress=none";
+  Result a = trainer(d, "run syn.toml --set run.name=straight " + args);
+  REQUIRE(a.code == 0);
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int> delay_ms(30, 400);
+  int kills = 0;
+  for (int i = 0; i < 20; ++i) {
+    Result k = shell(d, "'" TRAINER_BINARY "' run syn.toml --set run.name=killed --resume auto " + args +
+                            " > kill.log 2>&1 & pid=$!; sleep " + std::to_string(delay_ms(rng) / 1000.0) +
+                            "; kill -9 $pid 2>/dev/null && echo killed; wait $pid; grep -c error kill.log; true");
+    INFO("attempt " << i << ": " << k.out << read(d / "kill.log"));
+    CHECK_THAT(k.out, !Contains("\n1\n"));  // no error from the resumed run before it was killed
+    if (k.out.find("killed") != std::string::npos) ++kills;
+  }
+  CHECK(kills >= 15);
+  Result last = trainer(d, "run syn.toml --set run.name=killed --resume auto " + args);
+  INFO(last.out);
+  REQUIRE(last.code == 0);
+  CHECK(strip_timing(read(d / "runs/straight/metrics.jsonl")) == strip_timing(read(d / "runs/killed/metrics.jsonl")));
+  CHECK(read(d / "runs/straight/checkpoints/final/model.safetensors") ==
+        read(d / "runs/killed/checkpoints/final/model.safetensors"));
+}
+
+TEST_CASE("a damaged newest checkpoint: verify names it, --resume auto falls back with a warning",
+          "[integration][checkpoint][errors]") {
+  fs::path d = fresh_dir("damaged");
+  write(d / "syn.toml", kSyntheticConfig);
+  const std::string args = "--set checkpoint.every=5 --set checkpoint.keep_last=0";
+  REQUIRE(trainer(d, "run syn.toml --stop-at-step 12 " + args).code == 0);
+  fs::path newest = d / "runs/syn/checkpoints/step_12";
+  {  // flip a byte inside the optimizer state
+    std::fstream f(newest / "optimizer.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-3, std::ios::end);
+    f.put('\x7f');
+  }
+  Result v = trainer(d, "checkpoint verify runs/syn/checkpoints/step_12");
+  CHECK(v.code != 0);
+  CHECK_THAT(v.out, Contains("optimizer.safetensors") && Contains("crc32"));
+  CHECK(trainer(d, "checkpoint verify runs/syn/checkpoints/step_10").code == 0);
+  Result r = trainer(d, "run syn.toml --resume auto " + args);
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Contains("warning") && Contains("step_12") && Contains("resumed at step 10"));
+  Result explicit_bad = trainer(d, "run syn.toml --resume runs/syn/checkpoints/step_12 " + args);
+  CHECK(explicit_bad.code != 0);
+}
+
+TEST_CASE("resume refuses config changes that alter the run and lists harmless ones", "[integration][checkpoint][errors]") {
+  fs::path d = fresh_dir("resume_config");
+  write(d / "syn.toml", kSyntheticConfig);
+  REQUIRE(trainer(d, "run syn.toml --stop-at-step 10").code == 0);
+  Result bad = trainer(d, "run syn.toml --resume auto --set optimizer.lr=0.2 --set data.batch_size=16");
+  CHECK(bad.code != 0);
+  CHECK_THAT(bad.out, Contains("optimizer.lr: 0.1 -> 0.2") && Contains("data.batch_size: 32 -> 16"));
+  Result ok = trainer(d, "run syn.toml --resume auto --set train.log_every=2");
+  INFO(ok.out);
+  CHECK(ok.code == 0);
+  CHECK_THAT(ok.out, Contains("train.log_every: 4 -> 2") && Contains("resumed at step 10"));
+}
+
+TEST_CASE("export writes the weights alone, byte-identical to the PyTorch-checked fixture", "[integration][checkpoint]") {
+  fs::path d = fresh_dir("export");
+  Result r = trainer(d, "run '" + kRepo + "/tests/fixtures/export_run.toml' --set log.progress=none");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  Result e = trainer(d, "export runs/export_run/checkpoints/step_30 w.safetensors");
+  INFO(e.out);
+  REQUIRE(e.code == 0);
+  CHECK(read(d / "w.safetensors") == read(kRepo + "/tests/fixtures/export_weights.safetensors"));
+}
