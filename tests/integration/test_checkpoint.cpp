@@ -2,6 +2,7 @@
 // weights as an uninterrupted run), signals, kill -9 during writes, damaged checkpoints, config
 // changes on resume, and export.
 #include <random>
+#include <set>
 #include "integration/cli_harness.h"
 
 using namespace it;
@@ -158,4 +159,28 @@ TEST_CASE("export writes the weights alone, byte-identical to the PyTorch-checke
   INFO(e.out);
   REQUIRE(e.code == 0);
   CHECK(read(d / "w.safetensors") == read(kRepo + "/tests/fixtures/export_weights.safetensors"));
+}
+
+TEST_CASE("keep_last prunes old checkpoints and keep_best keeps the best eval's", "[integration][checkpoint]") {
+  fs::path d = fresh_dir("keep_best");
+  write(d / "syn.toml", kSyntheticConfig);
+  Result r = trainer(d, "run syn.toml --set train.epochs=6 --set checkpoint.keep_last=1 "
+                        "--set checkpoint.keep_best=eval.loss --set log.progress=none");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  // the epoch-end checkpoints are step_16, step_32, ...; the best is the one after the lowest eval loss
+  std::string m = read(d / "runs/syn/metrics.jsonl");
+  std::regex re("\"split\":\"eval\",\"step\":([0-9]+),\"epoch\":[0-9]+,\"loss\":([-0-9.e+]+)");
+  int64_t best_step = 0;
+  double best = 1e300;
+  for (std::sregex_iterator it(m.begin(), m.end(), re), end; it != end; ++it)
+    if (std::stod((*it)[2].str()) < best) {
+      best = std::stod((*it)[2].str());
+      best_step = std::stoll((*it)[1].str());
+    }
+  std::set<std::string> kept;
+  for (auto& e : fs::directory_iterator(d / "runs/syn/checkpoints"))
+    if (e.path().filename().string().rfind("step_", 0) == 0) kept.insert(e.path().filename().string());
+  std::set<std::string> want{"step_96", "step_" + std::to_string(best_step)};
+  CHECK(kept == want);
 }
