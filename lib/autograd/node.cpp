@@ -63,7 +63,24 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   } else {
     m.grad.add_(g);
   }
+  for (auto& [id, hook] : post_hooks) hook(leaf);
   return {};
+}
+
+int register_post_accumulate_grad_hook(const Tensor& param, std::function<void(Tensor&)> hook) {
+  TR_CHECK(param.requires_grad() && param.is_leaf(),
+           "register_post_accumulate_grad_hook: expected a leaf tensor that requires grad");
+  auto acc = std::static_pointer_cast<AccumulateGrad>(gradient_edge(param).fn);
+  int id = next_hook_id();
+  acc->post_hooks.emplace_back(id, std::move(hook));
+  return id;
+}
+
+void remove_post_accumulate_grad_hook(const Tensor& param, int handle) {
+  Edge e = gradient_edge(param);
+  if (!e.fn) return;
+  auto& hooks = std::static_pointer_cast<AccumulateGrad>(e.fn)->post_hooks;
+  std::erase_if(hooks, [&](auto& h) { return h.first == handle; });
 }
 
 Edge gradient_edge(const Tensor& t) {

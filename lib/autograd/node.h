@@ -2,6 +2,7 @@
 // gradients of that call's outputs to gradients of its inputs, which flow along next_edges.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -50,10 +51,18 @@ class AccumulateGrad : public Node {
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
   std::string name() const override { return "AccumulateGrad"; }
   std::shared_ptr<TensorImpl> leaf() const { return leaf_.lock(); }
+  // Run after the gradient has been added into leaf.grad (torch's post-accumulate-grad hooks:
+  // DDP starts a bucket's allreduce from them while backward goes on).
+  std::vector<std::pair<int, std::function<void(Tensor&)>>> post_hooks;
 
  private:
   std::weak_ptr<TensorImpl> leaf_;
 };
+
+// torch.Tensor.register_post_accumulate_grad_hook: `hook(param)` runs each time backward has
+// accumulated into param.grad. `param` must be a leaf that requires grad. Returns a handle.
+int register_post_accumulate_grad_hook(const Tensor& param, std::function<void(Tensor&)> hook);
+void remove_post_accumulate_grad_hook(const Tensor& param, int handle);
 
 // The edge along which a tensor's gradient flows: its grad_fn, or its leaf accumulator.
 Edge gradient_edge(const Tensor& t);

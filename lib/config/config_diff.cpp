@@ -35,7 +35,7 @@ bool harmless_change(const std::string& key) {
                                     "train.eval_every", "train.eval_batches", "train.log_every"};
   for (const char* h : kHarmless)
     if (key == h) return true;
-  return key.rfind("log.", 0) == 0 || key.rfind("checkpoint.", 0) == 0;
+  return key.rfind("log.", 0) == 0 || key.rfind("checkpoint.", 0) == 0 || key.rfind("dist.", 0) == 0;
 }
 
 std::vector<ConfigChange> diff_configs(const toml::table& saved, const toml::table& now) {

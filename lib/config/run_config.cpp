@@ -57,7 +57,7 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   const toml::table& root = *parsed;
   std::string dir = fs::path(path).parent_path().string();
   TomlTable top(root, path, "run config");
-  const std::vector<std::string> sections = {"run", "model", "data", "optimizer", "scheduler", "train", "log", "checkpoint"};
+  const std::vector<std::string> sections = {"run", "model", "data", "optimizer", "scheduler", "train", "log", "checkpoint", "dist"};
   for (auto& s : sections) top.has(s);
   top.finish();
 
@@ -199,6 +199,18 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     k.save_final = t.get_bool("save_final", k.save_final);
     t.finish();
   }
+  {
+    TomlTable t = section("dist");
+    auto& g = c.dist;
+    g.backend = t.get_choice("backend", {"auto", "gloo", "nccl"}, g.backend);
+    g.bucket_mb = t.get_float("bucket_mb", g.bucket_mb);
+    if (!(g.bucket_mb > 0)) t.fail("bucket_mb", "must be positive");
+    g.find_unused_parameters = t.get_bool("find_unused_parameters", g.find_unused_parameters);
+    g.broadcast_buffers = t.get_bool("broadcast_buffers", g.broadcast_buffers);
+    g.timeout_s = t.get_float("timeout_s", g.timeout_s);
+    if (!(g.timeout_s > 0)) t.fail("timeout_s", "must be positive");
+    t.finish();
+  }
   return c;
 }
 
@@ -254,6 +266,10 @@ std::string to_toml(const RunConfig& c) {
   const auto& k = c.checkpoint;
   root.insert("checkpoint", toml::table{{"every", k.every}, {"every_epoch", k.every_epoch}, {"keep_last", k.keep_last},
                                         {"keep_best", k.keep_best}, {"save_final", k.save_final}});
+  const auto& ds = c.dist;
+  root.insert("dist", toml::table{{"backend", ds.backend}, {"bucket_mb", ds.bucket_mb},
+                                  {"find_unused_parameters", ds.find_unused_parameters},
+                                  {"broadcast_buffers", ds.broadcast_buffers}, {"timeout_s", ds.timeout_s}});
   std::ostringstream os;
   os << "# resolved config of run '" << c.run.name << "' (from " << c.path << ")\n" << root << "\n";
   return os.str();

@@ -99,6 +99,15 @@ struct CheckpointSection {
   bool save_final = true;    // also a checkpoint at the end of the run, and the weights alone in checkpoints/final/
 };
 
+// Data parallelism (`trainer run --nproc N`): how the ranks talk and how DDP reduces gradients.
+struct DistSection {
+  std::string backend = "auto";  // auto (nccl on CUDA, else gloo) | gloo | nccl
+  double bucket_mb = 25.0;
+  bool find_unused_parameters = false;
+  bool broadcast_buffers = true;
+  double timeout_s = 300;  // a collective or the rendezvous taking longer is an error naming the rank
+};
+
 struct RunConfig {
   std::string path;  // the config file
   // The parsed file after overrides. Sections checked later (inline model, groups, scheduler)
@@ -112,6 +121,7 @@ struct RunConfig {
   TrainSection train;
   LogSection log;
   CheckpointSection checkpoint;
+  DistSection dist;
 
   std::string run_dir() const { return run.out_dir + "/" + run.name; }
 };
