@@ -270,3 +270,23 @@ TEST_CASE("seeds: layer_norm equals the hand computation", "[autograd][reduce]")
     CHECK(allclose(out1, out2, 1e-12, 1e-12));
   }
 }
+
+TEST_CASE("post-accumulate-grad hooks see the accumulated gradient, once per backward", "[autograd]") {
+  Tensor w = ones({3}, TensorOptions{DType::F64}.requires_grad());
+  std::vector<double> seen;
+  int h = register_post_accumulate_grad_hook(w, [&](Tensor& p) { seen.push_back(sum(p.grad()).item()); });
+  // w is used twice: the engine sums both contributions before accumulating, so one call
+  Tensor y = sum(w * 2.0) + sum(w * w);
+  y.backward();
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0] == Approx(12.0));  // (2 + 2*1) per element
+  Tensor z = sum(w * 3.0);
+  z.backward();  // accumulates into the existing grad
+  REQUIRE(seen.size() == 2);
+  CHECK(seen[1] == Approx(21.0));
+  remove_post_accumulate_grad_hook(w, h);
+  sum(w).backward();
+  CHECK(seen.size() == 2);
+  Tensor nonleaf = w * 2.0;
+  CHECK_THROWS_WITH(register_post_accumulate_grad_hook(nonleaf, [](Tensor&) {}), Catch::Contains("leaf"));
+}
