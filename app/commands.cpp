@@ -9,6 +9,7 @@
 #include "ops/ops.h"
 #include "config/run_config.h"
 #include "nn/model_file.h"
+#include "dist/launcher.h"
 #include "io/checkpoint_dir.h"
 #include "io/safetensors.h"
 #include "train/stop_signal.h"
@@ -91,11 +92,38 @@ void summary(const std::string& path) {
   std::printf("%s", nn::model_summary(m).c_str());
 }
 
-void run(const std::string& path, const std::vector<std::string>& overrides, const std::string& resume,
-         int64_t stop_at) {
-  train::Trainer t(config::load_run_config(path, overrides));
-  if (!resume.empty()) t.resume_from(resume);
-  if (stop_at > 0) t.stop_at_step(stop_at);
+struct RunArgs {
+  std::string config;
+  std::vector<std::string> sets;
+  std::string resume;
+  int64_t stop_at = 0;
+  // data parallel (torchrun's options)
+  int nproc = 1, nnodes = 1, node_rank = 0, master_port = 0, max_restarts = 0;
+  std::string master_addr = "127.0.0.1";
+};
+
+void run(const RunArgs& a) {
+  const bool is_rank = std::getenv("RANK") != nullptr;  // started by a launcher (ours or any other)
+  if ((a.nproc > 1 || a.nnodes > 1) && !is_rank) {
+    dist::LaunchOptions lo;
+    lo.nproc = a.nproc;
+    lo.nnodes = a.nnodes;
+    lo.node_rank = a.node_rank;
+    lo.master_addr = a.master_addr;
+    lo.master_port = a.master_port;
+    lo.max_restarts = a.max_restarts;
+    // each rank runs this same command without the launcher's options
+    lo.argv = {"trainer", "run", a.config};
+    for (auto& s : a.sets) lo.argv.insert(lo.argv.end(), {"--set", s});
+    if (!a.resume.empty()) lo.argv.insert(lo.argv.end(), {"--resume", a.resume});
+    if (a.stop_at > 0) lo.argv.insert(lo.argv.end(), {"--stop-at-step", std::to_string(a.stop_at)});
+    int status = dist::launch(lo);
+    if (status != 0) throw ExitStatus{status};
+    return;
+  }
+  train::Trainer t(config::load_run_config(a.config, a.sets));
+  if (!a.resume.empty()) t.resume_from(a.resume);
+  if (a.stop_at > 0) t.stop_at_step(a.stop_at);
   train::FitResult r = t.fit();
   if (r.stopped_by_signal) throw ExitStatus{train::StopSignal::exit_status(r.stopped_by_signal)};
 }
@@ -132,18 +160,23 @@ void export_weights(const std::string& dir, const std::string& out) {
 void register_commands(CLI::App& app) {
   {
     auto* c = app.add_subcommand("run", "train a run config (TOML)");
-    static std::string cfg;
-    static std::vector<std::string> sets;
-    c->add_option("config", cfg, "run config file")->required()->check(CLI::ExistingFile);
-    c->add_option("--set", sets, "override a config key: section.key=value (repeatable)");
-    static std::string resume;
-    c->add_option("--resume", resume,
+    static RunArgs a;
+    c->add_option("config", a.config, "run config file")->required()->check(CLI::ExistingFile);
+    c->add_option("--set", a.sets, "override a config key: section.key=value (repeatable)");
+    c->add_option("--resume", a.resume,
                   "continue from a checkpoint: 'auto' (this run's newest valid one, if any) or a checkpoint directory");
-    static int64_t stop_at = 0;
-    c->add_option("--stop-at-step", stop_at,
+    c->add_option("--stop-at-step", a.stop_at,
                   "write a checkpoint and stop after this optimizer step (the schedule still spans the whole run)")
         ->check(CLI::PositiveNumber);
-    c->callback([] { run(cfg, sets, resume, stop_at); });
+    c->add_option("--nproc", a.nproc, "data-parallel ranks to start on this node ([data] batch_size is the global batch)")
+        ->check(CLI::PositiveNumber);
+    c->add_option("--nnodes", a.nnodes, "nodes taking part")->check(CLI::PositiveNumber);
+    c->add_option("--node-rank", a.node_rank, "this node's index")->check(CLI::NonNegativeNumber);
+    c->add_option("--master-addr", a.master_addr, "address of node 0 (its launcher serves the rendezvous store)");
+    c->add_option("--master-port", a.master_port, "port of the rendezvous store (0: a free one, single node)");
+    c->add_option("--max-restarts", a.max_restarts, "restart all ranks from the newest checkpoint up to K times")
+        ->check(CLI::NonNegativeNumber);
+    c->callback([] { run(a); });
   }
   {
     auto* c = app.add_subcommand("eval", "evaluate saved weights with a run config");

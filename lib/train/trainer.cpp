@@ -3,6 +3,7 @@
 #include <unistd.h>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -36,7 +37,7 @@ Device pick_device(const std::string& spec) {
 
 }  // namespace
 
-Trainer::Trainer(config::RunConfig cfg) : cfg_(std::move(cfg)) {
+Trainer::Trainer(config::RunConfig cfg) : cfg_(std::move(cfg)), env_(dist::read_dist_env()) {
   if (cfg_.run.threads > 0) omp_set_num_threads(int(cfg_.run.threads));
   device_ = pick_device(cfg_.run.device);
   manual_seed(uint64_t(cfg_.run.seed));
@@ -90,6 +91,7 @@ Trainer::Trainer(config::RunConfig cfg) : cfg_(std::move(cfg)) {
            model_.input.str(), " but the ", d.dataset, " data gives ", ex.input.sizes(),
            d.dataset == "text" ? " (set the model's input to [block_size])" : "");
   if (!device_.is_cpu()) model_.net->to(device_);
+  if (env_.active()) init_distributed();
 
   // optimizer (parameter groups from [[optimizer.groups]])
   std::vector<std::string> warnings;
@@ -103,6 +105,11 @@ Trainer::Trainer(config::RunConfig cfg) : cfg_(std::move(cfg)) {
   lo.drop_last = d.drop_last;
   lo.seed = uint64_t(cfg_.run.seed);
   lo.num_workers = int(d.workers);
+  // data parallel: batch_size is the global batch; each rank takes its slice of every batch
+  lo.world_size = env_.world_size;
+  lo.rank = env_.rank;
+  TR_CHECK(d.batch_size % env_.world_size == 0, cfg_.path, ": [data] batch_size = ", d.batch_size,
+           " is the global batch and must be divisible by the number of ranks (", env_.world_size, ")");
   loader_ = std::make_unique<data::DataLoader>(train_set_, lo);
   const int64_t batches = loader_->size(), acc = cfg_.train.accumulate;
   TR_CHECK(batches > 0, cfg_.path, ": the training set (", train_set_->size(), " samples) gives no batch of ",
@@ -121,6 +128,30 @@ Trainer::Trainer(config::RunConfig cfg) : cfg_(std::move(cfg)) {
   }
 }
 
+void Trainer::init_distributed() {
+  store_ = dist::connect_store(env_, &store_server_);
+  dist::ProcessGroupOptions po;
+  po.backend = cfg_.dist.backend == "auto" ? (device_.is_cpu() ? "gloo" : "nccl") : cfg_.dist.backend;
+  po.rank = env_.rank;
+  po.size = env_.world_size;
+  po.timeout = std::chrono::milliseconds(int64_t(cfg_.dist.timeout_s * 1000));
+  po.prefix = str("run", env_.restart_count);
+  po.hostname = env_.master_addr == "127.0.0.1" || env_.master_addr == "localhost" ? "127.0.0.1" : "";
+  pg_ = dist::make_process_group(*store_, po);
+  dist::DDPOptions o;
+  o.bucket_mb = cfg_.dist.bucket_mb;
+  o.broadcast_buffers = cfg_.dist.broadcast_buffers;
+  o.find_unused_parameters = cfg_.dist.find_unused_parameters;
+  ddp_ = std::make_unique<dist::DistributedDataParallel>(*model_.net, *pg_, o);
+}
+
+void Trainer::allreduce_sum(std::vector<double>& values) {
+  if (!pg_) return;
+  Tensor t = from_vector(values, {int64_t(values.size())}, DType::F64);
+  pg_->allreduce(t, dist::ReduceOp::SUM);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = t.select(0, int64_t(i)).item();
+}
+
 std::pair<Tensor, Tensor> Trainer::loss_and_correct(const Tensor& logits, const Tensor& target) const {
   // classification: [B, C] vs [B]; language model: [B, T, V] vs [B, T] (flattened)
   Tensor lg = logits.dim() > 2 ? logits.reshape({-1, logits.size(-1)}) : logits;
@@ -137,11 +168,12 @@ std::pair<Tensor, Tensor> Trainer::loss_and_correct(const Tensor& logits, const 
 }
 
 void Trainer::log_line(const std::string& json) {
+  if (!cfg_.log.jsonl) return;
+  ++metrics_lines_;  // on every rank, so that any rank's count matches rank 0's file
   if (metrics_) {
     std::fputs(json.c_str(), metrics_);
     std::fputc('\n', metrics_);
     std::fflush(metrics_);
-    ++metrics_lines_;
   }
 }
 
@@ -163,12 +195,21 @@ EvalResult Trainer::evaluate() {
   NoGradGuard ng;
   model_.net->eval();
   int64_t bs = cfg_.data.eval_batch_size > 0 ? cfg_.data.eval_batch_size : cfg_.data.batch_size;
-  data::DataLoader loader(eval_set_, bs, false, false, uint64_t(cfg_.run.seed));
+  data::DataLoaderOptions lo;
+  lo.batch_size = bs;
+  lo.seed = uint64_t(cfg_.run.seed);
+  lo.world_size = env_.world_size;  // each rank scores its slice of every eval batch; sums are reduced
+  lo.rank = env_.rank;
+  TR_CHECK(bs % env_.world_size == 0, cfg_.path, ": [data] eval_batch_size = ", bs,
+           " must be divisible by the number of ranks (", env_.world_size, ")");
+  data::DataLoader loader(eval_set_, lo);
   loader.begin_epoch(0);
   double loss_sum = 0;
   int64_t correct = 0, count = 0, batches = 0;
   while (auto b = loader.next()) {
     if (cfg_.train.eval_batches > 0 && batches >= cfg_.train.eval_batches) break;
+    ++batches;
+    if (!b->input.defined()) continue;  // this rank's slice of a last batch smaller than the world
     Tensor x = b->input.to(device_), y = b->target.to(device_);
     Tensor logits = (*model_.net)(x);
     auto [loss, corr] = loss_and_correct(logits, y);
@@ -176,9 +217,13 @@ EvalResult Trainer::evaluate() {
     loss_sum += loss.item() * double(n);
     correct += int64_t(corr.item());
     count += n;
-    ++batches;
   }
   model_.net->train();
+  std::vector<double> sums{loss_sum, double(correct), double(count)};
+  allreduce_sum(sums);
+  loss_sum = sums[0];
+  correct = int64_t(sums[1]);
+  count = int64_t(sums[2]);
   EvalResult r;
   r.count = count;
   r.loss = count ? loss_sum / double(count) : 0.0;
@@ -187,21 +232,31 @@ EvalResult Trainer::evaluate() {
 }
 
 std::pair<double, double> Trainer::train_step(const std::vector<data::Batch>& micro) {
-  // Accumulation: the mean loss over all samples of the step is sum_i (n_i / N) * loss_i, so the
-  // gradients equal one batch of N = sum n_i samples.
-  int64_t total = 0;
-  for (auto& b : micro) total += b.input.size(0);
+  // The step's loss is the mean over all N samples of its micro-batches on all ranks:
+  //   L = sum_ranks sum_i (n_i / N) * loss_i
+  // Each rank back-propagates its terms times world_size (DDP averages the gradients over the
+  // ranks), so the gradients equal one batch of N samples in one process. It returns its part of L.
+  int64_t global = 0;
+  for (auto& b : micro) global += b.global_size;
+  const double world = double(env_.world_size);
   optimizer_->zero_grad();
-  double loss_value = 0;
-  for (auto& b : micro) {
+  double loss_part = 0;
+  for (size_t i = 0; i < micro.size(); ++i) {
+    const data::Batch& b = micro[i];
+    TR_CHECK(b.input.defined(), "rank ", env_.rank, " got no samples of batch ", b.index, " (", b.global_size,
+             " samples for ", env_.world_size, " ranks); use drop_last = true or a batch size that fills every rank");
+    if (ddp_) ddp_->prepare(i + 1 == micro.size());  // gradients are averaged on the last micro-batch
     Tensor x = b.input.to(device_), y = b.target.to(device_);
     Tensor logits = (*model_.net)(x);
     Tensor loss = loss_and_correct(logits, y).first;
-    double w = double(x.size(0)) / double(total);
-    if (micro.size() > 1) loss = loss * w;
+    const double n = double(x.size(0));
+    double lv = loss.item();
+    double w = n * world / double(global);
+    if (w != 1.0) loss = loss * w;
     loss.backward();
-    loss_value += micro.size() > 1 ? loss.item() : loss.item() * w;
+    loss_part += lv * n / double(global);
   }
+  if (ddp_) ddp_->finish();
   const auto& gc = cfg_.train.grad_clip;
   double norm = -1;
   if (gc.value > 0 || gc.max_norm > 0) {
@@ -214,40 +269,42 @@ std::pair<double, double> Trainer::train_step(const std::vector<data::Batch>& mi
     scheduler_->optimizer_stepped();
     if (scheduler_->interval() == "step") scheduler_->step();
   }
-  return {loss_value, norm};
+  return {loss_part, norm};
 }
 
 FitResult Trainer::fit() {
-  fs::create_directories(cfg_.run_dir());
-  if (fs::exists(checkpoint_root())) io::clean_temporaries(checkpoint_root());
+  const bool main = is_main();  // rank 0 writes the run directory; the other ranks only read it
+  if (main) {
+    fs::create_directories(cfg_.run_dir());
+    if (fs::exists(checkpoint_root())) io::clean_temporaries(checkpoint_root());
+  }
   TrainPosition pos;
   json resumed;
   if (auto dir = resume_dir()) {
     resumed = restore_checkpoint(*dir);
     pos = {resumed.at("step").get<int64_t>(), resumed.at("epoch").get<int64_t>(), resumed.at("batch").get<int64_t>()};
   }
-  {
+  if (main) {
     std::ofstream f(cfg_.run_dir() + "/config.toml");
     f << config::to_toml(cfg_);
   }
   const std::string metrics_path = cfg_.run_dir() + "/metrics.jsonl";
-  if (cfg_.log.jsonl) {
-    if (!resumed.is_null()) {
-      metrics_lines_ = resumed.at("metrics_lines").get<int64_t>();
-      truncate_lines(metrics_path, metrics_lines_);
-    }
+  if (!resumed.is_null()) metrics_lines_ = resumed.at("metrics_lines").get<int64_t>();
+  if (cfg_.log.jsonl && main) {
+    if (!resumed.is_null()) truncate_lines(metrics_path, metrics_lines_);
     metrics_ = std::fopen(metrics_path.c_str(), resumed.is_null() ? "w" : "a");
     TR_CHECK(metrics_, "cannot write ", metrics_path);
   }
   const int64_t epochs = (total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_;
   const int64_t acc = cfg_.train.accumulate;
   const auto& ck = cfg_.checkpoint;
-  Progress progress(cfg_.log.progress, total_steps_, cfg_.train.log_every, pos.step);
+  Progress progress(main ? cfg_.log.progress : "none", total_steps_, cfg_.train.log_every, pos.step);
   if (!resumed.is_null()) progress.restore_window(resumed.at("progress_window"));
   progress.message(str("run ", cfg_.run.name, ": ", train_set_->describe(), ", ", model_.net->num_parameters(),
                        " parameters, ", cfg_.optimizer.type, " on ", device_.str(), ", ", total_steps_, " steps (",
                        epochs, " epochs of ", steps_per_epoch_, acc > 1 ? str(", ", acc, " micro-batches each") : "",
-                       ")", resumed.is_null() ? "" : str("; resumed at step ", pos.step)));
+                       ")", env_.active() ? str(", ", env_.world_size, " ranks (", pg_->backend(), ")") : "",
+                       resumed.is_null() ? "" : str("; resumed at step ", pos.step)));
 
   model_.net->train();
   auto t0 = std::chrono::steady_clock::now();
@@ -277,9 +334,16 @@ FitResult Trainer::fit() {
         micro.push_back(std::move(*b));
       }
       if (micro.empty()) break;
-      auto [loss, norm] = train_step(micro);
+      auto [loss_part, norm] = train_step(micro);
       ++step;
       saved_last = false;
+      // one small allreduce a step: the step's loss over all ranks, and whether any rank was
+      // signalled (every rank must stop after the same step, or the others would wait in a collective)
+      int local_sig = stop.pending();
+      std::vector<double> v{loss_part, double(local_sig)};
+      allreduce_sum(v);
+      const double loss = v[0];
+      const int sig = v[1] > 0 ? (local_sig ? local_sig : SIGTERM) : 0;
       TR_CHECK(std::isfinite(loss), "training diverged: the loss is ", loss, " at step ", step, " (epoch ", epoch,
                "); lower [optimizer] lr (now ", optimizer_->lrs()[0], ")");
       int64_t samples = 0;
@@ -292,7 +356,6 @@ FitResult Trainer::fit() {
       bool epoch_end = loader_->epoch_done();
       if (cfg_.train.eval_every > 0 && step % cfg_.train.eval_every == 0 && !epoch_end && step < total_steps_)
         eval_and_log(epoch);
-      int sig = stop.pending();
       if (sig || step == stop_at_step_) {
         checkpoint({step, epoch, loader_->position().batch});
         progress.message(str("stopped ", sig ? str("by signal ", sig) : std::string("as asked"), " at step ", step,
@@ -323,7 +386,7 @@ FitResult Trainer::fit() {
     checkpoint({step, epoch, loader_->position().batch});
   res.steps = step;
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (ck.save_final && !stopped) {
+  if (ck.save_final && !stopped && main) {
     std::string dir = cfg_.run_dir() + "/checkpoints/final";
     fs::create_directories(dir);
     io::save_safetensors(dir + "/model.safetensors", model_.net->state_dict(), {{"step", std::to_string(step)}});

@@ -8,6 +8,10 @@
 #include <string>
 #include "config/run_config.h"
 #include "data/dataloader.h"
+#include "dist/ddp.h"
+#include "dist/env.h"
+#include "dist/process_group.h"
+#include "dist/tcp_store.h"
 #include "nn/model_file.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
@@ -53,6 +57,9 @@ class Trainer {
   optim::Optimizer& optimizer() { return *optimizer_; }
   optim::LRScheduler* scheduler() { return scheduler_.get(); }
   int64_t total_steps() const { return total_steps_; }
+  // Rank 0 of a data-parallel run (or the only process) writes metrics, logs and checkpoints.
+  bool is_main() const { return env_.rank == 0; }
+  const dist::DistEnv& dist_env() const { return env_; }
   int64_t steps_per_epoch() const { return steps_per_epoch_; }
 
  private:
@@ -64,13 +71,25 @@ class Trainer {
   std::pair<double, double> train_step(const std::vector<data::Batch>& micro);
   std::string checkpoint_root() const { return cfg_.run_dir() + "/checkpoints"; }
   // Writes runs/<name>/checkpoints/step_<N>/ for `pos`; `window` is the progress window's state.
+  // (every rank calls it; rank 0 writes, then all meet at a barrier)
   void save_checkpoint(const TrainPosition& pos, const nlohmann::json& window);
+  void write_checkpoint(const std::string& name, const TrainPosition& pos, const nlohmann::json& window, bool is_best);
   // Restores model, optimizer, scheduler and RNG from `dir`; returns its state.json.
   nlohmann::json restore_checkpoint(const std::string& dir);
   // The checkpoint directory `resume_` names, or none (auto with no checkpoint yet).
   std::optional<std::string> resume_dir() const;
 
+  // Joins the process group of a data-parallel run and wraps the model in DDP.
+  void init_distributed();
+  // Sums `values` over the ranks (a no-op in a single process).
+  void allreduce_sum(std::vector<double>& values);
+
   config::RunConfig cfg_;
+  dist::DistEnv env_;
+  std::unique_ptr<dist::TCPStoreServer> store_server_;  // hand-started ranks: rank 0 hosts the store
+  std::unique_ptr<dist::Store> store_;
+  std::unique_ptr<dist::ProcessGroup> pg_;
+  std::unique_ptr<dist::DistributedDataParallel> ddp_;
   Device device_;
   nn::Model model_;
   std::shared_ptr<const data::Dataset> train_set_, eval_set_;

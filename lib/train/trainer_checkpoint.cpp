@@ -34,6 +34,13 @@ void Trainer::save_checkpoint(const TrainPosition& pos, const json& window) {
   evaluated_since_checkpoint_ = false;
 
   const std::string name = str("step_", pos.step);
+  if (is_main()) write_checkpoint(name, pos, window, is_best);
+  // no rank goes on (and might read it, or be killed) before the checkpoint is complete
+  if (pg_) pg_->barrier();
+}
+
+void Trainer::write_checkpoint(const std::string& name, const TrainPosition& pos, const json& window, bool is_best) {
+  const auto& k = cfg_.checkpoint;
   io::CheckpointWriter w(checkpoint_root(), name);
   io::save_safetensors(w.path_for("model.safetensors"), model_.net->state_dict());
   optim::OptimizerState os = optim::state_dict(*optimizer_);
@@ -51,6 +58,7 @@ void Trainer::save_checkpoint(const TrainPosition& pos, const json& window) {
       {"scheduler", scheduler_ ? scheduler_->state_dict() : json(nullptr)},
       {"progress_window", window},
       {"metrics_lines", metrics_lines_},
+      {"world_size", env_.world_size},
       {"best", best_metric_ ? json{{"metric", k.keep_best}, {"value", *best_metric_}, {"checkpoint", best_checkpoint_}}
                             : json(nullptr)},
       {"config", config::to_toml(cfg_)},
