@@ -1,5 +1,6 @@
-// 2-D convolution (NCHW): ops conv2d, conv2d_backward_input and conv2d_backward_weight. Each op's
-// backward is written with the other two, so gradients of any order are again these three ops.
+// 2-D convolution (NCHW): ops conv2d (with an optional bias, added inside the kernel), and
+// conv2d_backward_input and conv2d_backward_weight. Each op's backward is written with the other
+// two (and a sum for the bias), so gradients of any order are again these ops.
 // Attrs: stride, padding, dilation ({h, w}), groups; the backward ops add input_size / weight_size.
 #include "ops/ops.h"
 #include "ops/registry.h"
@@ -60,8 +61,8 @@ void check_float_pair(const char* op, const char* an, const Tensor& a, const cha
            dtype_name(b.dtype()), ", shape ", b.sizes(), ") must have the same dtype");
 }
 
-Tensor conv_fwd(const Tensor& x, const Tensor& w, const ConvParams& p) {
-  return dispatch1("conv2d", {x, w}, attrs_of(p));
+Tensor conv_fwd(const Tensor& x, const Tensor& w, const ConvParams& p, const Tensor& b = Tensor()) {
+  return dispatch1("conv2d", b.defined() ? std::vector<Tensor>{x, w, b} : std::vector<Tensor>{x, w}, attrs_of(p));
 }
 Tensor conv_bin(const Tensor& gy, const Tensor& w, const Shape& input_size, const ConvParams& p) {
   Attrs a = attrs_of(p);
@@ -76,20 +77,29 @@ Tensor conv_bw(const Tensor& gy, const Tensor& x, const Shape& weight_size, cons
 
 }  // namespace
 
-// y = conv(x, w); dx = Bin(gy, w), dw = Bw(gy, x)
+// y = conv(x, w) (+ b[o] on output channel o when a bias is given: inputs x, w[, b]);
+// dx = Bin(gy, w), dw = Bw(gy, x), db = sum of gy over N, OH, OW
 TR_REGISTER_OP(conv2d) {
-  d.num_inputs = 2;
+  d.num_inputs = -1;
   d.infer = [](const std::vector<Tensor>& in, const Attrs& a) -> std::vector<TensorSpec> {
+    TR_CHECK(in.size() == 2 || in.size() == 3, "conv2d: expected inputs (input, weight[, bias]), got ", in.size(),
+             " tensors");
     check_float_pair("conv2d", "input", in[0], "weight", in[1]);
+    if (in.size() == 3) {
+      TR_CHECK(in[2].dim() == 1 && in[2].size(0) == in[1].size(0), "conv2d: bias of shape ", in[2].sizes(),
+               " does not match weight of shape ", in[1].sizes(), " (expected [", in[1].size(0), "])");
+      check_float_pair("conv2d", "input", in[0], "bias", in[2]);
+    }
     return {{conv_out_shape("conv2d", in[0].sizes(), in[1].sizes(), params_of(a)), in[0].dtype()}};
   };
   d.backward = [](const BackwardContext& c) -> std::vector<Tensor> {
     ConvParams p = params_of(c.attrs);
     const Tensor &x = c.inputs[0], &w = c.inputs[1], &g = c.grads[0];
-    Tensor gx, gw;
+    Tensor gx, gw, gb;
     if (c.needs_input_grad[0]) gx = conv_bin(g, w, c.input_specs[0].sizes, p);
     if (c.needs_input_grad[1]) gw = conv_bw(g, x, c.input_specs[1].sizes, p);
-    return {gx, gw};
+    if (c.needs_input_grad.size() == 3 && c.needs_input_grad[2]) gb = sum(g, {0, 2, 3});
+    return {gx, gw, gb};
   };
 }
 
@@ -148,12 +158,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Pair stride, Pa
   TR_CHECK(x.dim() == 4, op, ": expected a 4-D input [N, C, H, W], got shape ", x.sizes());
   TR_CHECK(w.dim() == 4, op, ": expected a 4-D weight [C_out, C_in / groups, kH, kW], got shape ", w.sizes());
   check_float_pair(op, "input", x, "weight", w);
-  Tensor y = conv_fwd(x, w, p);
-  if (!b.defined()) return y;
-  TR_CHECK(b.dim() == 1 && b.size(0) == w.size(0), op, ": bias of shape ", b.sizes(), " does not match weight of shape ",
-           w.sizes(), " (expected [", w.size(0), "])");
-  check_float_pair(op, "input", x, "bias", b);
-  return y + reshape(b, {1, w.size(0), 1, 1});
+  return conv_fwd(x, w, p, b);
 }
 
 }  // namespace tr

@@ -110,6 +110,15 @@ Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
+// torch.nn.functional.batch_norm over dim 1 of x [N, C, *]: y = (x - mean) / sqrt(var + eps) * weight + bias.
+// training: mean and biased var of the batch, returned (detached, [C]) for the caller's running
+// statistics; otherwise running_mean / running_var (and the statistics come back undefined).
+// weight / bias may be undefined (1 and 0). Fused ops where the device has them (lib/ops/batch_norm.cpp).
+struct BatchNormOut {
+  Tensor output, mean, var;
+};
+BatchNormOut batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                        const Tensor& bias, bool training, double eps = 1e-5);
 
 // ---- shape / views ----
 Tensor view(const Tensor& x, const Shape& shape);

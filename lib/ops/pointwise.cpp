@@ -160,11 +160,28 @@ TR_REGISTER_OP(sigmoid) {
     return {G(c) * y * (1.0 - y)};
   }, true);
 }
+namespace {
+// g where y > threshold, else 0: one fused pass where the device has the kernel (a NaN or inf
+// gradient under the mask gives 0, as torch's), else the composite mask product.
+Tensor threshold_backward(const Tensor& g, const Tensor& y, double threshold) {
+  if (has_kernel("threshold_backward", g.device()))
+    return dispatch1("threshold_backward", {g, y}, {{"threshold", threshold}});
+  return g * cast(y > threshold, g.dtype());
+}
+}  // namespace
+
 TR_REGISTER_OP(relu) {
   // threshold_backward: the gradient passes where the result is positive
   unary(d, Promote::None, [](const BackwardContext& c) -> std::vector<Tensor> {
-    return {G(c) * cast(c.outputs[0] > 0.0, G(c).dtype())};
+    return {threshold_backward(G(c), c.outputs[0], 0.0)};
   }, true);
+}
+// (g, y) -> g where y > threshold, else 0 (attr threshold; torch.ops.aten.threshold_backward).
+// Linear in g with the same mask; y gets no gradient (the mask is piecewise constant).
+TR_REGISTER_OP(threshold_backward) {
+  binary(d, [](const BackwardContext& c) -> std::vector<Tensor> {
+    return {sum_to(threshold_backward(G(c), c.inputs[1], c.attrs.f("threshold")), in_shape(c, 0)), Tensor()};
+  });
 }
 TR_REGISTER_OP(gelu) {
   unary(d, Promote::CommonFloat, [](const BackwardContext& c) -> std::vector<Tensor> {

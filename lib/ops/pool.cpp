@@ -1,5 +1,6 @@
-// 2-D pooling (NCHW): max_pool2d (values + flat H*W argmax indices; backward is scatter_add) and
-// avg_pool2d with its adjoint avg_pool2d_backward (each the other's backward).
+// 2-D pooling (NCHW): max_pool2d (values + flat H*W argmax indices) with max_pool2d_backward
+// (gradient routed to the argmax; its backward is gather), and avg_pool2d with its adjoint
+// avg_pool2d_backward (each the other's backward).
 // Attrs: kernel, stride, padding ({h, w}); dilation (max) or count_include_pad (avg); input_size.
 #include "ops/ops.h"
 #include "ops/registry.h"
@@ -46,22 +47,43 @@ Attrs without_input_size(const Attrs& a) {
 }  // namespace
 
 // (y, idx) = max over each window; idx is the flat position ih * W + iw in the input plane.
-// dx = scatter_add(0, idx, g) over the flattened plane; its own backward is gather.
+// dx = max_pool2d_backward(g, idx).
 TR_REGISTER_OP(max_pool2d) {
   d.num_inputs = 1;
   d.save_inputs = false;
   d.save_outputs = true;
+  d.unsaved_outputs = 1u << 0;  // the backward needs the indices only
   d.infer = [](const std::vector<Tensor>& in, const Attrs& a) -> std::vector<TensorSpec> {
     check_float("max_pool2d", in[0]);
     Shape s = pool_out_shape("max_pool2d", in[0].sizes(), a);
     return {{s, in[0].dtype()}, {s, DType::I64}};
   };
   d.backward = [](const BackwardContext& c) -> std::vector<Tensor> {
-    const Shape& s = c.input_specs[0].sizes;
+    return {dispatch1("max_pool2d_backward", {c.grads[0], c.outputs[1]}, {{"input_size", c.input_specs[0].sizes}})};
+  };
+}
+
+// gx[n, c, idx[n, c, o]] += gy[n, c, o] over the outputs o of each plane (gx starts at zero): the
+// adjoint of gathering each plane at idx, so its backward is that gather of the incoming gradient.
+// Attr: input_size. idx (int64) gets no gradient.
+TR_REGISTER_OP(max_pool2d_backward) {
+  d.num_inputs = 2;
+  d.infer = [](const std::vector<Tensor>& in, const Attrs& a) -> std::vector<TensorSpec> {
+    const char* op = "max_pool2d_backward";
+    const Tensor &gy = in[0], &idx = in[1];
+    check_float(op, gy);
+    const Shape& xs = a.ints("input_size");
+    TR_CHECK(gy.dim() == 4 && xs.size() == 4 && gy.size(0) == xs[0] && gy.size(1) == xs[1], op, ": grad_output of shape ",
+             gy.sizes(), " does not pool an input of size ", xs);
+    TR_CHECK(idx.dtype() == DType::I64 && idx.sizes() == gy.sizes(), op, ": indices (", dtype_name(idx.dtype()),
+             ", shape ", idx.sizes(), ") must be int64 of the grad_output's shape ", gy.sizes());
+    return {{xs, gy.dtype()}};
+  };
+  d.backward = [](const BackwardContext& c) -> std::vector<Tensor> {
+    const Shape& ys = c.input_specs[0].sizes;
     const Tensor& g = c.grads[0];
-    Tensor z = zeros({s[0], s[1], s[2] * s[3]}, TensorOptions(g.dtype()).device(g.device()));
-    Tensor idx = reshape(c.outputs[1], {s[0], s[1], -1});
-    return {reshape(scatter_add(z, 2, idx, reshape(g, {s[0], s[1], -1})), s)};
+    Tensor idx = reshape(c.inputs[1], {ys[0], ys[1], -1});
+    return {reshape(gather(reshape(g, {g.size(0), g.size(1), -1}), 2, idx), ys), Tensor()};
   };
 }
 

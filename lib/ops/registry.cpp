@@ -155,6 +155,8 @@ const OpDef& find_op(const char* name) {
 }
 }  // namespace
 
+bool has_kernel(const char* op, Device d) { return find_op(op).kernels[int(d.type)] != nullptr; }
+
 std::vector<Tensor> dispatch(const char* name, std::vector<Tensor> inputs, const Attrs& attrs) {
   const OpDef& op = find_op(name);
   TR_CHECK(op.num_inputs < 0 || size_t(op.num_inputs) == inputs.size(), name, ": expected ", op.num_inputs,
@@ -216,7 +218,8 @@ std::vector<Tensor> dispatch(const char* name, std::vector<Tensor> inputs, const
   for (uint32_t i = 0; i < outputs.size(); ++i)
     if (is_floating(outputs[i].dtype())) set_history(outputs[i], node, i);
   if (op.save_outputs)
-    for (auto& o : outputs) node->saved_outputs_.emplace_back(o, true);
+    for (size_t i = 0; i < outputs.size(); ++i)
+      node->saved_outputs_.emplace_back(i < 32 && (op.unsaved_outputs >> i & 1) ? Tensor() : outputs[i], true);
   return outputs;
 }
 

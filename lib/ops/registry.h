@@ -52,6 +52,7 @@ struct OpDef {
   bool pointwise = false;  // kernel is an elementwise loop that may write into a strided output
   bool save_inputs = true;
   bool save_outputs = false;
+  uint32_t unsaved_outputs = 0;  // with save_outputs: bit i set = output i is not kept (undefined in backward)
   // Gradcheck cases registered by tests: checked by the registry test.
   std::string grad_name;  // "AddBackward0"
 };
@@ -93,6 +94,9 @@ Tensor dispatch1(const char* op, std::vector<Tensor> inputs, const Attrs& attrs 
 // self = op(self, others...) in place. Pointwise ops without autograd write straight into self;
 // otherwise the result is computed out of place, copied in, and becomes self's history.
 Tensor& dispatch_inplace(const char* op, Tensor& self, std::vector<Tensor> others, const Attrs& attrs = {});
+
+// True when `op` has a kernel for d's device type (fused ops fall back to a composite where not).
+bool has_kernel(const char* op, Device d);
 
 // Shape string like "[2, 3]" for error messages.
 std::string shape_str(const Shape& s);

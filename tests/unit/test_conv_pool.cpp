@@ -167,6 +167,27 @@ TEST_CASE("conv2d: bias", "[conv]") {
   CHECK(allclose(bb.grad(), full({6}, double(2 * y.size(2) * y.size(3)), DType::F64), 1e-12, 1e-12));
 }
 
+TEST_CASE("conv2d: the bias added inside the kernel equals adding it after, at several pool sizes", "[conv]") {
+  const int saved = omp_get_max_threads();
+  uint64_t seed = 400;
+  for (int nt : {1, 2, 3}) {
+    omp_set_num_threads(nt);
+    for (auto& c : awkward_configs()) {
+      INFO("threads " << nt << " x " << str(c.x) << " w " << str(c.w));
+      Tensor x = randn_t(c.x, DType::F64, seed), w = randn_t(c.w, DType::F64, seed + 1);
+      Tensor b = randn_t({c.w[0]}, DType::F64, seed + 2);
+      Tensor y = conv2d(x, w, b, c.stride, c.padding, c.dilation, c.groups);
+      Tensor y0 = conv2d(x, w, Tensor(), c.stride, c.padding, c.dilation, c.groups);
+      CHECK(allclose(y, y0 + b.reshape({1, c.w[0], 1, 1}), 1e-12, 1e-12));
+      seed += 3;
+    }
+  }
+  omp_set_num_threads(saved);
+  // no input channels: the output is the bias
+  Tensor e = conv2d(zeros({2, 0, 3, 3}), zeros({4, 0, 1, 1}), tensor({1.0, 2.0, 3.0, 4.0}));
+  CHECK(equal(e, tensor({1.0, 2.0, 3.0, 4.0}).reshape({1, 4, 1, 1}).expand({2, 4, 3, 3})));
+}
+
 TEST_CASE("conv2d: threaded paths (batch split, row and channel blocks) match the naive loops", "[conv]") {
   // The kernels cut work by batch when it fills the pool, else into blocks of output rows
   // (forward) or input channels (backward); exercise each split at several pool sizes.
@@ -313,6 +334,75 @@ TEST_CASE("max_pool2d: gradient goes to the argmax and accumulates over overlapp
   CHECK(equal(max_pool2d(h, {2, 2}).to(DType::F32), max_pool2d(h.to(DType::F32), {2, 2})));
 }
 
+namespace {
+// The plain window loop of max_pool2d (no padding, no dilation): value and flat index of the
+// first maximum, a NaN replacing any number (torch's rule `v > best || isnan(v)`).
+std::pair<std::vector<double>, std::vector<double>> max_pool_naive(const Tensor& x, Pair k, Pair s) {
+  const int64_t P = x.size(0) * x.size(1), H = x.size(2), W = x.size(3);
+  const int64_t OH = (H - k[0]) / s[0] + 1, OW = (W - k[1]) / s[1] + 1;
+  std::vector<double> v = x.contiguous().tolist(), y, idx;
+  for (int64_t p = 0; p < P; ++p)
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        double best = -INFINITY;
+        int64_t arg = oh * s[0] * W + ow * s[1];
+        for (int64_t i = 0; i < k[0]; ++i)
+          for (int64_t j = 0; j < k[1]; ++j) {
+            int64_t at = (oh * s[0] + i) * W + ow * s[1] + j;
+            double e = v[size_t(p * H * W + at)];
+            if (e > best || std::isnan(e)) {
+              best = e;
+              arg = at;
+            }
+          }
+        y.push_back(best);
+        idx.push_back(double(arg));
+      }
+  return {y, idx};
+}
+}  // namespace
+
+TEST_CASE("max_pool2d: the 2x2 window loop matches the plain loop, with ties, -inf and NaN", "[pool]") {
+  Generator g(50);
+  for (DType t : {DType::F32, DType::F64}) {
+    // rounded values: many ties; a few -inf and NaN
+    Tensor x = randint(-3, 4, {3, 4, 9, 7}, TensorOptions(DType::I64), &g).to(t);
+    x.view({-1}).narrow(0, 5, 1).fill_(-INFINITY);
+    x.view({-1}).narrow(0, 40, 1).fill_(NAN);
+    x.view({-1}).narrow(0, 41, 1).fill_(NAN);
+    x.view({-1}).narrow(0, 100, 2).fill_(NAN);
+    for (Pair s : {Pair{2, 2}, Pair{1, 1}, Pair{3, 2}, Pair{1, 3}}) {
+      INFO("stride " << str(s) << " dtype " << dtype_name(t));
+      auto r = dispatch("max_pool2d", {x}, {{"kernel", Pair{2, 2}}, {"stride", s}, {"padding", Pair{0, 0}},
+                                            {"dilation", Pair{1, 1}}});
+      auto [y, idx] = max_pool_naive(x, {2, 2}, s);
+      std::vector<double> got = r[0].tolist();
+      REQUIRE(got.size() == y.size());
+      for (size_t i = 0; i < y.size(); ++i) {
+        if (std::isnan(y[i])) CHECK(std::isnan(got[i]));
+        else CHECK(got[i] == y[i]);
+      }
+      CHECK(r[1].tolist() == idx);
+    }
+  }
+}
+
+TEST_CASE("max_pool2d_backward: routes gradients to the argmax, sums repeats, checks indices", "[pool]") {
+  using Catch::Matchers::Contains;
+  // plane 0: outputs 0 and 2 both chose element 4; plane 1: element 0 and 3
+  Tensor gy = t4({1, 2, 3, 4, 5, 6}, {1, 2, 1, 3}, DType::F64);
+  Tensor idx = t4({4, 1, 4, 0, 3, 3}, {1, 2, 1, 3}, DType::I64);
+  Attrs a{{"input_size", Shape{1, 2, 2, 3}}};
+  Tensor gx = dispatch1("max_pool2d_backward", {gy, idx}, a);
+  CHECK(equal(gx, t4({0, 2, 0, 0, 4, 0, 4, 0, 0, 11, 0, 0}, {1, 2, 2, 3}, DType::F64)));
+  CHECK_THROWS_WITH(dispatch1("max_pool2d_backward", {gy, t4({0, 1, 2, 3, 4, 6}, {1, 2, 1, 3}, DType::I64)}, a),
+                    Contains("max_pool2d_backward") && Contains("outside"));
+  CHECK_THROWS_WITH(dispatch1("max_pool2d_backward", {gy, idx.to(DType::F64)}, a),
+                    Contains("max_pool2d_backward") && Contains("int64"));
+  CHECK_THROWS_WITH(dispatch1("max_pool2d_backward", {gy, idx}, {{"input_size", Shape{2, 2, 2, 3}}}),
+                    Contains("max_pool2d_backward") && Contains("[1, 2, 1, 3]"));
+}
+
 TEST_CASE("max_pool2d: errors", "[pool]") {
   using Catch::Matchers::Contains;
   CHECK_THROWS_WITH(max_pool2d(zeros({3, 4, 4}), {2, 2}), Contains("max_pool2d") && Contains("4-D") &&
@@ -434,6 +524,15 @@ TR_OP_CASE("max_pool2d", "3x3 stride 2 padding 1", ({distinct64({2, 3, 5, 5}, 21
            [](const Inputs& x) { return Outputs{max_pool2d(x[0], {3, 3}, {2, 2}, {1, 1})}; });
 TR_OP_CASE("max_pool2d", "overlapping, dilation 2", ({distinct64({2, 2, 5, 6}, 217)}),
            [](const Inputs& x) { return Outputs{max_pool2d(x[0], {2, 3}, {1, 2}, {1, 1}, {2, 1})}; });
+TR_OP_CASE("max_pool2d", "2x2 window loop", ({distinct64({2, 3, 4, 6}, 222)}),
+           [](const Inputs& x) { return Outputs{max_pool2d(x[0], {2, 2})}; });
+TR_OP_CASE("max_pool2d_backward", "indices of a 3x3 stride 2 pooling", ({randn64({2, 3, 3, 3}, 223)}),
+           [](const Inputs& x) {
+             Tensor idx = dispatch("max_pool2d", {distinct64({2, 3, 5, 5}, 224).detach()},
+                                   {{"kernel", Pair{3, 3}}, {"stride", Pair{2, 2}}, {"padding", Pair{1, 1}},
+                                    {"dilation", Pair{1, 1}}})[1];
+             return Outputs{dispatch1("max_pool2d_backward", {x[0], idx}, {{"input_size", Shape{2, 3, 5, 5}}})};
+           });
 TR_OP_CASE("avg_pool2d", "count_include_pad", ({randn64({2, 3, 5, 5}, 218)}),
            [](const Inputs& x) { return Outputs{avg_pool2d(x[0], {3, 3}, {2, 2}, {1, 1}, true)}; });
 TR_OP_CASE("avg_pool2d", "exclude padding, uneven", ({randn64({2, 3, 5, 6}, 219)}),

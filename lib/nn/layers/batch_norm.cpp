@@ -34,33 +34,23 @@ Tensor BatchNorm::forward(const Tensor& x) {
   TR_CHECK(x.size(1) == num_features, type_name(), "(", num_features, "): expected input with ", num_features,
            " channels in dim 1, got shape ", x.sizes());
   TR_CHECK(x.is_floating_point(), type_name(), ": expected a floating point input, got ", dtype_name(x.dtype()));
-  Shape dims{0}, bshape{1, num_features};  // reduce over every dim but the channel dim
-  for (int64_t d = 2; d < x.dim(); ++d) {
-    dims.push_back(d);
-    bshape.push_back(1);
-  }
-  auto per_channel = [&](const Tensor& t) { return t.reshape(bshape); };
-  Tensor y;
-  if (is_training() || !track_running_stats) {
+  bool batch_stats = is_training() || !track_running_stats;
+  if (batch_stats) {
     int64_t n = x.numel() / num_features;
     TR_CHECK(n > 1, type_name(), ": expected more than 1 value per channel when training, got input size ", x.sizes());
-    Tensor mu = mean(x, dims, true);
-    Tensor v = var(x, dims, 0.0, true);
-    y = (x - mu) * rsqrt(v + eps);
-    if (is_training() && track_running_stats) {
-      NoGradGuard ng;
-      num_batches_tracked.add_(1.0);
-      double m = momentum ? *momentum : 1.0 / double(num_batches_tracked.item());
-      Tensor mu_c = mu.detach().reshape({num_features}).to(running_mean.dtype());
-      Tensor var_c = (v.detach() * (double(n) / double(n - 1))).reshape({num_features}).to(running_var.dtype());
-      running_mean.mul_(1.0 - m).add_(mu_c, m);
-      running_var.mul_(1.0 - m).add_(var_c, m);
-    }
-  } else {
-    y = (x - per_channel(running_mean)) * rsqrt(per_channel(running_var) + eps);
   }
-  if (affine) y = y * per_channel(weight) + per_channel(bias);
-  return y;
+  // The fused ops of lib/ops/batch_norm.cpp; the statistics come back detached.
+  BatchNormOut r = batch_norm(x, running_mean, running_var, weight, bias, batch_stats, eps);
+  if (is_training() && track_running_stats) {
+    NoGradGuard ng;
+    int64_t n = x.numel() / num_features;
+    num_batches_tracked.add_(1.0);
+    double m = momentum ? *momentum : 1.0 / double(num_batches_tracked.item());
+    Tensor var_c = r.var * (double(n) / double(n - 1));  // running_var takes the unbiased variance
+    running_mean.mul_(1.0 - m).add_(r.mean.to(running_mean.dtype()), m);
+    running_var.mul_(1.0 - m).add_(var_c.to(running_var.dtype()), m);
+  }
+  return r.output;
 }
 
 std::string BatchNorm::extra_repr() const {

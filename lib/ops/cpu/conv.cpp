@@ -125,28 +125,38 @@ inline void valid_range(int64_t off, int64_t S, int64_t W, int64_t OW, int64_t& 
 
 // col[(c KH + i) KW + j, (oh - oh0) OW + ow] = x[c, oh SH - PH + i DH, ow SW - PW + j DW] (0 outside)
 // for the nc channels of x [nc, H, W] and output rows oh in [oh0, oh1); col is [nc KH KW, (oh1 - oh0) OW].
+// With padding, the planes are first copied into `pad` with zero borders, so every row of col is a
+// plain strided read (rows are short, e.g. OW = 14: bounds checks and memset calls per row cost
+// more than the copy).
 template <typename T>
-void im2col(const T* x, int64_t nc, int64_t oh0, int64_t oh1, const ConvGeom& g, T* col) {
+void im2col(const T* x, int64_t nc, int64_t oh0, int64_t oh1, const ConvGeom& g, T* col, std::vector<T>& pad) {
   const int64_t OW = g.OW, PB = (oh1 - oh0) * OW;
+  const int64_t Hp = g.H + 2 * g.PH, Wp = g.W + 2 * g.PW;
+  const T* src = x;
+  if (g.PH != 0 || g.PW != 0) {
+    pad.assign(size_t(nc * Hp * Wp), T(0));
+    for (int64_t c = 0; c < nc; ++c)
+      for (int64_t h = 0; h < g.H; ++h) {
+        const T* xr = x + (c * g.H + h) * g.W;
+        T* pr = pad.data() + (c * Hp + h + g.PH) * Wp + g.PW;
+#pragma omp simd
+        for (int64_t w = 0; w < g.W; ++w) pr[w] = xr[w];
+      }
+    src = pad.data();
+  }
   for (int64_t c = 0; c < nc; ++c)
     for (int64_t i = 0; i < g.KH; ++i)
       for (int64_t j = 0; j < g.KW; ++j) {
         T* row = col + ((c * g.KH + i) * g.KW + j) * PB;
-        const T* xc = x + c * g.H * g.W;
-        int64_t off = j * g.DW - g.PW, lo, hi;
-        valid_range(off, g.SW, g.W, OW, lo, hi);
         for (int64_t oh = oh0; oh < oh1; ++oh) {
           T* r = row + (oh - oh0) * OW;
-          int64_t ih = oh * g.SH - g.PH + i * g.DH;
-          if (ih < 0 || ih >= g.H) {
-            std::fill(r, r + OW, T(0));
-            continue;
+          const T* pr = src + (c * Hp + oh * g.SH + i * g.DH) * Wp + j * g.DW;  // padded coordinates
+          if (g.SW == 1) {
+#pragma omp simd
+            for (int64_t ow = 0; ow < OW; ++ow) r[ow] = pr[ow];
+          } else {
+            for (int64_t ow = 0; ow < OW; ++ow) r[ow] = pr[ow * g.SW];
           }
-          const T* xr = xc + ih * g.W + off;
-          std::fill(r, r + lo, T(0));
-          if (g.SW == 1) std::memcpy(r + lo, xr + lo, size_t(hi - lo) * sizeof(T));
-          else for (int64_t ow = lo; ow < hi; ++ow) r[ow] = xr[ow * g.SW];
-          std::fill(r + hi, r + OW, T(0));
         }
       }
 }
@@ -188,18 +198,19 @@ int64_t blocks_for(int64_t units, int64_t max_blocks) {
 // Tasks per parallel_for chunk: about 2^18 flops at least.
 int64_t grain_for(double task_flops) { return std::max<int64_t>(1, int64_t(double(1 << 18) / std::max(task_flops, 1.0))); }
 
-// y[n, g] [Og, P] = w_g [Og, K] col(x[n, g]) [K, P]; tasks: (sample, block of output rows).
+// y[n, g] [Og, P] = w_g [Og, K] col(x[n, g]) [K, P] (+ bias[o] on row o: the gemm accumulates onto
+// rows preset to the bias, while they are in cache); tasks: (sample, block of output rows).
 template <typename T>
-void conv2d_forward_fast(const T* x, const T* w, T* y, const ConvGeom& g) {
+void conv2d_forward_fast(const T* x, const T* w, const T* bias, T* y, const ConvGeom& g) {
   const int64_t K = g.K(), P = g.P(), Cg = g.Cg(), Og = g.Og(), HW = g.H * g.W, OW = g.OW;
   if (K == 0) {  // no input channels: an empty sum
-    std::fill(y, y + g.N * g.O * P, T(0));
+    for (int64_t i = 0; i < g.N * g.O; ++i) std::fill(y + i * P, y + (i + 1) * P, bias ? bias[i % g.O] : T(0));
     return;
   }
   const int64_t nb = blocks_for(g.N, g.OH);
   const double task_flops = 2.0 * double(g.O) * double(K) * double(P) / double(nb);
   parallel_for(g.N * nb, grain_for(task_flops), [&](int64_t t0, int64_t t1) {
-    std::vector<T> col(g.direct() ? 0 : size_t(K * ((g.OH + nb - 1) / nb) * OW));
+    std::vector<T> col(g.direct() ? 0 : size_t(K * ((g.OH + nb - 1) / nb) * OW)), pad;
     for (int64_t t = t0; t < t1; ++t) {
       int64_t n = t / nb, b = t % nb;
       int64_t oh0 = g.OH * b / nb, oh1 = g.OH * (b + 1) / nb, PB = (oh1 - oh0) * OW;
@@ -209,11 +220,14 @@ void conv2d_forward_fast(const T* x, const T* w, T* y, const ConvGeom& g) {
         const T* src = xg + oh0 * OW;  // direct: x rows are output rows
         int64_t ldb = P;
         if (!g.direct()) {
-          im2col(xg, Cg, oh0, oh1, g, col.data());
+          im2col(xg, Cg, oh0, oh1, g, col.data(), pad);
           src = col.data();
           ldb = PB;
         }
-        gemm(false, false, Og, PB, K, w + gi * Og * K, K, src, ldb, T(0), y + (n * g.O + gi * Og) * P + oh0 * OW, P);
+        T* dst = y + (n * g.O + gi * Og) * P + oh0 * OW;
+        if (bias)
+          for (int64_t o = 0; o < Og; ++o) std::fill(dst + o * P, dst + o * P + PB, bias[gi * Og + o]);
+        gemm(false, false, Og, PB, K, w + gi * Og * K, K, src, ldb, bias ? T(1) : T(0), dst, P);
       }
     }
   });
@@ -265,14 +279,14 @@ void conv2d_backward_weight_fast(const T* gy, const T* x, T* gw, const ConvGeom&
     const int64_t parts = nt;
     std::vector<std::vector<T>> partial(size_t(parts - 1), std::vector<T>(size_t(WN), T(0)));
     parallel_for(parts, 1, [&](int64_t p0, int64_t p1) {
-      std::vector<T> col(g.direct() ? 0 : size_t(K * P));
+      std::vector<T> col(g.direct() ? 0 : size_t(K * P)), pad;
       for (int64_t part = p0; part < p1; ++part) {
         T* acc = part == 0 ? gw : partial[size_t(part - 1)].data();
         for (int64_t n = g.N * part / parts; n < g.N * (part + 1) / parts; ++n)
           for (int64_t gi = 0; gi < g.G; ++gi) {
             const T* src = x + (n * g.C + gi * Cg) * HW;
             if (!g.direct()) {
-              im2col(src, Cg, 0, g.OH, g, col.data());
+              im2col(src, Cg, 0, g.OH, g, col.data(), pad);
               src = col.data();
             }
             gemm(false, true, Og, K, P, gy + (n * g.O + gi * Og) * P, P, src, P, T(1), acc + gi * Og * K, K);
@@ -287,7 +301,7 @@ void conv2d_backward_weight_fast(const T* gy, const T* x, T* gw, const ConvGeom&
   }
   const int64_t nb = blocks_for(g.G, Cg);
   parallel_for(g.G * nb, grain_for(flops / double(g.G * nb)), [&](int64_t t0, int64_t t1) {
-    std::vector<T> col(g.direct() ? 0 : size_t((Cg + nb - 1) / nb * KK * P));
+    std::vector<T> col(g.direct() ? 0 : size_t((Cg + nb - 1) / nb * KK * P)), pad;
     for (int64_t t = t0; t < t1; ++t) {
       int64_t gi = t / nb, b = t % nb;
       int64_t c0 = Cg * b / nb, c1 = Cg * (b + 1) / nb, kb = (c1 - c0) * KK;
@@ -295,7 +309,7 @@ void conv2d_backward_weight_fast(const T* gy, const T* x, T* gw, const ConvGeom&
       for (int64_t n = 0; n < g.N; ++n) {
         const T* src = x + (n * g.C + gi * Cg + c0) * HW;
         if (!g.direct()) {
-          im2col(src, c1 - c0, 0, g.OH, g, col.data());
+          im2col(src, c1 - c0, 0, g.OH, g, col.data(), pad);
           src = col.data();
         }
         gemm(false, true, Og, kb, P, gy + (n * g.O + gi * Og) * P, P, src, P, T(1), gw + gi * Og * K + c0 * KK, K);
@@ -326,7 +340,7 @@ void conv2d_cpu(const Ins& in, Outs& out, const Attrs& a) {
   ConvGeom g = conv_geom(in[0].sizes(), in[1].sizes(), out[0].sizes(), a);
   run_float("conv2d", in, out[0], [&]<typename T>(const Ins& c, const Tensor& o) {
     conv2d_forward_fast(static_cast<const T*>(c[0].raw_data()), static_cast<const T*>(c[1].raw_data()),
-                        static_cast<T*>(o.raw_data()), g);
+                        c.size() == 3 ? static_cast<const T*>(c[2].raw_data()) : nullptr, static_cast<T*>(o.raw_data()), g);
   });
 }
 TR_REGISTER_KERNEL(conv2d, CPU, conv2d_cpu);

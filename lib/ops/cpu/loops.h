@@ -3,32 +3,69 @@
 #pragma once
 #include <omp.h>
 #include <array>
+#include <atomic>
 #include <cstdint>
+#include <tuple>
+#include <type_traits>
 #include <utility>
+#include <vector>
 #include "core/tensor.h"
 #include "core/convert.h"
 
 namespace tr::cpu {
 
 constexpr int64_t kGrain = 32768;  // elements below which a loop stays on one thread
+// Chunks per thread of a parallel_for. Thread t owns a contiguous run of chunks and works through
+// it from the front (the locality of a static schedule: streaming kernels lose ~30% when
+// neighbouring chunks alternate between threads); a thread that finishes takes chunks from the
+// back of the others' runs. On a shared machine a pool thread is often descheduled for a while:
+// with one static chunk per thread the others would spin at the closing barrier until it returns
+// (libgomp spins ~300k iterations before sleeping); here they take over its remaining chunks.
+constexpr int kChunksPerThread = 4;
 
-// f(begin, end) over [0, n), split across the OpenMP pool when n >= grain.
+namespace detail {
+// A run of chunk indices [front, back) that its owner takes from the front and others from the
+// back, packed into one atomic word.
+struct alignas(64) ChunkRun {
+  std::atomic<uint64_t> bounds{0};
+  void set(uint32_t front, uint32_t back) { bounds.store(uint64_t(back) << 32 | front, std::memory_order_relaxed); }
+  // The taken chunk, or -1 when the run is empty.
+  int64_t take(bool from_front) {
+    uint64_t old = bounds.load(std::memory_order_relaxed);
+    while (true) {
+      uint32_t front = uint32_t(old), back = uint32_t(old >> 32);
+      if (front >= back) return -1;
+      uint64_t next = from_front ? (uint64_t(back) << 32 | (front + 1)) : (uint64_t(back - 1) << 32 | front);
+      if (bounds.compare_exchange_weak(old, next, std::memory_order_relaxed)) return from_front ? front : back - 1;
+    }
+  }
+};
+}  // namespace detail
+
+// f(begin, end) over [0, n) in chunks of at least `grain` (n < 2 grain: one call on this thread),
+// spread over the OpenMP pool. Chunk boundaries depend on the pool size: kernels whose result
+// depends on how the range is cut must not use them as summation boundaries.
 template <typename F>
 void parallel_for(int64_t n, int64_t grain, const F& f) {
   if (n <= 0) return;
-  int nt = omp_get_max_threads();
-  if (n < grain || nt <= 1 || omp_in_parallel()) {
+  const int nt = omp_get_max_threads();
+  const int64_t chunks = std::min<int64_t>(int64_t(nt) * kChunksPerThread, n / std::max<int64_t>(grain, 1));
+  if (chunks <= 1 || nt <= 1 || omp_in_parallel()) {
     f(int64_t(0), n);
     return;
   }
-  int64_t chunks = std::min<int64_t>(nt, (n + grain - 1) / grain);
-#pragma omp parallel for num_threads(int(chunks)) schedule(static)
-  for (int64_t c = 0; c < chunks; ++c) {
-    int64_t b = n * c / chunks, e = n * (c + 1) / chunks;
-    f(b, e);
+  const int T = int(std::min<int64_t>(nt, chunks));
+  std::vector<detail::ChunkRun> runs(static_cast<size_t>(T));
+  for (int t = 0; t < T; ++t) runs[size_t(t)].set(uint32_t(chunks * t / T), uint32_t(chunks * (t + 1) / T));
+#pragma omp parallel num_threads(T)
+  {
+    const int t = omp_get_thread_num();
+    // own run from the front (k = 0), then the others' runs from the back (with a smaller team
+    // than T, also the runs nobody owns)
+    for (int k = 0; k < T; ++k)
+      for (int64_t c; (c = runs[size_t((t + k) % T)].take(k == 0)) >= 0;) f(n * c / chunks, n * (c + 1) / chunks);
   }
 }
-
 
 // Strides of `t` (in elements) when broadcast to `shape` (0 on broadcast dims).
 Shape broadcast_strides(const Tensor& t, const Shape& shape);
@@ -102,6 +139,21 @@ void flat_dispatch(Out* o, int64_t n, const Op& op, const std::array<char*, NI>&
   }
 }
 
+// One row of the strided loop where the output and every input have stride 1 or 0 (broadcast)
+// along the row: the flat loop's sources, so the row vectorises (x [N, C, H, W] + b [1, C, 1, 1]).
+template <typename Out, typename Op, size_t K, typename PtrTuple, typename... Done>
+void unit_row(Out* o, int64_t n, const Op& op, const PtrTuple& p, const bool* bcast, const Done&... done) {
+  if constexpr (K == std::tuple_size_v<PtrTuple>) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) o[i] = op(done[i]...);
+  } else {
+    using T = std::remove_const_t<std::remove_pointer_t<std::tuple_element_t<K, PtrTuple>>>;
+    const T* q = std::get<K>(p);
+    if (bcast[K]) unit_row<Out, Op, K + 1>(o, n, op, p, bcast, done..., ScalarSrc<T>{*q});
+    else unit_row<Out, Op, K + 1>(o, n, op, p, bcast, done..., DenseSrc<T>{q});
+  }
+}
+
 // out[i] = op(in0[i], in1[i], ...) with broadcasting; out may be strided (copy_ into a view).
 template <typename Out, typename... Ins, typename Op>
 void elementwise(const Tensor& out, const std::array<Tensor, sizeof...(Ins)>& ins, const Op& op) {
@@ -143,6 +195,8 @@ void elementwise(const Tensor& out, const std::array<Tensor, sizeof...(Ins)>& in
     }
     const int64_t so = g.strides[0][nd - 1];
     [[maybe_unused]] const int64_t si[] = {g.strides[I + 1][nd - 1]...};
+    [[maybe_unused]] const bool bcast[] = {si[I] == 0 ...};
+    const bool unit = so == 1 && ((si[I] == 0 || si[I] == 1) && ...);
     int64_t left = e - b;
     while (left > 0) {
       int64_t cnt = std::min(inner - c, left);
@@ -151,7 +205,8 @@ void elementwise(const Tensor& out, const std::array<Tensor, sizeof...(Ins)>& in
         for (int k = 0; k < N; ++k) off[k] += idx[d] * g.strides[k][d];
       Out* po = o + off[0] + c * so;
       std::tuple<const Ins*...> p{reinterpret_cast<const Ins*>(base[I]) + off[I + 1] + c * si[I]...};
-      for (int64_t i = 0; i < cnt; ++i) po[i * so] = op(std::get<I>(p)[i * si[I]]...);
+      if (unit) unit_row<Out, Op, 0>(po, cnt, op, p, bcast);
+      else for (int64_t i = 0; i < cnt; ++i) po[i * so] = op(std::get<I>(p)[i * si[I]]...);
       left -= cnt;
       c = 0;
       for (int d = nd - 2; d >= 0; --d) {

@@ -115,6 +115,9 @@ TR_CPU_BINARY_NUMERIC_P(pow, const bool scalar_exp = in[1].dim() == 0,
 TR_CPU_BINARY_NUMERIC(maximum, math::maximum(x, y))
 TR_CPU_BINARY_NUMERIC(minimum, math::minimum(x, y))
 
+// g where y > threshold, else 0
+TR_CPU_BINARY_NUMERIC_P(threshold_backward, const A th = A(attrs.f("threshold")), y > th ? x : A(0))
+
 TR_CPU_COMPARE(eq, ==)
 TR_CPU_COMPARE(ne, !=)
 TR_CPU_COMPARE(lt, <)

@@ -1,5 +1,8 @@
-// CPU pooling kernels: max_pool2d (values + flat argmax), avg_pool2d and its adjoint
-// avg_pool2d_backward; plain window loops, parallel over the N*C planes.
+// CPU pooling kernels: max_pool2d (values + flat argmax) and max_pool2d_backward, avg_pool2d and
+// its adjoint avg_pool2d_backward; plain window loops (2x2 max windows without padding have their
+// own loop), parallel over the N*C planes.
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include "ops/cpu/loops.h"
@@ -37,6 +40,48 @@ void for_planes(const PoolGeom& g, const F& f) {
   });
 }
 
+// One output row of 2x2 windows inside the plane x (no padding or dilation), rows r0 / W and the
+// next: y[ow] = the max of x[r0 + ow SW + {0, 1, W, W + 1}] and idx[ow] its flat position; the
+// first maximum, a NaN replacing any number (the general loop's rule). Branch-free selects over
+// chunks of kChunk outputs with a fixed trip count: rows are short (OW = 14 or 7 in a 28x28 CNN),
+// and a variable-length vector loop would leave most outputs to its branchy scalar remainder.
+constexpr int kChunk = 16;
+template <typename T>
+void max_pool_row_2x2(const T* x, int64_t r0, int64_t W, int64_t SW, int64_t OW, T* y, int64_t* idx) {
+  using A = acc_t<T>;
+  const T *x0 = x + r0, *x1 = x0 + W;
+  for (int64_t ow0 = 0; ow0 < OW; ow0 += kChunk) {
+    const int64_t n = std::min<int64_t>(kChunk, OW - ow0);
+    A t[4][kChunk] = {};  // the four taps of each window: (0, 0), (0, 1), (1, 0), (1, 1)
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t w0 = (ow0 + k) * SW;
+      t[0][k] = A(x0[w0]);
+      t[1][k] = A(x0[w0 + 1]);
+      t[2][k] = A(x1[w0]);
+      t[3][k] = A(x1[w0 + 1]);
+    }
+    A best[kChunk];
+    int32_t tap[kChunk];
+#pragma omp simd
+    for (int k = 0; k < kChunk; ++k) {
+      A b = t[0][k];
+      int32_t a = 0;
+      for (int q = 1; q < 4; ++q) {
+        const A v = t[q][k];
+        const bool take = v > b || v != v;
+        b = take ? v : b;
+        a = take ? q : a;
+      }
+      best[k] = b;
+      tap[k] = a;
+    }
+    for (int64_t k = 0; k < n; ++k) {
+      y[ow0 + k] = T(best[k]);
+      idx[ow0 + k] = r0 + (ow0 + k) * SW + (tap[k] & 1) + (tap[k] >> 1) * W;
+    }
+  }
+}
+
 // y[oh, ow] = max over the taps (oh SH - PH + i DH, ow SW - PW + j DW) inside the plane (padding
 // is -inf); idx = ih W + iw of the first maximum (NaN wins, as in torch).
 void max_pool2d_cpu(const Ins& in, Outs& out, const Attrs& a) {
@@ -47,8 +92,16 @@ void max_pool2d_cpu(const Ins& in, Outs& out, const Attrs& a) {
     using A = acc_t<scalar_t>;
     const scalar_t* px = x.data_ptr<scalar_t>();
     scalar_t* py = out[0].data_ptr<scalar_t>();
+    const bool window2x2 = g.KH == 2 && g.KW == 2 && g.PH == 0 && g.PW == 0 && g.DH == 1 && g.DW == 1;
     for_planes(g, [&](int64_t p) {
       const scalar_t* xp = px + p * g.H * g.W;
+      if (window2x2) {
+        for (int64_t oh = 0; oh < g.OH; ++oh) {
+          const int64_t o = (p * g.OH + oh) * g.OW;
+          max_pool_row_2x2(xp, oh * g.SH * g.W, g.W, g.SW, g.OW, py + o, pi + o);
+        }
+        return;
+      }
       for (int64_t oh = 0; oh < g.OH; ++oh) {
         int64_t h0 = oh * g.SH - g.PH;
         int64_t i0 = h0 >= 0 ? 0 : (-h0 + g.DH - 1) / g.DH;  // first tap inside the plane
@@ -81,6 +134,38 @@ void max_pool2d_cpu(const Ins& in, Outs& out, const Attrs& a) {
   });
 }
 TR_REGISTER_KERNEL(max_pool2d, CPU, max_pool2d_cpu);
+
+// gx[p, idx[p, o]] += gy[p, o] for each plane p (gx assigned: zero first)
+void max_pool2d_backward_cpu(const Ins& in, Outs& out, const Attrs& a) {
+  Tensor gy = in[0].contiguous(), idx = in[1].contiguous();
+  PoolGeom g{out[0].size(0) * out[0].size(1), out[0].size(2), out[0].size(3), gy.size(2), gy.size(3), 1, 1, 1, 1, 0, 0};
+  const int64_t HW = g.H * g.W, P = g.OH * g.OW;
+  const int64_t* pi = idx.data_ptr<int64_t>();
+  std::atomic<bool> bad{false};
+  TR_DISPATCH_FLOAT(gy.dtype(), "max_pool2d_backward", [&] {
+    using A = acc_t<scalar_t>;
+    const scalar_t* pg = gy.data_ptr<scalar_t>();
+    scalar_t* px = out[0].data_ptr<scalar_t>();
+    parallel_for(g.planes, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, HW + P)), [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) {
+        scalar_t* xp = px + p * HW;
+        std::fill(xp, xp + HW, scalar_t(0));
+        const scalar_t* gp = pg + p * P;
+        const int64_t* ip = pi + p * P;
+        for (int64_t o = 0; o < P; ++o) {
+          const int64_t i = ip[o];
+          if (i < 0 || i >= HW) {
+            bad = true;
+            continue;
+          }
+          xp[i] = scalar_t(A(xp[i]) + A(gp[o]));
+        }
+      }
+    });
+  });
+  TR_CHECK(!bad, "max_pool2d_backward: an index is outside the ", g.H, " x ", g.W, " input plane");
+}
+TR_REGISTER_KERNEL(max_pool2d_backward, CPU, max_pool2d_backward_cpu);
 
 // Window rows [h0, h1) clipped to the plane, and its divisor: the window's size within the
 // padded input (count_include_pad) or within the plane.

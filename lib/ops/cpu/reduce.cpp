@@ -39,6 +39,23 @@ bool leading_dims(const Tensor& x, const Shape& dims) {
   return true;
 }
 
+// [A, K, B] view of a contiguous tensor whose kept dims are one run [k0, k1) between reduced
+// leading dims [0, k0) and reduced trailing dims [k1, ndim), both non-empty (NCHW summed over
+// N, H, W: A = N, K = C, B = H W). Such sums need no permuted copy.
+bool middle_kept(const Tensor& x, const Shape& dims, int64_t& A, int64_t& K, int64_t& B) {
+  const int64_t nd = x.dim();
+  if (!x.is_contiguous() || dims.empty() || int64_t(dims.size()) >= nd) return false;
+  int64_t k0 = 0;
+  while (k0 < int64_t(dims.size()) && dims[size_t(k0)] == k0) ++k0;
+  const int64_t k1 = nd - (int64_t(dims.size()) - k0);  // the remaining dims must be k1 .. nd-1
+  if (k0 == 0 || k1 >= nd || k1 <= k0) return false;
+  for (int64_t i = k0; i < int64_t(dims.size()); ++i)
+    if (dims[size_t(i)] != k1 + (i - k0)) return false;
+  A = K = B = 1;
+  for (int64_t d = 0; d < nd; ++d) (d < k0 ? A : d < k1 ? K : B) *= x.size(d);
+  return true;
+}
+
 // Sum of a contiguous run: f32 in 32 vector lanes per 4096-element block, blocks combined in
 // double (fast, and more accurate than one running sum); other types in their accumulator.
 template <typename T, typename Acc>
@@ -106,6 +123,24 @@ void sum_cpu(const Ins& in, Outs& out, const Attrs& a) {
       });
       return;
     }
+    int64_t A_ = 1, K_ = 1, B_ = 1;
+    if (middle_kept(x, dims, A_, K_, B_)) {
+      // out[k] = sum_a sum_b x[a, k, b]: runs of B, added in a fixed order per k. A thread owns a
+      // block of k and sweeps it a by a, so its reads stream through memory (k by k would jump
+      // a whole [K, B] slab between short runs, each starting with cold prefetchers).
+      const In* p = x.data_ptr<In>();
+      TR_DISPATCH_ALL(out[0].dtype(), "sum", [&] {
+        using O = scalar_t;
+        O* o = out[0].data_ptr<O>();
+        parallel_for(K_, std::max<int64_t>(1, kGrain / std::max<int64_t>(A_ * B_, 1)), [&](int64_t b, int64_t e) {
+          std::vector<Acc> s(size_t(e - b), Acc(0));
+          for (int64_t i = 0; i < A_; ++i)
+            for (int64_t k = b; k < e; ++k) s[size_t(k - b)] += sum_contiguous<In, Acc>(p + (i * K_ + k) * B_, B_);
+          for (int64_t k = b; k < e; ++k) o[k] = convert<O>(s[size_t(k - b)]);
+        });
+      });
+      return;
+    }
     Rows r = to_rows(x, dims);
     const In* p = r.t.data_ptr<In>();
     int64_t inner = r.inner, outer = out[0].numel();
@@ -118,11 +153,15 @@ void sum_cpu(const Ins& in, Outs& out, const Attrs& a) {
         }
       };
       if (outer == 1 && inner >= kGrain) {
-        // one long row: parallel partial sums, combined in a fixed order (deterministic)
-        int nt = omp_get_max_threads();
-        std::vector<Acc> part(size_t(nt), Acc(0));
-        parallel_for(inner, kGrain, [&](int64_t b, int64_t e) {
-          part[size_t(b * nt / inner)] += sum_contiguous<In, Acc>(p + b, e - b);
+        // one long row: partial sums of pieces whose count depends on the length only (so the
+        // result does not depend on the thread count), combined in order
+        const int64_t parts = std::min<int64_t>(64, (inner + kGrain - 1) / kGrain);
+        std::vector<Acc> part(size_t(parts), Acc(0));
+        parallel_for(parts, 1, [&](int64_t b, int64_t e) {
+          for (int64_t q = b; q < e; ++q) {
+            const int64_t lo = inner * q / parts, hi = inner * (q + 1) / parts;
+            part[size_t(q)] = sum_contiguous<In, Acc>(p + lo, hi - lo);
+          }
         });
         Acc s = 0;
         for (auto v : part) s += v;
