@@ -1,0 +1,143 @@
+// Data-parallel runs through the real binary: --nproc 2 equals one process with the same global
+// batch, resume across world sizes, a killed rank, a rank that never joins.
+#include <cmath>
+#include "integration/cli_harness.h"
+
+using namespace it;
+
+namespace {
+
+// A model without dropout or batch norm: 2 ranks x 64 must equal 1 x 128.
+const char* kDdpConfig = R"(
+[run]
+seed = 7
+[model]
+input = [8]
+[[model.layers]]
+type = "linear"
+out_features = 32
+[[model.layers]]
+type = "tanh"
+[[model.layers]]
+type = "linear"
+out_features = 4
+[data]
+dataset = "synthetic"
+num_classes = 4
+train_size = 6400
+eval_size = 1000
+batch_size = 128
+eval_batch_size = 200
+[optimizer]
+lr = 0.05
+momentum = 0.9
+[train]
+epochs = 4
+log_every = 1
+[log]
+progress = "none"
+)";
+
+std::vector<double> values(const std::string& metrics, const std::string& split, const std::string& key) {
+  std::vector<double> v;
+  std::regex re("\"split\":\"" + split + "\".*\"" + key + "\":([-0-9.e+]+)");
+  std::istringstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, re)) v.push_back(std::stod(m[1].str()));
+  }
+  return v;
+}
+
+void check_close(const std::string& a, const std::string& b, double rtol) {
+  for (const char* split : {"train", "eval"}) {
+    auto la = values(a, split, "loss"), lb = values(b, split, "loss");
+    REQUIRE(la.size() == lb.size());
+    for (size_t i = 0; i < la.size(); ++i) {
+      INFO(split << " line " << i);
+      CHECK(lb[i] == Approx(la[i]).epsilon(rtol));
+    }
+  }
+  auto aa = values(a, "eval", "accuracy"), ab = values(b, "eval", "accuracy");
+  REQUIRE(aa.size() == ab.size());
+  for (size_t i = 0; i < aa.size(); ++i) CHECK(std::abs(aa[i] - ab[i]) <= 0.001);
+}
+
+}  // namespace
+
+TEST_CASE("--nproc 2 x 64 equals one process x 128 over 200 steps", "[integration][dist]") {
+  fs::path d = fresh_dir("ddp_equal");
+  write(d / "ddp.toml", kDdpConfig);
+  Result one = trainer(d, "run ddp.toml --set run.name=one");
+  INFO(one.out);
+  REQUIRE(one.code == 0);
+  Result two = trainer(d, "run ddp.toml --set run.name=two --nproc 2");
+  INFO(two.out);
+  REQUIRE(two.code == 0);
+  std::string m1 = read(d / "runs/one/metrics.jsonl"), m2 = read(d / "runs/two/metrics.jsonl");
+  CHECK(values(m1, "train", "loss").size() == 200);
+  check_close(m1, m2, 1e-5);
+}
+
+TEST_CASE("a 2-rank run resumes exactly, and continues with --nproc 1", "[integration][dist][checkpoint]") {
+  fs::path d = fresh_dir("ddp_resume");
+  write(d / "ddp.toml", kDdpConfig);
+  REQUIRE(trainer(d, "run ddp.toml --set run.name=straight --nproc 2").code == 0);
+  Result a = trainer(d, "run ddp.toml --set run.name=r2 --nproc 2 --stop-at-step 77");
+  INFO(a.out);
+  REQUIRE(a.code == 0);
+  fs::copy(d / "runs/r2", d / "runs/r1", fs::copy_options::recursive);
+  Result b = trainer(d, "run ddp.toml --set run.name=r2 --nproc 2 --resume auto");
+  INFO(b.out);
+  REQUIRE(b.code == 0);
+  std::string ms = read(d / "runs/straight/metrics.jsonl");
+  CHECK(strip_timing(ms) == strip_timing(read(d / "runs/r2/metrics.jsonl")));
+  CHECK(read(d / "runs/straight/checkpoints/final/model.safetensors") ==
+        read(d / "runs/r2/checkpoints/final/model.safetensors"));
+  Result c = trainer(d, "run ddp.toml --set run.name=r1 --resume auto");
+  INFO(c.out);
+  REQUIRE(c.code == 0);
+  check_close(ms, read(d / "runs/r1/metrics.jsonl"), 1e-5);
+}
+
+TEST_CASE("kill -9 of one rank: every process gone, one summary, non-zero; --max-restarts completes the run",
+          "[integration][dist]") {
+  fs::path d = fresh_dir("ddp_kill");
+  write(d / "ddp.toml", kDdpConfig);
+  const std::string args = "--set train.epochs=400 --set checkpoint.every=100 --nproc 2";
+  auto kill_one_rank = [&](const std::string& extra) {
+    return shell(d, "'" TRAINER_BINARY "' run ddp.toml " + args + " " + extra +
+                        " > launch.log 2>&1 & lp=$!; "
+                        "while [ \"$(ls runs/ddp/checkpoints 2>/dev/null | grep -c step_)\" -lt 1 ]; do sleep 0.05; done; "
+                        "kids=$(pgrep -P $lp); kill -9 $(echo $kids | tr ' ' '\\n' | tail -1); SECONDS=0; wait $lp; st=$?; "
+                        "echo \"status $st after $SECONDS s\"; sleep 0.5; n=0; "
+                        "for p in $kids; do kill -0 $p 2>/dev/null && n=$((n+1)); done; echo $n");
+  };
+  Result r = kill_one_rank("");
+  INFO(r.out << read(d / "launch.log"));
+  CHECK_THAT(r.out, Contains("status 137"));
+  std::smatch m;
+  REQUIRE(std::regex_search(r.out, m, std::regex("after ([0-9]+) s\\n([0-9]+)")));
+  CHECK(std::stoi(m[1].str()) <= 30);
+  CHECK(m[2].str() == "0");  // no rank left behind
+  CHECK_THAT(read(d / "launch.log"), Contains("trainer launch: rank 1") && Contains("killed by signal 9"));
+
+  fs::remove_all(d / "runs");
+  Result again = kill_one_rank("--max-restarts 1 --set train.epochs=20");
+  INFO(again.out << read(d / "launch.log"));
+  CHECK_THAT(again.out, Contains("status 0"));
+  CHECK_THAT(read(d / "launch.log"), Contains("restarting all 2 ranks"));
+  CHECK(values(read(d / "runs/ddp/metrics.jsonl"), "train", "loss").size() == 1000);  // 20 epochs x 50 steps
+  CHECK(fs::exists(d / "runs/ddp/checkpoints/final/model.safetensors"));
+}
+
+TEST_CASE("a rank that never joins: a clear timeout naming it", "[integration][dist][errors]") {
+  fs::path d = fresh_dir("ddp_nojoin");
+  write(d / "ddp.toml", kDdpConfig);
+  Result r = shell(d, "RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + $$ % 20000)) "
+                      "timeout 60 '" TRAINER_BINARY "' run ddp.toml --set dist.timeout_s=3");
+  INFO(r.out);
+  CHECK(r.code != 0);
+  CHECK(r.code != 124);  // not killed by timeout(1): it gave up by itself
+  CHECK_THAT(r.out, Contains("rank 1"));
+}
