@@ -65,7 +65,7 @@ void check_close(const std::string& a, const std::string& b, double rtol) {
 
 }  // namespace
 
-TEST_CASE("--nproc 2 x 64 equals one process x 128 over 200 steps", "[integration][dist]") {
+TEST_CASE("two ranks x 64 (--nproc 2) equal one process x 128 over 200 steps", "[integration][dist]") {
   fs::path d = fresh_dir("ddp_equal");
   write(d / "ddp.toml", kDdpConfig);
   Result one = trainer(d, "run ddp.toml --set run.name=one");

