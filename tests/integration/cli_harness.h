@@ -10,6 +10,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace it {
 
@@ -94,5 +95,17 @@ inline std::string strip_timing(const std::string& metrics) {
   return std::regex_replace(metrics, std::regex(",\"samples_per_s\":[-0-9.e+]+"), "");
 }
 
+
+// The values of `key` ("loss", "accuracy", "grad_norm") in the metrics lines of `split`, in order.
+inline std::vector<double> metric_values(const std::string& metrics, const std::string& split, const std::string& key) {
+  std::vector<double> v;
+  std::regex re("\"split\":\"" + split + "\".*\"" + key + "\":([-0-9.e+]+|NaN)");
+  std::istringstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, re)) v.push_back(std::stod(m[1].str()));
+  }
+  return v;
+}
 
 }  // namespace it

@@ -38,27 +38,17 @@ log_every = 1
 progress = "none"
 )";
 
-std::vector<double> values(const std::string& metrics, const std::string& split, const std::string& key) {
-  std::vector<double> v;
-  std::regex re("\"split\":\"" + split + "\".*\"" + key + "\":([-0-9.e+]+)");
-  std::istringstream in(metrics);
-  for (std::string line; std::getline(in, line);) {
-    std::smatch m;
-    if (std::regex_search(line, m, re)) v.push_back(std::stod(m[1].str()));
-  }
-  return v;
-}
 
 void check_close(const std::string& a, const std::string& b, double rtol) {
   for (const char* split : {"train", "eval"}) {
-    auto la = values(a, split, "loss"), lb = values(b, split, "loss");
+    auto la = metric_values(a, split, "loss"), lb = metric_values(b, split, "loss");
     REQUIRE(la.size() == lb.size());
     for (size_t i = 0; i < la.size(); ++i) {
       INFO(split << " line " << i);
       CHECK(lb[i] == Approx(la[i]).epsilon(rtol));
     }
   }
-  auto aa = values(a, "eval", "accuracy"), ab = values(b, "eval", "accuracy");
+  auto aa = metric_values(a, "eval", "accuracy"), ab = metric_values(b, "eval", "accuracy");
   REQUIRE(aa.size() == ab.size());
   for (size_t i = 0; i < aa.size(); ++i) CHECK(std::abs(aa[i] - ab[i]) <= 0.001);
 }
@@ -75,7 +65,7 @@ TEST_CASE("two ranks x 64 (--nproc 2) equal one process x 128 over 200 steps", "
   INFO(two.out);
   REQUIRE(two.code == 0);
   std::string m1 = read(d / "runs/one/metrics.jsonl"), m2 = read(d / "runs/two/metrics.jsonl");
-  CHECK(values(m1, "train", "loss").size() == 200);
+  CHECK(metric_values(m1, "train", "loss").size() == 200);
   check_close(m1, m2, 1e-5);
 }
 
@@ -127,7 +117,7 @@ TEST_CASE("kill -9 of one rank: every process gone, one summary, non-zero; --max
   INFO(again.out << read(d / "launch.log"));
   CHECK_THAT(again.out, Contains("status 0"));
   CHECK_THAT(read(d / "launch.log"), Contains("restarting all 2 ranks"));
-  CHECK(values(read(d / "runs/ddp/metrics.jsonl"), "train", "loss").size() == 1000);  // 20 epochs x 50 steps
+  CHECK(metric_values(read(d / "runs/ddp/metrics.jsonl"), "train", "loss").size() == 1000);  // 20 epochs x 50 steps
   CHECK(fs::exists(d / "runs/ddp/checkpoints/final/model.safetensors"));
 }
 

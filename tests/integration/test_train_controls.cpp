@@ -8,17 +8,6 @@ using namespace it;
 
 namespace {
 
-// The values of `key` ("loss", "grad_norm") in the metrics lines of `split`, in order.
-std::vector<double> metric(const std::string& metrics, const std::string& split, const std::string& key) {
-  std::vector<double> v;
-  std::regex re("\"split\":\"" + split + "\".*\"" + key + "\":([-0-9.e+]+|NaN)");
-  std::istringstream in(metrics);
-  for (std::string line; std::getline(in, line);) {
-    std::smatch m;
-    if (std::regex_search(line, m, re)) v.push_back(std::stod(m[1].str()));
-  }
-  return v;
-}
 
 // The "lr" arrays of the train lines.
 std::vector<std::vector<double>> lrs(const std::string& metrics) {
@@ -106,7 +95,7 @@ TEST_CASE("gradient accumulation 4 x 32 equals one batch of 128", "[integration]
   CHECK_THAT(b.out, Contains("4 micro-batches each"));
   std::string ma = read(d / "runs/big/metrics.jsonl"), mb = read(d / "runs/acc/metrics.jsonl");
   for (const char* split : {"train", "eval"}) {
-    auto la = metric(ma, split, "loss"), lb = metric(mb, split, "loss");
+    auto la = metric_values(ma, split, "loss"), lb = metric_values(mb, split, "loss");
     REQUIRE(la.size() == lb.size());
     REQUIRE(!la.empty());
     for (size_t i = 0; i < la.size(); ++i) CHECK(lb[i] == Approx(la[i]).epsilon(1e-5));
@@ -114,8 +103,8 @@ TEST_CASE("gradient accumulation 4 x 32 equals one batch of 128", "[integration]
   // ... and differs from plain batches of 32
   Result c = trainer(d, "run syn.toml --set run.name=small --set data.batch_size=32");
   REQUIRE(c.code == 0);
-  CHECK(metric(read(d / "runs/small/metrics.jsonl"), "eval", "loss").back() !=
-        Approx(metric(ma, "eval", "loss").back()).epsilon(1e-5));
+  CHECK(metric_values(read(d / "runs/small/metrics.jsonl"), "eval", "loss").back() !=
+        Approx(metric_values(ma, "eval", "loss").back()).epsilon(1e-5));
 }
 
 TEST_CASE("grad_clip logs the total norm and bounds the step", "[integration][optim]") {
@@ -124,7 +113,7 @@ TEST_CASE("grad_clip logs the total norm and bounds the step", "[integration][op
   Result r = trainer(d, "run syn.toml --set train.grad_clip.max_norm=0.01 --set train.log_every=1");
   INFO(r.out);
   REQUIRE(r.code == 0);
-  auto norms = metric(read(d / "runs/syn/metrics.jsonl"), "train", "grad_norm");
+  auto norms = metric_values(read(d / "runs/syn/metrics.jsonl"), "train", "grad_norm");
   REQUIRE(norms.size() == 32);
   for (double n : norms) CHECK(n > 0.01);  // the norms before clipping
   Result bad = trainer(d, "run syn.toml --set train.grad_clip.max_norm=1 --set train.grad_clip.norm_typ=2");

@@ -2,6 +2,7 @@
 // file at fault) and the fallback to an older one, temporaries, pruning, and a writer SIGKILLed at
 // random moments, after which the newest valid checkpoint must always verify.
 #include <catch2/catch.hpp>
+#include "unit/temp_dir.h"
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,19 +25,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int n = 0;
-    path = fs::temp_directory_path() / ("trainer_test_ckpt_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 std::string read_file(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);

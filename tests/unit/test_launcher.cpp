@@ -4,6 +4,7 @@
 // forwarding of the user's SIGINT/SIGTERM, restarts with --resume auto, and, with this test binary
 // as the ranks, a real rendezvous through the launcher's store.
 #include <catch2/catch.hpp>
+#include "unit/temp_dir.h"
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -29,20 +30,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int n = 0;
-    path = fs::temp_directory_path() / ("trainer_test_launch_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& f) const { return (path / f).string(); }
-};
 
 std::string read_file(const std::string& p) {
   std::ifstream f(p, std::ios::binary);

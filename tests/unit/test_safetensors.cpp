@@ -2,6 +2,7 @@
 // Python writer (tests/fixtures/safetensors_reader.py), dtypes we cannot hold, and lying files.
 // The format layer's own cases (from memory, under ASan) are in tests/asan/.
 #include <catch2/catch.hpp>
+#include "unit/temp_dir.h"
 #include <unistd.h>
 #include <cstring>
 #include <filesystem>
@@ -15,20 +16,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int n = 0;
-    path = fs::temp_directory_path() / ("trainer_test_st_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 constexpr DType kAll[] = {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64, DType::I32, DType::U8, DType::Bool};
 
