@@ -23,22 +23,22 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, ProcessGrou
   }
   // Buckets in reverse registration order: backward produces the last layers' gradients first.
   const int64_t cap = std::max<int64_t>(1, int64_t(opts_.bucket_mb * 1024 * 1024));
-  where_.resize(params_.size());
+  bucket_of_.resize(params_.size());
   for (size_t k = params_.size(); k-- > 0;) {
     const Tensor& p = params_[k];
-    int64_t bytes = p.numel() * int64_t(p.element_size());
-    bool fresh = buckets_.empty() || buckets_.back().flat.defined() ||
-                 (!buckets_.back().params.empty() &&
-                  (buckets_.back().offsets.back() * int64_t(p.element_size()) + bytes > cap ||
-                   params_[buckets_.back().params[0]].dtype() != p.dtype() ||
-                   params_[buckets_.back().params[0]].device() != p.device()));
-    if (fresh) buckets_.emplace_back();
+    const int64_t bytes = p.numel() * int64_t(p.element_size());
+    bool fresh = buckets_.empty();
+    if (!fresh) {
+      const Bucket& last = buckets_.back();
+      const Tensor& first = params_[last.params[0]];
+      fresh = last.offsets.back() * int64_t(p.element_size()) + bytes > cap || first.dtype() != p.dtype() ||
+              first.device() != p.device();
+    }
+    if (fresh) buckets_.push_back(Bucket{{}, {0}});
     Bucket& b = buckets_.back();
-    int64_t off = b.offsets.empty() ? 0 : b.offsets.back();
-    if (b.offsets.empty()) b.offsets.push_back(0);
-    where_[k] = {buckets_.size() - 1, b.params.size()};
+    bucket_of_[k] = buckets_.size() - 1;
     b.params.push_back(k);
-    b.offsets.push_back(off + p.numel());
+    b.offsets.push_back(b.offsets.back() + p.numel());
   }
   for (auto& b : buckets_)
     b.flat = zeros({b.offsets.back()}, TensorOptions(params_[b.params[0]].dtype()).device(params_[b.params[0]].device()));
@@ -72,8 +72,7 @@ Tensor DistributedDataParallel::forward(const Tensor& x) { return module_(x); }
 void DistributedDataParallel::on_grad_ready(size_t k) {
   if (!armed_ || seen_[k]) return;
   seen_[k] = 1;
-  auto [bi, slot] = where_[k];
-  Bucket& b = buckets_[bi];
+  Bucket& b = buckets_[bucket_of_[k]];
   if (++b.ready == b.params.size() && !opts_.find_unused_parameters) launch(b);
 }
 

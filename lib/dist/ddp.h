@@ -44,7 +44,7 @@ class DistributedDataParallel {
  private:
   struct Bucket {
     std::vector<size_t> params;  // indices into params_
-    std::vector<int64_t> offsets;
+    std::vector<int64_t> offsets;  // of each parameter in flat, and the end
     Tensor flat;                 // the gradients, concatenated
     size_t ready = 0;
     std::shared_ptr<Work> work;
@@ -57,7 +57,7 @@ class DistributedDataParallel {
   DDPOptions opts_;
   std::vector<std::string> names_;
   std::vector<Tensor> params_;
-  std::vector<std::pair<size_t, size_t>> where_;  // param -> (bucket, slot)
+  std::vector<size_t> bucket_of_;  // param -> its bucket
   std::vector<Bucket> buckets_;
   std::vector<char> seen_;  // this backward: the parameter's gradient is ready
   std::vector<int> hooks_;

@@ -92,10 +92,6 @@ void Progress::message(const std::string& text) {
   std::fflush(stdout);
 }
 
-}  // namespace tr::train
-
-namespace tr::train {
-
 nlohmann::json Progress::window_state() const {
   return {{"loss_sum", loss_sum_}, {"norm_sum", norm_sum_}, {"samples", samples_}, {"steps", steps_}, {"norms", norms_}};
 }
