@@ -111,6 +111,25 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
       d.normalize = t.get_floats("normalize");
       if (d.normalize.size() != 2 || d.normalize[1] <= 0) t.fail("normalize", "must be [mean, std] with std > 0");
     }
+    if (t.has("transforms")) {
+      for (TomlTable& e : t.get_tables("transforms")) {
+        TransformSpec ts;
+        if (!e.has("type")) e.fail("type", "is required: random_crop or random_horizontal_flip");
+        ts.type = e.get_choice("type", {"random_crop", "random_horizontal_flip"}, "");
+        if (ts.type == "random_crop") {
+          if (e.has("size")) ts.size = e.get_pair("size", {});
+          ts.padding = e.get_int("padding", 0);
+          if (ts.padding < 0) e.fail("padding", "must be >= 0");
+          ts.fill = e.get_float("fill", 0.0);
+          if (!ts.size.empty() && (ts.size[0] < 1 || ts.size[1] < 1)) e.fail("size", "must be positive");
+        } else {
+          ts.p = e.get_float("p", 0.5);
+          if (!(ts.p >= 0 && ts.p <= 1)) e.fail("p", "must be in [0, 1]");
+        }
+        e.finish();
+        d.transforms.push_back(ts);
+      }
+    }
     if (t.has("paths")) d.paths = t.get_strings("paths");
     d.block_size = t.get_int("block_size", d.block_size);
     d.eval_fraction = t.get_float("eval_fraction", d.eval_fraction);
@@ -242,6 +261,21 @@ std::string to_toml(const RunConfig& c) {
     data.insert("num_classes", d.num_classes);
     data.insert("train_size", d.train_size);
     data.insert("eval_size", d.eval_size);
+  }
+  if (!d.transforms.empty()) {
+    toml::array ts;
+    for (const auto& x : d.transforms) {
+      toml::table e{{"type", x.type}};
+      if (x.type == "random_crop") {
+        if (!x.size.empty()) e.insert("size", arr(x.size));
+        e.insert("padding", x.padding);
+        e.insert("fill", x.fill);
+      } else {
+        e.insert("p", x.p);
+      }
+      ts.push_back(std::move(e));
+    }
+    data.insert("transforms", std::move(ts));
   }
   root.insert("data", data);
   const auto& o = c.optimizer;

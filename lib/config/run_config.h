@@ -25,6 +25,15 @@ struct ModelSection {
   bool is_inline = false;
 };
 
+// One entry of [data] transforms: a random augmentation of the training images (data/transforms.h).
+struct TransformSpec {
+  std::string type;             // random_crop | random_horizontal_flip
+  std::vector<int64_t> size;    // random_crop: [h, w]; empty: the input's size
+  int64_t padding = 0;          // random_crop
+  double fill = 0.0;            // random_crop: padded pixels, in [0, 1] pixel units (before normalize)
+  double p = 0.5;               // random_horizontal_flip
+};
+
 struct DataSection {
   std::string dataset = "idx";  // idx | text | synthetic
   int64_t batch_size = 64;
@@ -35,6 +44,7 @@ struct DataSection {
   // idx
   std::string train_images, train_labels, test_images, test_labels;
   std::vector<double> normalize;  // [mean, std] or empty
+  std::vector<TransformSpec> transforms;  // training images only, in order
   // text
   std::vector<std::string> paths;  // files or globs; empty: Debian's fortunes
   int64_t block_size = 128;

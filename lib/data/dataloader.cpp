@@ -72,7 +72,8 @@ Batch DataLoader::assemble(int64_t k) const {
   b.indices = rb.indices;
   if (!rb.indices.empty()) {
     Example e = dataset_->get_batch(rb.indices);
-    b.input = std::move(e.input);
+    b.input = opts_.transforms.empty() ? std::move(e.input)
+                                       : apply_transforms(opts_.transforms, std::move(e.input), rb.indices, epoch_, opts_.seed);
     b.target = std::move(e.target);
   }
   return b;

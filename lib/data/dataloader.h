@@ -13,6 +13,7 @@
 #include <vector>
 #include "data/dataset.h"
 #include "data/sampler.h"
+#include "data/transforms.h"
 
 namespace tr::data {
 
@@ -33,6 +34,9 @@ struct DataLoaderOptions {
   // A custom sampler replaces shuffle/seed (torch's sampler= argument); world_size must be 1
   // (give it a DistributedSampler for torch's per-rank sampling instead).
   std::shared_ptr<Sampler> sampler;
+  // Random augmentations applied to each batch's input in order (the training set's; seeded by
+  // `seed`, the epoch and each sample's dataset index).
+  std::vector<std::shared_ptr<const Transform>> transforms;
 };
 
 struct Batch {

@@ -35,6 +35,28 @@ Device pick_device(const std::string& spec) {
   return Device(spec);
 }
 
+// [data] transforms for per-sample inputs of shape [C, H, W]; a crop's fill is given in pixel
+// units and goes through the same normalisation as the pixels.
+std::vector<std::shared_ptr<const data::Transform>> make_transforms(const config::DataSection& d, const Shape& sample) {
+  std::vector<std::shared_ptr<const data::Transform>> r;
+  if (d.transforms.empty()) return r;
+  TR_CHECK(sample.size() == 3, "[data] transforms: random_crop and random_horizontal_flip need image samples [C, H, W], but the ",
+           d.dataset, " data gives ", sample);
+  for (const auto& t : d.transforms) {
+    if (t.type == "random_crop") {
+      const int64_t h = t.size.empty() ? sample[1] : t.size[0], w = t.size.empty() ? sample[2] : t.size[1];
+      TR_CHECK(h == sample[1] && w == sample[2], "[data] transforms: random_crop size [", h, ", ", w,
+               "] must equal the model's input size [", sample[1], ", ", sample[2], "]");
+      double fill = t.fill;
+      if (!d.normalize.empty()) fill = (fill - d.normalize[0]) / d.normalize[1];
+      r.push_back(std::make_shared<data::RandomCrop>(h, w, t.padding, float(fill)));
+    } else {
+      r.push_back(std::make_shared<data::RandomHorizontalFlip>(t.p));
+    }
+  }
+  return r;
+}
+
 }  // namespace
 
 Trainer::Trainer(config::RunConfig cfg) : cfg_(std::move(cfg)), env_(dist::read_dist_env()) {
@@ -110,6 +132,7 @@ Trainer::Trainer(config::RunConfig cfg) : cfg_(std::move(cfg)), env_(dist::read_
   lo.rank = env_.rank;
   TR_CHECK(d.batch_size % env_.world_size == 0, cfg_.path, ": [data] batch_size = ", d.batch_size,
            " is the global batch and must be divisible by the number of ranks (", env_.world_size, ")");
+  lo.transforms = make_transforms(d, ex.input.sizes());
   loader_ = std::make_unique<data::DataLoader>(train_set_, lo);
   const int64_t batches = loader_->size(), acc = cfg_.train.accumulate;
   TR_CHECK(batches > 0, cfg_.path, ": the training set (", train_set_->size(), " samples) gives no batch of ",

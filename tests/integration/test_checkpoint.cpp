@@ -53,6 +53,20 @@ TEST_CASE("resume is exact: fmnist_cnn (dropout, shuffling, batch norm) stopped 
                      17);
 }
 
+TEST_CASE("resume is exact with random crops and flips of the training images", "[integration][checkpoint]") {
+  fs::path d = fresh_dir("resume_augment");
+  std::string c = read(kRepo + "/configs/fmnist_cnn.toml");
+  c.replace(c.find("\"../models/"), 11, "\"" + kRepo + "/models/");
+  c.replace(c.find("[data]\n"), 7,
+            "[data]\ntransforms = [{ type = \"random_crop\", padding = 3 }, { type = \"random_horizontal_flip\", p = 0.5 }]\n");
+  write(d / "aug.toml", c);
+  check_exact_resume(d, "aug.toml",
+                     "--set train.steps=30 --set train.eval_every=15 --set train.eval_batches=2 "
+                     "--set train.log_every=5 --set data.eval_batch_size=100",
+                     11);
+  CHECK_THAT(read(d / "runs/straight/config.toml"), Contains("type = 'random_horizontal_flip'"));
+}
+
 TEST_CASE("resume is exact: gpt_char (AdamW, warmup + cosine LambdaLR) stopped mid-epoch", "[integration][checkpoint]") {
   fs::path d = fresh_dir("resume_gpt");
   check_exact_resume(d, "'" + kRepo + "/configs/gpt_char.toml'",

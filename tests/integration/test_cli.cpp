@@ -109,6 +109,20 @@ TEST_CASE("bad input: one clear line and a non-zero exit", "[integration][errors
     CHECK(r.code != 0);
     CHECK_THAT(r.out, Contains("layer 3 (linear)") && Contains("in_features = 12") && Contains("[16]"));
   }
+  SECTION("transforms: an unknown key names the nearest one; non-image data is refused") {
+    auto with = [](const std::string& line) {
+      std::string c = kSyntheticConfig;
+      return c.replace(c.find("batch_size = 32\n"), 16, "batch_size = 32\n" + line + "\n");
+    };
+    write(d / "c.toml", with("transforms = [{ type = \"random_crop\", paddin = 2 }]"));
+    Result r = trainer(d, "run c.toml");
+    CHECK(r.code != 0);
+    CHECK_THAT(r.out, Contains("c.toml:") && Contains("unknown key 'paddin'") && Contains("did you mean 'padding'"));
+    write(d / "c.toml", with("transforms = [{ type = \"random_horizontal_flip\" }]"));
+    r = trainer(d, "run c.toml");
+    CHECK(r.code != 0);
+    CHECK_THAT(r.out, Contains("[data] transforms") && Contains("[C, H, W]") && Contains("[8]"));
+  }
   SECTION("missing dataset file") {
     Result r = trainer(d, "run '" + kRepo + "/configs/fmnist_mlp.toml' --set data.train_images=nope.gz");
     CHECK(r.code != 0);
