@@ -2,6 +2,7 @@
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
+#include "amp/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "ops/ops.h"
@@ -102,6 +103,7 @@ std::vector<Tensor> run(const std::vector<Edge>& roots, std::vector<Tensor> root
   }
 
   AutoGradMode mode(create_graph);
+  amp::AutocastExcludeGuard no_autocast;  // backward ops run in the dtypes the forward chose
   while (!ready.empty()) {
     Node* n = ready.top().node;
     ready.pop();

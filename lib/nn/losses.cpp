@@ -1,4 +1,5 @@
 #include "nn/losses.h"
+#include "amp/autocast.h"
 #include "ops/ops.h"
 
 namespace tr::nn {
@@ -48,9 +49,11 @@ Tensor cross_entropy_probs(const Tensor& input, const Tensor& target, double ls,
 
 }  // namespace
 
-Tensor cross_entropy_loss(const Tensor& input, const Tensor& target, int64_t ignore_index, double ls,
+Tensor cross_entropy_loss(const Tensor& input_arg, const Tensor& target_arg, int64_t ignore_index, double ls,
                           const std::string& reduction) {
   const char* fn = "cross_entropy_loss";
+  // autocast: losses run in f32 (torch's fp32 op list)
+  const Tensor input = amp::autocast_arg(amp::CastPolicy::Fp32, input_arg), target = amp::autocast_arg(amp::CastPolicy::Fp32, target_arg);
   Reduction r = parse_reduction(reduction, fn);
   check_float_input(input, fn);
   TR_CHECK(input.dim() >= 1, fn, ": input must have the classes in dim 1 ([N, C], [C] or [N, C, d1, ...]), got a 0-dim tensor");
@@ -111,8 +114,9 @@ Tensor cross_entropy_loss(const Tensor& input, const Tensor& target, int64_t ign
   return Tensor();
 }
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
+Tensor mse_loss(const Tensor& input_arg, const Tensor& target_arg, const std::string& reduction) {
   const char* fn = "mse_loss";
+  const Tensor input = amp::autocast_arg(amp::CastPolicy::Fp32, input_arg), target = amp::autocast_arg(amp::CastPolicy::Fp32, target_arg);
   Reduction r = parse_reduction(reduction, fn);
   check_float_input(input, fn);
   TR_CHECK(target.defined() && target.is_floating_point(), fn, ": target must be a floating tensor, got ",
@@ -123,9 +127,11 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& re
   return reduce(d * d, r);
 }
 
-Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const std::string& reduction,
-                                        const Tensor& pos_weight) {
+Tensor binary_cross_entropy_with_logits(const Tensor& input_arg, const Tensor& target_arg, const std::string& reduction,
+                                        const Tensor& pos_weight_arg) {
   const char* fn = "binary_cross_entropy_with_logits";
+  const Tensor input = amp::autocast_arg(amp::CastPolicy::Fp32, input_arg), target = amp::autocast_arg(amp::CastPolicy::Fp32, target_arg),
+               pos_weight = amp::autocast_arg(amp::CastPolicy::Fp32, pos_weight_arg);
   Reduction r = parse_reduction(reduction, fn);
   check_float_input(input, fn);
   TR_CHECK(target.defined() && target.is_floating_point(), fn, ": target must be a floating tensor (0/1 labels or "

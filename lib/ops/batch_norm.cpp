@@ -55,6 +55,7 @@ Attrs eps_attr(double eps) { return {{"eps", eps}}; }
 // (torch's save_mean / save_invstd are not differentiable either).
 // dx, dweight, dbias = batch_norm_backward(g, x, weight, mean, var).
 TR_REGISTER_OP(batch_norm) {
+  d.autocast = amp::CastPolicy::Fp32;
   d.num_inputs = 3;
   d.save_outputs = true;
   d.unsaved_outputs = 1u << 0;  // the backward needs mean and var, not y
@@ -128,6 +129,7 @@ TR_REGISTER_OP(batch_norm_backward) {
 // y = (x - mean) invstd weight + bias with given per-channel statistics (invstd = 1/sqrt(var + eps)).
 // Its backward is a composite of differentiable ops.
 TR_REGISTER_OP(batch_norm_elemt) {
+  d.autocast = amp::CastPolicy::Fp32;
   d.num_inputs = 5;
   d.infer = [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<TensorSpec> {
     const Tensor& x = in[0];

@@ -80,6 +80,7 @@ Tensor conv_bw(const Tensor& gy, const Tensor& x, const Shape& weight_size, cons
 // y = conv(x, w) (+ b[o] on output channel o when a bias is given: inputs x, w[, b]);
 // dx = Bin(gy, w), dw = Bw(gy, x), db = sum of gy over N, OH, OW
 TR_REGISTER_OP(conv2d) {
+  d.autocast = amp::CastPolicy::LowerPrecision;
   d.num_inputs = -1;
   d.infer = [](const std::vector<Tensor>& in, const Attrs& a) -> std::vector<TensorSpec> {
     TR_CHECK(in.size() == 2 || in.size() == 3, "conv2d: expected inputs (input, weight[, bias]), got ", in.size(),

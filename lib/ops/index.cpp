@@ -58,6 +58,7 @@ TR_REGISTER_OP(scatter_add) {
   };
 }
 TR_REGISTER_OP(cat) {
+  d.autocast = amp::CastPolicy::Promote;
   d.num_inputs = -1;
   d.promote = Promote::Common;
   d.save_inputs = false;

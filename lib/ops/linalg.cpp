@@ -5,6 +5,7 @@
 namespace tr {
 
 TR_REGISTER_OP(mm) {
+  d.autocast = amp::CastPolicy::LowerPrecision;
   d.num_inputs = 2;
   d.promote = Promote::Common;
   d.infer = [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<TensorSpec> {
@@ -24,6 +25,7 @@ TR_REGISTER_OP(mm) {
 }
 
 TR_REGISTER_OP(bmm) {
+  d.autocast = amp::CastPolicy::LowerPrecision;
   d.num_inputs = 2;
   d.promote = Promote::Common;
   d.infer = [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<TensorSpec> {
@@ -84,8 +86,10 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return r.reshape(out);
 }
 
-// y = x W^T + b
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+// y = x W^T + b; under autocast all three in the low precision dtype (torch's linear is on the list)
+Tensor linear(const Tensor& x_arg, const Tensor& w_arg, const Tensor& b_arg) {
+  const amp::CastPolicy lo = amp::CastPolicy::LowerPrecision;
+  const Tensor x = amp::autocast_arg(lo, x_arg), w = amp::autocast_arg(lo, w_arg), b = amp::autocast_arg(lo, b_arg);
   TR_CHECK(w.dim() == 2, "linear: weight must be 2-D, got shape ", w.sizes());
   TR_CHECK(x.dim() >= 1 && x.size(-1) == w.size(1), "linear: input shape ", x.sizes(),
            " does not match weight shape ", w.sizes(), " (expected last input dim ", w.size(1), ")");

@@ -80,6 +80,7 @@ TR_REGISTER_OP(div) {
   });
 }
 TR_REGISTER_OP(pow) {
+  d.autocast = amp::CastPolicy::Fp32;
   binary(d, [](const BackwardContext& c) -> std::vector<Tensor> {
     const Tensor &a = c.inputs[0], &b = c.inputs[1];
     Tensor ga, gb;
@@ -129,10 +130,11 @@ TR_REGISTER_OP(isfinite) { predicate(d, 1); }
 TR_REGISTER_OP(neg) { unary(d, Promote::None, [](const BackwardContext& c) -> std::vector<Tensor> { return {-G(c)}; }); d.save_inputs = false; }
 TR_REGISTER_OP(abs) { unary(d, Promote::None, [](const BackwardContext& c) -> std::vector<Tensor> { return {G(c) * sign(c.inputs[0])}; }); }
 TR_REGISTER_OP(sign) { unary(d, Promote::None, [](const BackwardContext& c) -> std::vector<Tensor> { return {zeros_like(G(c))}; }); d.save_inputs = false; }
-TR_REGISTER_OP(exp) { unary(d, Promote::CommonFloat, [](const BackwardContext& c) -> std::vector<Tensor> { return {G(c) * c.outputs[0]}; }, true); }
-TR_REGISTER_OP(log) { unary(d, Promote::CommonFloat, [](const BackwardContext& c) -> std::vector<Tensor> { return {G(c) / c.inputs[0]}; }); }
+TR_REGISTER_OP(exp) { d.autocast = amp::CastPolicy::Fp32; unary(d, Promote::CommonFloat, [](const BackwardContext& c) -> std::vector<Tensor> { return {G(c) * c.outputs[0]}; }, true); }
+TR_REGISTER_OP(log) { d.autocast = amp::CastPolicy::Fp32; unary(d, Promote::CommonFloat, [](const BackwardContext& c) -> std::vector<Tensor> { return {G(c) / c.inputs[0]}; }); }
 TR_REGISTER_OP(sqrt) { unary(d, Promote::CommonFloat, [](const BackwardContext& c) -> std::vector<Tensor> { return {G(c) / (2.0 * c.outputs[0])}; }, true); }
 TR_REGISTER_OP(rsqrt) {
+  d.autocast = amp::CastPolicy::Fp32;
   // d/dx x^-1/2 = -1/2 x^-3/2 = -1/2 y^3
   unary(d, Promote::CommonFloat, [](const BackwardContext& c) -> std::vector<Tensor> {
     const Tensor& y = c.outputs[0];
@@ -209,6 +211,7 @@ TR_REGISTER_OP(silu) {
   });
 }
 TR_REGISTER_OP(softplus) {
+  d.autocast = amp::CastPolicy::Fp32;
   // y' = sigmoid(beta x), and 1 where beta x > threshold
   unary(d, Promote::CommonFloat, [](const BackwardContext& c) -> std::vector<Tensor> {
     const Tensor& x = c.inputs[0];

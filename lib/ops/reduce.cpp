@@ -53,6 +53,7 @@ const Tensor& G(const BackwardContext& c) { return c.grads[0]; }
 }  // namespace
 
 TR_REGISTER_OP(sum) {
+  d.autocast = amp::CastPolicy::Fp32;
   d.num_inputs = 1;
   d.infer = reduce_infer;
   d.save_inputs = false;
@@ -114,6 +115,7 @@ static std::vector<TensorSpec> arg_infer(const std::vector<Tensor>& in, const At
 TR_REGISTER_OP(argmax) { d.num_inputs = 1; d.infer = arg_infer; d.differentiable = false; }
 TR_REGISTER_OP(argmin) { d.num_inputs = 1; d.infer = arg_infer; d.differentiable = false; }
 TR_REGISTER_OP(var) {
+  d.autocast = amp::CastPolicy::Fp32;
   // var = sum((x - mean)^2) / (N - correction); d/dx = 2 (x - mean) / (N - correction)
   d.num_inputs = 1;
   d.promote = Promote::CommonFloat;
@@ -128,6 +130,7 @@ TR_REGISTER_OP(var) {
   };
 }
 TR_REGISTER_OP(norm) {
+  d.autocast = amp::CastPolicy::Fp32;
   // ||x||_p = (sum |x|^p)^(1/p); p = inf: max |x|.
   d.num_inputs = 1;
   d.promote = Promote::CommonFloat;

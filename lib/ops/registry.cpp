@@ -165,6 +165,11 @@ std::vector<Tensor> dispatch(const char* name, std::vector<Tensor> inputs, const
     TR_CHECK(inputs[i].defined(), name, ": input ", i, " is an undefined tensor");
   check_devices(op, inputs);
 
+  Device dev = inputs.empty() ? kCPU : inputs[0].device();
+  for (auto& t : inputs) if (!(t.dim() == 0 && t.device().is_cpu())) { dev = t.device(); break; }
+  if (op.autocast != amp::CastPolicy::None && amp::autocast_active(dev.type))
+    inputs = amp::autocast_inputs(op.autocast, std::move(inputs), dev.type);
+
   if (op.promote != Promote::None) {
     DType rt = result_type(inputs);
     if (op.promote == Promote::CommonFloat && !is_floating(rt)) rt = DType::F32;
@@ -174,9 +179,6 @@ std::vector<Tensor> dispatch(const char* name, std::vector<Tensor> inputs, const
       else t = cast(t, rt);
     }
   }
-
-  Device dev = inputs.empty() ? kCPU : inputs[0].device();
-  for (auto& t : inputs) if (!(t.dim() == 0 && t.device().is_cpu())) { dev = t.device(); break; }
 
   std::vector<Tensor> outputs;
   if (op.kind == OpKind::View) {
@@ -196,6 +198,7 @@ std::vector<Tensor> dispatch(const char* name, std::vector<Tensor> inputs, const
     outputs.reserve(specs.size());
     for (auto& s : specs) outputs.push_back(empty(s.sizes, TensorOptions(s.dtype).device(dev)));
     NoGradGuard ng;  // composite kernels call other ops; nothing inside a kernel is recorded
+    amp::AutocastExcludeGuard no_autocast;  // nor cast again
     k(inputs, outputs, attrs);
   }
 

@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 #include <vector>
+#include "amp/autocast.h"
 #include "core/tensor.h"
 #include "ops/attrs.h"
 
@@ -44,6 +45,7 @@ struct OpDef {
   int num_inputs = 1;  // -1: variadic
   OpKind kind = OpKind::Compute;
   Promote promote = Promote::None;
+  amp::CastPolicy autocast = amp::CastPolicy::None;  // what autocast does to the inputs
   InferFn infer = nullptr;
   std::array<KernelFn, kNumDeviceTypes> kernels{};
   ViewFn view = nullptr;  // OpKind::View: the aliasing output, device independent

@@ -11,6 +11,7 @@ std::vector<TensorSpec> same(const std::vector<Tensor>& in, const Attrs&) { retu
 }  // namespace
 
 TR_REGISTER_OP(softmax) {
+  d.autocast = amp::CastPolicy::Fp32;
   d.num_inputs = 1;
   d.promote = Promote::CommonFloat;
   d.infer = same;
@@ -25,6 +26,7 @@ TR_REGISTER_OP(softmax) {
   };
 }
 TR_REGISTER_OP(log_softmax) {
+  d.autocast = amp::CastPolicy::Fp32;
   d.num_inputs = 1;
   d.promote = Promote::CommonFloat;
   d.infer = same;
@@ -48,7 +50,12 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
 
 // (x - E[x]) / sqrt(Var[x] + eps) * weight + bias over the trailing normalized_shape dims
 // (biased variance, as torch.nn.functional.layer_norm).
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias, double eps) {
+Tensor layer_norm(const Tensor& x_arg, const Shape& normalized_shape, const Tensor& weight_arg, const Tensor& bias_arg,
+                  double eps) {
+  // autocast: norms run in f32
+  const amp::CastPolicy f32 = amp::CastPolicy::Fp32;
+  const Tensor x = amp::autocast_arg(f32, x_arg), weight = amp::autocast_arg(f32, weight_arg),
+               bias = amp::autocast_arg(f32, bias_arg);
   int64_t k = int64_t(normalized_shape.size());
   TR_CHECK(k >= 1 && k <= x.dim(), "layer_norm: normalized_shape ", normalized_shape, " does not fit input shape ",
            x.sizes());
@@ -68,7 +75,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 }
 
 // mean over the batch of -log_softmax(logits)[target]; logits [N, C], target [N] (int64)
-Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
+Tensor cross_entropy(const Tensor& logits_arg, const Tensor& target) {
+  const Tensor logits = amp::autocast_arg(amp::CastPolicy::Fp32, logits_arg);
   TR_CHECK(logits.dim() == 2, "cross_entropy: expected logits of shape [N, C], got ", logits.sizes());
   TR_CHECK(target.dim() == 1 && target.size(0) == logits.size(0), "cross_entropy: target shape ", target.sizes(),
            " does not match logits shape ", logits.sizes());
@@ -77,7 +85,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
 }
 
 Tensor mse_loss(const Tensor& a, const Tensor& b) {
-  Tensor d = a - b;
+  Tensor d = amp::autocast_arg(amp::CastPolicy::Fp32, a) - amp::autocast_arg(amp::CastPolicy::Fp32, b);
   return mean(d * d);
 }
 

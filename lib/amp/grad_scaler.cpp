@@ -1,0 +1,161 @@
+#include "amp/grad_scaler.h"
+#include <cmath>
+#include <utility>
+#include <vector>
+#include "autograd/grad_mode.h"
+#include "dist/process_group.h"
+#include "ops/ops.h"
+#include "optim/optimizer.h"
+
+namespace tr::amp {
+
+GradScaler::GradScaler(GradScalerOptions o)
+    : enabled_(o.enabled),
+      scale_(float(o.init_scale)),
+      growth_factor_(o.growth_factor),
+      backoff_factor_(o.backoff_factor),
+      growth_interval_(o.growth_interval) {
+  if (!enabled_) return;
+  TR_CHECK(o.growth_factor > 1.0, "GradScaler: the growth factor must be > 1.0, got ", o.growth_factor);
+  TR_CHECK(o.backoff_factor < 1.0, "GradScaler: the backoff factor must be < 1.0, got ", o.backoff_factor);
+  TR_CHECK(o.growth_interval > 0, "GradScaler: growth_interval must be a positive integer, got ", o.growth_interval);
+}
+
+Tensor GradScaler::scale(const Tensor& outputs) const {
+  if (!enabled_) return outputs;
+  TR_CHECK(outputs.defined(), "GradScaler.scale: expected a defined tensor");
+  return outputs * full({1}, double(scale_), TensorOptions(DType::F32).device(outputs.device()));
+}
+
+void GradScaler::unscale_(optim::Optimizer& opt) {
+  if (!enabled_) return;
+  OptState& st = states_[&opt];
+  TR_CHECK(st.stage != Stage::Unscaled,
+           "unscale_() has already been called on this optimizer since the last update().");
+  TR_CHECK(st.stage != Stage::Stepped, "unscale_() is being called after step().");
+
+  std::vector<Tensor> grads;
+  for (const auto& g : opt.param_groups())
+    for (const auto& p : g.params) {
+      const Tensor& grad = p.grad();
+      if (!grad.defined()) continue;
+      TR_CHECK(grad.dtype() != DType::F16, "Attempting to unscale FP16 gradients.");
+      TR_CHECK(grad.dtype() == DType::F32 || grad.dtype() == DType::F64,
+               "GradScaler.unscale_: gradients must be float32 or float64, got ", dtype_name(grad.dtype()),
+               " in param group '", g.name, "'");
+      grads.push_back(grad);
+    }
+
+  // torch: inv_scale = scale.double().reciprocal().float(). Each grad element is checked for
+  // inf/NaN before it is multiplied (a finite g * inv_scale may overflow when scale < 1), and
+  // multiplied regardless. The f32 * f32 product rounded once equals torch's float multiply.
+  const double inv_scale = double(float(1.0 / double(scale_)));
+  NoGradGuard no_grad;
+  std::vector<std::pair<Device, Tensor>> nonfinite;  // count per device, read once per device
+  for (Tensor& g : grads) {
+    Tensor n = sum(logical_not(isfinite(g)));
+    auto it = nonfinite.begin();
+    while (it != nonfinite.end() && it->first != g.device()) ++it;
+    if (it == nonfinite.end()) nonfinite.emplace_back(g.device(), n);
+    else it->second = it->second + n;
+    g.mul_(inv_scale);
+  }
+  bool found = false;
+  for (auto& [dev, n] : nonfinite) found = found || n.item() > 0;
+
+  if (pg_ != nullptr) {
+    std::vector<Tensor> params = opt.params();
+    const Device dev = pg_->backend() == "gloo" || params.empty() ? kCPU : params.front().device();
+    Tensor flag = full({1}, found ? 1.0 : 0.0, TensorOptions(DType::F32).device(dev));
+    pg_->allreduce(flag, dist::ReduceOp::MAX);
+    found = flag.item() > 0;
+  }
+  st.checked = !grads.empty();
+  st.found_inf = found;
+  st.stage = Stage::Unscaled;
+}
+
+bool GradScaler::step(optim::Optimizer& opt) {
+  if (!enabled_) {
+    opt.step();
+    return true;
+  }
+  TR_CHECK(states_[&opt].stage != Stage::Stepped, "step() has already been called since the last update().");
+  if (states_[&opt].stage == Stage::Ready) unscale_(opt);
+  OptState& st = states_[&opt];
+  TR_CHECK(st.checked, "No inf checks were recorded for this optimizer (", opt.type_name(),
+           " has no parameter with a gradient).");
+  const bool stepped = !st.found_inf;
+  if (stepped) opt.step();
+  else ++skipped_;
+  st.stage = Stage::Stepped;
+  return stepped;
+}
+
+void GradScaler::update() {
+  if (!enabled_) return;
+  bool any_check = false, found = false;
+  for (const auto& [opt, st] : states_) {
+    any_check = any_check || st.checked;
+    found = found || st.found_inf;  // with a process group: the ranks' agreed flag
+  }
+  TR_CHECK(any_check, "No inf checks were recorded prior to update(): call step() or unscale_() with "
+           "gradients since the last update().");
+  // torch's _amp_update_scale_ on its float32 scale: products in double, stored as float.
+  if (found) {
+    scale_ = float(double(scale_) * backoff_factor_);
+    tracker_ = 0;
+  } else if (tracker_ + 1 == growth_interval_) {
+    const float grown = float(double(scale_) * growth_factor_);
+    if (std::isfinite(grown)) scale_ = grown;  // never grow past float32's range
+    tracker_ = 0;
+  } else {
+    ++tracker_;
+  }
+  states_.clear();
+}
+
+void GradScaler::update(double new_scale) {
+  if (!enabled_) return;
+  scale_ = float(new_scale);
+  states_.clear();
+}
+
+double GradScaler::get_scale() const { return enabled_ ? double(scale_) : 1.0; }
+
+nlohmann::json GradScaler::state_dict() const {
+  if (!enabled_) return nlohmann::json::object();
+  return {{"scale", double(scale_)},
+          {"growth_factor", growth_factor_},
+          {"backoff_factor", backoff_factor_},
+          {"growth_interval", growth_interval_},
+          {"_growth_tracker", tracker_}};
+}
+
+void GradScaler::load_state_dict(const nlohmann::json& s) {
+  if (!enabled_) return;
+  TR_CHECK(s.is_object(), "GradScaler.load_state_dict: expected a JSON object, got ", s.type_name());
+  TR_CHECK(!s.empty(), "GradScaler.load_state_dict: the source state dict is empty, possibly because it was "
+           "saved from a disabled instance of GradScaler.");
+  auto field = [&](const char* key) -> const nlohmann::json& {
+    auto it = s.find(key);
+    TR_CHECK(it != s.end(), "GradScaler.load_state_dict: missing key '", key, "'");
+    TR_CHECK(it->is_number(), "GradScaler.load_state_dict: key '", key, "' must be a number, got ",
+             it->type_name());
+    return *it;
+  };
+  const double scale = field("scale").get<double>();
+  const double growth = field("growth_factor").get<double>();
+  const double backoff = field("backoff_factor").get<double>();
+  const auto& interval = field("growth_interval");
+  const auto& tracker = field("_growth_tracker");
+  TR_CHECK(interval.is_number_integer() && tracker.is_number_integer(),
+           "GradScaler.load_state_dict: growth_interval and _growth_tracker must be integers");
+  scale_ = float(scale);
+  growth_factor_ = growth;
+  backoff_factor_ = backoff;
+  growth_interval_ = interval.get<int64_t>();
+  tracker_ = tracker.get<int64_t>();
+}
+
+}  // namespace tr::amp
