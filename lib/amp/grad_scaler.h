@@ -65,6 +65,12 @@ class GradScaler {
   bool is_enabled() const { return enabled_; }
   // Steps skipped by step() because of inf/NaN gradients (not part of the state dict).
   int64_t skipped_steps() const { return skipped_; }
+  void set_skipped_steps(int64_t n) { skipped_ = n; }
+  // Whether the last unscale_ of `opt` since update() found an inf/NaN (false before any).
+  bool found_inf(const optim::Optimizer& opt) const {
+    auto it = states_.find(&opt);
+    return it != states_.end() && it->second.found_inf;
+  }
 
   // Data-parallel: the group whose ranks must agree on found_inf (null: this process alone).
   // Gloo: the flag is reduced on the CPU; other backends: on the device of the optimizer's first

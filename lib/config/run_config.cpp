@@ -57,7 +57,7 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   const toml::table& root = *parsed;
   std::string dir = fs::path(path).parent_path().string();
   TomlTable top(root, path, "run config");
-  const std::vector<std::string> sections = {"run", "model", "data", "optimizer", "scheduler", "train", "log", "checkpoint", "dist"};
+  const std::vector<std::string> sections = {"run", "model", "data", "optimizer", "scheduler", "train", "log", "checkpoint", "dist", "amp"};
   for (auto& s : sections) top.has(s);
   top.finish();
 
@@ -230,6 +230,26 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     if (!(g.timeout_s > 0)) t.fail("timeout_s", "must be positive");
     t.finish();
   }
+  {
+    TomlTable t = section("amp");
+    auto& a = c.amp;
+    a.enabled = t.get_bool("enabled", a.enabled);
+    a.dtype = t.get_choice("dtype", {"bf16", "fp16"}, a.dtype);
+    a.scaler = a.dtype == "fp16";
+    if (std::optional<TomlTable> s = t.get_table("scaler")) {
+      a.scaler = s->get_bool("enabled", a.scaler);
+      a.init_scale = s->get_float("init_scale", a.init_scale);
+      if (!(a.init_scale > 0)) s->fail("init_scale", "must be positive");
+      a.growth_factor = s->get_float("growth_factor", a.growth_factor);
+      if (!(a.growth_factor > 1)) s->fail("growth_factor", "must be > 1");
+      a.backoff_factor = s->get_float("backoff_factor", a.backoff_factor);
+      if (!(a.backoff_factor > 0 && a.backoff_factor < 1)) s->fail("backoff_factor", "must be in (0, 1)");
+      a.growth_interval = s->get_int("growth_interval", a.growth_interval);
+      if (a.growth_interval < 1) s->fail("growth_interval", "must be a positive integer");
+      s->finish();
+    }
+    t.finish();
+  }
   return c;
 }
 
@@ -304,6 +324,12 @@ std::string to_toml(const RunConfig& c) {
   root.insert("dist", toml::table{{"backend", ds.backend}, {"bucket_mb", ds.bucket_mb},
                                   {"find_unused_parameters", ds.find_unused_parameters},
                                   {"broadcast_buffers", ds.broadcast_buffers}, {"timeout_s", ds.timeout_s}});
+  const auto& a = c.amp;
+  root.insert("amp", toml::table{{"enabled", a.enabled}, {"dtype", a.dtype},
+                                 {"scaler", toml::table{{"enabled", a.scaler}, {"init_scale", a.init_scale},
+                                                        {"growth_factor", a.growth_factor},
+                                                        {"backoff_factor", a.backoff_factor},
+                                                        {"growth_interval", a.growth_interval}}}});
   std::ostringstream os;
   os << "# resolved config of run '" << c.run.name << "' (from " << c.path << ")\n" << root << "\n";
   return os.str();

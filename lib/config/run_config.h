@@ -118,6 +118,18 @@ struct DistSection {
   double timeout_s = 300;  // a collective or the rendezvous taking longer is an error naming the rank
 };
 
+// Automatic mixed precision: the forward and loss under autocast, backward through a GradScaler.
+struct AmpSection {
+  bool enabled = false;
+  std::string dtype = "bf16";  // bf16 | fp16
+  // [amp.scaler]: on by default for fp16 (whose range needs it), off for bf16
+  bool scaler = false;
+  double init_scale = 65536.0;
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+};
+
 struct RunConfig {
   std::string path;  // the config file
   // The parsed file after overrides. Sections checked later (inline model, groups, scheduler)
@@ -132,6 +144,7 @@ struct RunConfig {
   LogSection log;
   CheckpointSection checkpoint;
   DistSection dist;
+  AmpSection amp;
 
   std::string run_dir() const { return run.out_dir + "/" + run.name; }
 };

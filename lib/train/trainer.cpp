@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include "amp/autocast.h"
 #include "autograd/grad_mode.h"
 #include "core/cuda_hooks.h"
 #include "core/rng.h"
@@ -120,6 +121,13 @@ Trainer::Trainer(config::RunConfig cfg) : cfg_(std::move(cfg)), env_(dist::read_
   optimizer_ = make_optimizer(cfg_, *model_.net, &warnings);
   for (auto& w : warnings) std::fprintf(stderr, "warning: %s: %s\n", cfg_.path.c_str(), w.c_str());
 
+  // mixed precision: autocast in train_step, and the loss scaler
+  if (cfg_.amp.enabled) {
+    const auto& a = cfg_.amp;
+    scaler_ = amp::GradScaler({a.init_scale, a.growth_factor, a.backoff_factor, a.growth_interval, a.scaler});
+    if (pg_) scaler_.set_process_group(pg_.get());
+  }
+
   // the training loader: batch_size samples per micro-batch, `accumulate` micro-batches a step
   data::DataLoaderOptions lo;
   lo.batch_size = d.batch_size;
@@ -150,6 +158,8 @@ Trainer::Trainer(config::RunConfig cfg) : cfg_(std::move(cfg)), env_(dist::read_
     scheduler_ = optim::make_scheduler(*cfg_.scheduler.table, *optimizer_, sc);
   }
 }
+
+DType Trainer::amp_dtype() const { return cfg_.amp.dtype == "fp16" ? DType::F16 : DType::BF16; }
 
 void Trainer::init_distributed() {
   store_ = dist::connect_store(env_, &store_server_);
@@ -234,8 +244,8 @@ EvalResult Trainer::evaluate() {
     ++batches;
     if (!b->input.defined()) continue;  // this rank's slice of a last batch smaller than the world
     Tensor x = b->input.to(device_), y = b->target.to(device_);
-    Tensor logits = (*model_.net)(x);
-    auto [loss, corr] = loss_and_correct(logits, y);
+    amp::AutocastGuard autocast(device_.type, amp_dtype(), cfg_.amp.enabled);  // the model as it trains
+    auto [loss, corr] = loss_and_correct((*model_.net)(x), y);
     int64_t n = y.numel();
     loss_sum += loss.item() * double(n);
     correct += int64_t(corr.item());
@@ -254,7 +264,7 @@ EvalResult Trainer::evaluate() {
   return r;
 }
 
-std::pair<double, double> Trainer::train_step(const std::vector<data::Batch>& micro) {
+StepResult Trainer::train_step(const std::vector<data::Batch>& micro) {
   // The step's loss is the mean over all N samples of its micro-batches on all ranks:
   //   L = sum_ranks sum_i (n_i / N) * loss_i
   // Each rank back-propagates its terms times world_size (DDP averages the gradients over the
@@ -270,29 +280,38 @@ std::pair<double, double> Trainer::train_step(const std::vector<data::Batch>& mi
              " samples for ", env_.world_size, " ranks); use drop_last = true or a batch size that fills every rank");
     if (ddp_) ddp_->prepare(i + 1 == micro.size());  // gradients are averaged on the last micro-batch
     Tensor x = b.input.to(device_), y = b.target.to(device_);
-    Tensor logits = (*model_.net)(x);
-    Tensor loss = loss_and_correct(logits, y).first;
+    Tensor loss;
+    {
+      amp::AutocastGuard autocast(device_.type, amp_dtype(), cfg_.amp.enabled);  // forward and loss only
+      loss = loss_and_correct((*model_.net)(x), y).first;
+    }
     const double n = double(x.size(0));
     double lv = loss.item();
     double w = n * world / double(global);
     if (w != 1.0) loss = loss * w;
-    loss.backward();
+    scaler_.scale(loss).backward();
     loss_part += lv * n / double(global);
   }
   if (ddp_) ddp_->finish();
+  StepResult r;
+  r.loss = loss_part;
   const auto& gc = cfg_.train.grad_clip;
-  double norm = -1;
   if (gc.value > 0 || gc.max_norm > 0) {
-    std::vector<Tensor> params = optimizer_->params();
-    if (gc.value > 0) optim::clip_grad_value(params, gc.value);
-    if (gc.max_norm > 0) norm = optim::clip_grad_norm(params, gc.max_norm, gc.norm_type, gc.error_if_nonfinite);
+    scaler_.unscale_(*optimizer_);  // clip the true gradients; a no-op without a scaler
+    if (!scaler_.found_inf(*optimizer_)) {  // an overflowed step is skipped below, unclipped
+      std::vector<Tensor> params = optimizer_->params();
+      if (gc.value > 0) optim::clip_grad_value(params, gc.value);
+      if (gc.max_norm > 0) r.grad_norm = optim::clip_grad_norm(params, gc.max_norm, gc.norm_type, gc.error_if_nonfinite);
+    }
   }
-  optimizer_->step();
-  if (scheduler_) {
+  r.stepped = scaler_.step(*optimizer_);
+  scaler_.update();
+  // A skipped step leaves the schedule where it was (torch would advance it and warn).
+  if (scheduler_ && r.stepped) {
     scheduler_->optimizer_stepped();
     if (scheduler_->interval() == "step") scheduler_->step();
   }
-  return {loss_part, norm};
+  return r;
 }
 
 FitResult Trainer::fit() {
@@ -357,7 +376,8 @@ FitResult Trainer::fit() {
         micro.push_back(std::move(*b));
       }
       if (micro.empty()) break;
-      auto [loss_part, norm] = train_step(micro);
+      const StepResult sr = train_step(micro);
+      const double loss_part = sr.loss, norm = sr.grad_norm;
       ++step;
       saved_last = false;
       // one small allreduce a step: the step's loss over all ranks, and whether any rank was
@@ -374,7 +394,12 @@ FitResult Trainer::fit() {
       progress.step(step, epoch, loss, samples, norm);
       std::vector<double> lrs = optimizer_->lrs();
       progress.show(step, epoch, lrs);
-      if (progress.log_due(step)) log_line(progress.train_line(step, epoch, lrs));
+      if (progress.log_due(step)) {
+        std::string extra;
+        if (scaler_.is_enabled())
+          extra = str(",\"loss_scale\":", json_num(scaler_.get_scale()), ",\"skipped_steps\":", scaler_.skipped_steps());
+        log_line(progress.train_line(step, epoch, lrs, extra));
+      }
       // (the last step of an epoch or of the run is evaluated below, once)
       bool epoch_end = loader_->epoch_done();
       if (cfg_.train.eval_every > 0 && step % cfg_.train.eval_every == 0 && !epoch_end && step < total_steps_)

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include "amp/grad_scaler.h"
 #include "config/run_config.h"
 #include "data/dataloader.h"
 #include "dist/ddp.h"
@@ -34,6 +35,13 @@ struct FitResult {
 
 // Where a run stands between two optimizer steps: what a checkpoint must restore besides the
 // model, optimizer and scheduler.
+// What train_step did.
+struct StepResult {
+  double loss = 0;        // this rank's part of the step's mean loss
+  double grad_norm = -1;  // before clipping; -1 without norm clipping (or when the step overflowed)
+  bool stepped = true;    // false: the GradScaler skipped the optimizer step (inf/NaN gradients)
+};
+
 struct TrainPosition {
   int64_t step = 0;   // optimizer steps done
   int64_t epoch = 0;  // the loader's epoch ...
@@ -66,9 +74,9 @@ class Trainer {
   // loss and the number of correct predictions for one batch
   std::pair<Tensor, Tensor> loss_and_correct(const Tensor& logits, const Tensor& target) const;
   void log_line(const std::string& json);
-  // One optimizer step over `accumulate` micro-batches; returns the step's loss (the mean over
-  // all its samples) and the total gradient norm before clipping (-1 without norm clipping).
-  std::pair<double, double> train_step(const std::vector<data::Batch>& micro);
+  // One optimizer step over `accumulate` micro-batches, the forward under autocast and the
+  // backward through the GradScaler when [amp] asks for them.
+  StepResult train_step(const std::vector<data::Batch>& micro);
   std::string checkpoint_root() const { return cfg_.run_dir() + "/checkpoints"; }
   // Writes runs/<name>/checkpoints/step_<N>/ for `pos`; `window` is the progress window's state.
   // (every rank calls it; rank 0 writes, then all meet at a barrier)
@@ -79,6 +87,7 @@ class Trainer {
   // The checkpoint directory `resume_` names, or none (auto with no checkpoint yet).
   std::optional<std::string> resume_dir() const;
 
+  DType amp_dtype() const;  // [amp] dtype
   // Joins the process group of a data-parallel run and wraps the model in DDP.
   void init_distributed();
   // Sums `values` over the ranks (a no-op in a single process).
@@ -95,6 +104,7 @@ class Trainer {
   std::shared_ptr<const data::Dataset> train_set_, eval_set_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::LRScheduler> scheduler_;
+  amp::GradScaler scaler_{amp::GradScalerOptions{.enabled = false}};
   std::unique_ptr<data::DataLoader> loader_;
   int64_t steps_per_epoch_ = 0, total_steps_ = 0;
   std::FILE* metrics_ = nullptr;

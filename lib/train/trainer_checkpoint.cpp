@@ -56,6 +56,8 @@ void Trainer::write_checkpoint(const std::string& name, const TrainPosition& pos
       {"rng", {{"seed", rng.seed}, {"offset", rng.offset}}},
       {"optimizer", {{"type", optimizer_->type_name()}, {"param_groups", os.param_groups}, {"step_count", os.step_count}}},
       {"scheduler", scheduler_ ? scheduler_->state_dict() : json(nullptr)},
+      {"scaler", scaler_.is_enabled() ? json{{"state", scaler_.state_dict()}, {"skipped_steps", scaler_.skipped_steps()}}
+                                      : json(nullptr)},
       {"progress_window", window},
       {"metrics_lines", metrics_lines_},
       {"world_size", env_.world_size},
@@ -110,6 +112,12 @@ json Trainer::restore_checkpoint(const std::string& dir) {
   if (scheduler_) {
     TR_CHECK(!state.at("scheduler").is_null(), "cannot resume from ", dir, ": it has no scheduler state");
     scheduler_->load_state_dict(state.at("scheduler"));
+  }
+  if (scaler_.is_enabled()) {
+    TR_CHECK(state.contains("scaler") && !state.at("scaler").is_null(), "cannot resume from ", dir,
+             ": it has no GradScaler state");
+    scaler_.load_state_dict(state.at("scaler").at("state"));
+    scaler_.set_skipped_steps(state.at("scaler").at("skipped_steps").get<int64_t>());
   }
   default_generator().set_state({state.at("rng").at("seed").get<uint64_t>(), state.at("rng").at("offset").get<uint64_t>()});
   if (state.contains("best") && !state.at("best").is_null()) {

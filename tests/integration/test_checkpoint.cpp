@@ -67,6 +67,16 @@ TEST_CASE("resume is exact with random crops and flips of the training images", 
   CHECK_THAT(read(d / "runs/straight/config.toml"), Contains("type = 'random_horizontal_flip'"));
 }
 
+TEST_CASE("resume is exact with fp16 autocast and a loss scaler that grows and backs off", "[integration][checkpoint][amp]") {
+  fs::path d = fresh_dir("resume_amp");
+  write(d / "syn.toml", kSyntheticConfig);
+  // growth_interval 3 and a start at 2^20: the scale both backs off and grows within the run
+  check_exact_resume(d, "syn.toml",
+                     "--set amp.enabled=true --set amp.dtype=fp16 --set amp.scaler.init_scale=1048576.0 "
+                     "--set amp.scaler.growth_interval=3 --set train.log_every=1 --set checkpoint.every=5",
+                     13);
+}
+
 TEST_CASE("resume is exact: gpt_char (AdamW, warmup + cosine LambdaLR) stopped mid-epoch", "[integration][checkpoint]") {
   fs::path d = fresh_dir("resume_gpt");
   check_exact_resume(d, "'" + kRepo + "/configs/gpt_char.toml'",
