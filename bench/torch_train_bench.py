@@ -3,7 +3,7 @@
 Same architectures, batch sizes and optimizers as configs/fmnist_mlp.toml, configs/fmnist_cnn.toml
 and configs/gpt_char.toml; random data of the right shapes (data loading is not what is timed).
 Prints one JSON line per model: samples/s (tokens/s for the GPT) over the timed steps.
-Usage: OPENBLAS_NUM_THREADS=B python3 torch_train_bench.py --threads T [--steps N] [--only mlp,cnn,gpt]
+Usage: OPENBLAS_NUM_THREADS=B python3 torch_train_bench.py --threads T [--steps N] [--only mlp,cnn,gpt] [--amp bf16]
 """
 import argparse
 import json
@@ -66,7 +66,7 @@ class GPT(nn.Module):
         return self.head(self.ln_f(self.h(self.wte(idx) + self.wpe(pos))))
 
 
-def bench(name, steps, warmup):
+def bench(name, steps, warmup, amp=None):
     torch.manual_seed(0)
     if name == "gpt":
         model, bs = GPT(), 32
@@ -84,8 +84,9 @@ def bench(name, steps, warmup):
     for i in range(warmup + steps):
         if i == warmup:
             t0 = time.perf_counter()
-        out = model(x)
-        loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp == "bf16"):
+            out = model(x)
+            loss = F.cross_entropy(out.reshape(-1, out.shape[-1]).float(), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -98,15 +99,17 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--only", default="mlp,cnn,gpt")
+    p.add_argument("--amp", choices=["bf16"], default=None, help="forward under CPU autocast (torch 1.13: bf16 only)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     import os
     for name in a.only.split(","):
         steps = a.steps if name != "cnn" else max(10, a.steps // 2)
-        v = bench(name, steps, warmup=3)
+        v = bench(name, steps, warmup=3, amp=a.amp)
         print(json.dumps({"model": name, "impl": "torch", "value": round(v, 1),
                           "unit": "tokens/s" if name == "gpt" else "samples/s",
-                          "setting": f"omp={a.threads} openblas={os.environ.get('OPENBLAS_NUM_THREADS', 'all')}"}),
+                          "setting": f"omp={a.threads} openblas={os.environ.get('OPENBLAS_NUM_THREADS', 'all')}",
+                          "amp": a.amp or "off"}),
               flush=True)
 
 

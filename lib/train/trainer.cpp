@@ -390,7 +390,7 @@ FitResult Trainer::fit() {
       TR_CHECK(std::isfinite(loss), "training diverged: the loss is ", loss, " at step ", step, " (epoch ", epoch,
                "); lower [optimizer] lr (now ", optimizer_->lrs()[0], ")");
       int64_t samples = 0;
-      for (auto& b : micro) samples += b.input.size(0);
+      for (auto& b : micro) samples += b.global_size;  // all ranks: samples_per_s is the run's throughput
       progress.step(step, epoch, loss, samples, norm);
       std::vector<double> lrs = optimizer_->lrs();
       progress.show(step, epoch, lrs);

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Mixed-precision training throughput on this CPU: trainer's fmnist_mlp, fmnist_cnn and gpt_char
+# in f32, [amp] bf16 and [amp] fp16 (with its scaler), beside PyTorch 1.13 in f32 and under CPU
+# autocast bf16 (torch 1.13 has no CPU fp16 autocast). Each side at its best thread setting.
+# Ours is the samples_per_s of the last metrics line (steps after the first window).
+# Usage: bench/run_amp_bench.sh   (BUILD_DIR=build by default; STEPS=40; ROUNDS=1, best kept)
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
+STEPS="${STEPS:-40}"
+ROUNDS="${ROUNDS:-1}"
+PYTHON="${PYTHON:-/usr/bin/python3}"
+OUT="$(mktemp -d)"
+trap 'rm -rf "$OUT"' EXIT
+[[ -x "$BUILD_DIR/trainer" ]] || bash "$ROOT/scripts/build.sh"
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+
+ours() {  # config steps amp-args...; prints samples/s
+  local cfg=$1 steps=$2 half=$(( $2 / 2 )) name="$1-$RANDOM"
+  shift 2
+  OMP_NUM_THREADS=2 "$BUILD_DIR/trainer" run "$ROOT/configs/$cfg.toml" "$@" --set run.out_dir="$OUT" \
+    --set run.name="$name" --set train.steps="$steps" --set train.log_every="$half" --set train.eval_batches=1 \
+    --set log.progress=none --set checkpoint.save_final=false --set checkpoint.every_epoch=false >/dev/null
+  grep '"split":"train"' "$OUT/$name/metrics.jsonl" | tail -1 | sed 's/.*"samples_per_s":\([0-9.]*\).*/\1/'
+}
+max() { awk "BEGIN{print ($1 > $2) ? $1 : $2}"; }
+
+declare -A v
+for m in mlp cnn gpt; do for k in f32 bf16 fp16 tf32 tbf16; do v[$m-$k]=0; done; done
+declare -A tset
+for round in $(seq "$ROUNDS"); do
+  for m in mlp cnn gpt; do
+    case $m in mlp) cfg=fmnist_mlp; s=$STEPS;; cnn) cfg=fmnist_cnn; s=$(( STEPS / 2 ));; gpt) cfg=gpt_char; s=$STEPS;; esac
+    scale=1; [[ $m == gpt ]] && scale=128
+    for k in f32 bf16 fp16; do
+      if [[ $k == f32 ]]; then x=$(ours $cfg $s); else x=$(ours $cfg $s --set amp.enabled=true --set amp.dtype=$k); fi
+      v[$m-$k]=$(max "${v[$m-$k]}" "$(awk "BEGIN{print $x*$scale}")")
+    done
+  done
+  for setting in "2 1" "1 2"; do
+    set -- $setting
+    for amp in off bf16; do
+      args=(); [[ $amp == bf16 ]] && args=(--amp bf16)
+      OPENBLAS_NUM_THREADS=$2 "$PYTHON" "$ROOT/bench/torch_train_bench.py" --threads "$1" --steps "$STEPS" "${args[@]}" > "$OUT/t.jsonl"
+      key=tf32; [[ $amp == bf16 ]] && key=tbf16
+      while read -r line; do
+        m=$(echo "$line" | sed 's/.*"model": "\([a-z]*\)".*/\1/')
+        x=$(echo "$line" | sed 's/.*"value": \([0-9.]*\).*/\1/')
+        if awk "BEGIN{exit !($x > ${v[$m-$key]})}"; then v[$m-$key]=$x; tset[$m-$key]="omp=$1 openblas=$2"; fi
+      done < "$OUT/t.jsonl"
+    done
+  done
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+r() { awk "BEGIN{printf \"%.2f\", $1/$2}"; }
+echo "| model | unit | trainer f32 | trainer bf16 | trainer fp16 | bf16/f32 | fp16/f32 | torch f32 | torch bf16 | torch bf16/f32 | trainer bf16 / torch bf16 |"
+echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+for m in mlp cnn gpt; do
+  unit=samples/s; [[ $m == gpt ]] && unit=tokens/s
+  printf "| %s | %s | %.0f | %.0f | %.0f | %s | %s | %.0f | %.0f | %s | %s |\n" $m $unit "${v[$m-f32]}" "${v[$m-bf16]}" \
+    "${v[$m-fp16]}" "$(r "${v[$m-bf16]}" "${v[$m-f32]}")" "$(r "${v[$m-fp16]}" "${v[$m-f32]}")" "${v[$m-tf32]}" \
+    "${v[$m-tbf16]}" "$(r "${v[$m-tbf16]}" "${v[$m-tf32]}")" "$(r "${v[$m-bf16]}" "${v[$m-tbf16]}")"
+done
