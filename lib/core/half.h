@@ -3,6 +3,10 @@
 #include <cstdint>
 #include <cstring>
 #include "core/macros.h"
+#if defined(__F16C__) && !defined(__CUDA_ARCH__)
+#include <immintrin.h>
+#define TR_HAVE_F16C 1  // x86 F16C: one instruction each way, the same IEEE rounding
+#endif
 
 namespace tr {
 
@@ -36,6 +40,9 @@ TR_HD float bf16_bits_to_float(uint16_t b) { return bits_float(uint32_t(b) << 16
 
 // f32 -> f16 with round-to-nearest-even, subnormals, overflow to inf, NaN preserved.
 TR_HD uint16_t float_to_half_bits(float f) {
+#if defined(TR_HAVE_F16C)
+  return uint16_t(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
+#endif
   uint32_t x = float_bits(f);
   uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t absx = x & 0x7fffffffu;
@@ -57,6 +64,9 @@ TR_HD uint16_t float_to_half_bits(float f) {
   return uint16_t(sign | rounded);
 }
 TR_HD float half_bits_to_float(uint16_t h) {
+#if defined(TR_HAVE_F16C)
+  return _cvtsh_ss(h);
+#endif
   uint32_t sign = uint32_t(h & 0x8000u) << 16;
   uint32_t e = (h >> 10) & 0x1fu;
   uint32_t m = h & 0x3ffu;

@@ -169,9 +169,11 @@ bool use_fused(const Tensor& x, std::initializer_list<const Tensor*> others) {
 }
 }  // namespace
 
-BatchNormOut batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+BatchNormOut batch_norm(const Tensor& x_arg, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                         const Tensor& bias, bool training, double eps) {
   const char* op = "batch_norm";
+  // autocast: norms run in f32 (here, so that the fused kernels see one dtype)
+  const Tensor x = amp::autocast_arg(amp::CastPolicy::Fp32, x_arg);
   check_x(op, x);
   TR_CHECK(eps > 0, op, ": eps must be positive, got ", eps);
   const int64_t C = x.size(1), nd = x.dim();

@@ -62,6 +62,8 @@ TEST_CASE("autocast: each op family's output dtype (CPU, bfloat16)", "[amp][auto
     CHECK(exp(h).dtype() == DType::F32);
     CHECK(log(relu(h) + 1.0).dtype() == DType::F32);
     CHECK(layer_norm(h, {3}).dtype() == DType::F32);
+    Tensor c = conv2d(img, k, Tensor(), {1, 1}, {1, 1});  // bf16 [2, 4, 6, 6]
+    CHECK(batch_norm(c, zeros({4}), ones({4}), ones({4}), zeros({4}), true).output.dtype() == DType::F32);
     CHECK(cross_entropy(h, tensor({0, 1, 2, 0}, DType::I64)).dtype() == DType::F32);
     CHECK(nn::mse_loss(h, zeros({4, 3}), "mean").dtype() == DType::F32);
     CHECK((h + ones({4, 3})).dtype() == DType::F32);      // bf16 + f32 promotes
