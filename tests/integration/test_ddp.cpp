@@ -131,3 +131,25 @@ TEST_CASE("a rank that never joins: a clear timeout naming it", "[integration][d
   CHECK(r.code != 124);  // not killed by timeout(1): it gave up by itself
   CHECK_THAT(r.out, Contains("rank 1"));
 }
+
+TEST_CASE("fp16 autocast with a loss scaler on two ranks: the same steps are skipped as in one process",
+          "[integration][dist][amp]") {
+  fs::path d = fresh_dir("ddp_amp");
+  write(d / "ddp.toml", kDdpConfig);
+  const std::string args = "--set train.steps=40 --set train.log_every=1 --set amp.enabled=true --set amp.dtype=fp16 "
+                           "--set amp.scaler.init_scale=1099511627776.0";
+  Result one = trainer(d, "run ddp.toml --set run.name=one " + args);
+  INFO(one.out);
+  REQUIRE(one.code == 0);
+  Result two = trainer(d, "run ddp.toml --set run.name=two --nproc 2 " + args);
+  INFO(two.out);
+  REQUIRE(two.code == 0);
+  std::string m1 = read(d / "runs/one/metrics.jsonl"), m2 = read(d / "runs/two/metrics.jsonl");
+  std::vector<double> s1 = metric_values(m1, "train", "skipped_steps"), s2 = metric_values(m2, "train", "skipped_steps");
+  REQUIRE(s1.size() == 40);
+  CHECK(s1 == s2);
+  CHECK(s1.back() >= 10);
+  std::vector<double> l1 = metric_values(m1, "train", "loss"), l2 = metric_values(m2, "train", "loss");
+  REQUIRE(l1.size() == l2.size());
+  for (size_t i = 0; i < l1.size(); ++i) CHECK(l2[i] == Approx(l1[i]).epsilon(1e-2));
+}
