@@ -213,13 +213,18 @@ void Trainer::log_line(const std::string& json) {
 namespace {
 
 // Keeps the first `lines` lines of a metrics file (what a checkpoint saw) and drops the rest,
-// which a resumed run writes again.
+// which a resumed run writes again. One truncate(2) at the end of line `lines`: a kill at any
+// moment leaves either the old file or the kept lines (rewriting the file could lose them all).
 void truncate_lines(const std::string& path, int64_t lines) {
-  std::ifstream in(path);
-  std::string kept, line;
-  for (int64_t i = 0; i < lines && std::getline(in, line); ++i) kept += line + "\n";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return;
+  std::string line;
+  int64_t keep = 0;
+  for (int64_t i = 0; i < lines && std::getline(in, line); ++i) keep += int64_t(line.size()) + 1;
   in.close();
-  std::ofstream(path, std::ios::trunc) << kept;
+  const int64_t size = int64_t(fs::file_size(path));
+  if (keep > size) keep = size;  // a last line without its newline
+  if (keep < size) TR_CHECK(::truncate(path.c_str(), off_t(keep)) == 0, "cannot truncate ", path, " to ", lines, " lines");
 }
 
 }  // namespace

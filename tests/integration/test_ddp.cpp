@@ -153,3 +153,21 @@ TEST_CASE("fp16 autocast with a loss scaler on two ranks: the same steps are ski
   REQUIRE(l1.size() == l2.size());
   for (size_t i = 0; i < l1.size(); ++i) CHECK(l2[i] == Approx(l1[i]).epsilon(1e-2));
 }
+
+TEST_CASE("two nodes on one machine (--nnodes 2 with one rank each) equal one process", "[integration][dist]") {
+  fs::path d = fresh_dir("ddp_nodes");
+  write(d / "ddp.toml", kDdpConfig);
+  Result one = trainer(d, "run ddp.toml --set run.name=one --set train.steps=60");
+  REQUIRE(one.code == 0);
+  // node 1 in the background, node 0 (which serves the store) in the foreground
+  const std::string node = "'" TRAINER_BINARY "' run ddp.toml --set run.name=nodes --set train.steps=60 --nproc 1 "
+                           "--nnodes 2 --master-addr 127.0.0.1 --master-port $PORT --node-rank ";
+  Result r = shell(d, "export TRAINER_STORE_TOKEN=t$$; PORT=$((21000 + $$ % 20000)); (" + node + "1 > node1.log 2>&1; echo $? > node1.rc) & " + node +
+                          "0; rc=$?; wait; exit $rc");
+  INFO(r.out << "\nnode 1:\n" << read(d / "node1.log"));
+  REQUIRE(r.code == 0);
+  CHECK(read(d / "node1.rc") == "0\n");
+  std::string m1 = read(d / "runs/one/metrics.jsonl"), m2 = read(d / "runs/nodes/metrics.jsonl");
+  CHECK(metric_values(m2, "train", "loss").size() == 60);
+  check_close(m1, m2, 1e-5);
+}
