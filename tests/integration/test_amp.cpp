@@ -126,3 +126,29 @@ TEST_CASE("amp: bad settings name the key", "[integration][amp][errors]") {
   CHECK(r.code != 0);
   CHECK_THAT(r.out, Contains("growth_factor") && Contains("must be > 1"));
 }
+
+TEST_CASE("amp: fp16 with accumulation (4 x 32) and clipping follows one batch of 128", "[integration][amp]") {
+  fs::path d = fresh_dir("amp_accumulate");
+  std::string c = kSyntheticConfig;
+  c.replace(c.find("[[model.layers]]\ntype = \"dropout\"\np = 0.1\n"), 41, "");  // identical forward passes
+  write(d / "syn.toml", c);
+  const std::string args = " --set amp.enabled=true --set amp.dtype=fp16 --set amp.scaler.init_scale=1099511627776.0 "
+                           "--set train.grad_clip.max_norm=1.0 --set train.log_every=1";
+  Result a = trainer(d, "run syn.toml --set run.name=big --set data.batch_size=128" + args);
+  INFO(a.out);
+  REQUIRE(a.code == 0);
+  Result b = trainer(d, "run syn.toml --set run.name=acc --set data.batch_size=32 --set train.accumulate=4" + args);
+  INFO(b.out);
+  REQUIRE(b.code == 0);
+  std::string ma = read(d / "runs/big/metrics.jsonl"), mb = read(d / "runs/acc/metrics.jsonl");
+  std::vector<double> sa = metric_values(ma, "train", "skipped_steps"), sb = metric_values(mb, "train", "skipped_steps");
+  REQUIRE(!sa.empty());
+  CHECK(sa == sb);  // the scaled micro-batch gradients overflow exactly when the big batch's do
+  CHECK(sa.back() > 0);
+  auto la = metric_values(ma, "train", "loss"), lb = metric_values(mb, "train", "loss");
+  REQUIRE(la.size() == lb.size());
+  for (size_t i = 0; i < la.size(); ++i) CHECK(lb[i] == Approx(la[i]).epsilon(1e-2));
+  auto na = metric_values(ma, "train", "grad_norm"), nb = metric_values(mb, "train", "grad_norm");
+  CHECK(na.size() == la.size() - size_t(sa.back()));  // no norm on skipped steps
+  CHECK(nb.size() == na.size());
+}
