@@ -1,5 +1,7 @@
-// CPU matrix products through OpenBLAS (f32/f64); f16/bf16 multiply in f32; integers by loops.
+// CPU matrix products through OpenBLAS (f32/f64); bf16 by vdpbf16ps where the CPU has it, else
+// f16/bf16 multiply in f32; integers by loops.
 #include <cblas.h>
+#include "ops/cpu/gemm_bf16.h"
 #include "ops/cpu/loops.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
@@ -41,6 +43,10 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
     else
       cblas_dgemm(CblasRowMajor, A.trans, B.trans, int(M), int(N), int(K), 1.0, static_cast<const double*>(A.p),
                   int(A.ld), static_cast<const double*>(B.p), int(B.ld), 0.0, static_cast<double*>(out.raw_data()), int(N));
+    return;
+  }
+  if (t == DType::BF16 && gemm_bf16_available()) {
+    gemm_bf16(a, b, out);
     return;
   }
   if (t == DType::F16 || t == DType::BF16) {
