@@ -1,7 +1,10 @@
-// A fresh directory under the system temp dir, removed with everything in it at scope exit.
+// Test files: a fresh directory under the system temp dir (removed with everything in it at scope
+// exit), and reading a file whole.
 #pragma once
 #include <unistd.h>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <system_error>
 
@@ -23,3 +26,11 @@ struct TempDir {
   std::string file(const std::string& name) const { return (path / name).string(); }
   std::string operator/(const std::string& name) const { return file(name); }
 };
+
+// The whole file as bytes ("" when it cannot be read).
+inline std::string read_file(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}

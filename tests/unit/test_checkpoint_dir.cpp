@@ -26,13 +26,6 @@ namespace fs = std::filesystem;
 namespace {
 
 
-std::string read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 void write_file(const fs::path& p, const std::string& s) {
   std::ofstream(p, std::ios::binary | std::ios::trunc).write(s.data(), std::streamsize(s.size()));
 }

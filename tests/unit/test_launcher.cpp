@@ -4,6 +4,7 @@
 // forwarding of the user's SIGINT/SIGTERM, restarts with --resume auto, and, with this test binary
 // as the ranks, a real rendezvous through the launcher's store.
 #include <catch2/catch.hpp>
+#include "unit/env_guard.h"
 #include "unit/temp_dir.h"
 #include <fcntl.h>
 #include <sched.h>
@@ -29,33 +30,6 @@ using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 namespace {
-
-
-std::string read_file(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-struct EnvGuard {
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
-  void set(const std::string& k, const std::optional<std::string>& v) {
-    const char* old = std::getenv(k.c_str());
-    saved.push_back({k, old ? std::optional<std::string>(old) : std::nullopt});
-    if (v)
-      ::setenv(k.c_str(), v->c_str(), 1);
-    else
-      ::unsetenv(k.c_str());
-  }
-  ~EnvGuard() {
-    for (auto it = saved.rbegin(); it != saved.rend(); ++it)
-      if (it->second)
-        ::setenv(it->first.c_str(), it->second->c_str(), 1);
-      else
-        ::unsetenv(it->first.c_str());
-  }
-};
 
 LaunchOptions sh_ranks(int nproc, const std::string& script) {
   LaunchOptions o;

@@ -3,6 +3,7 @@
 // (the server keeps serving), many clients at once, connect retries, the Gloo adapter under a real
 // Gloo full-mesh rendezvous, and the rank environment (read_dist_env, connect_store).
 #include <catch2/catch.hpp>
+#include "unit/env_guard.h"
 #include <gloo/allreduce.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
@@ -78,25 +79,6 @@ bool closed_by_server(int fd, std::chrono::milliseconds within) {
   return false;
 }
 
-// Sets/unsets environment variables for one test and restores them afterwards.
-struct EnvGuard {
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
-  void set(const std::string& k, const std::optional<std::string>& v) {
-    const char* old = std::getenv(k.c_str());
-    saved.push_back({k, old ? std::optional<std::string>(old) : std::nullopt});
-    if (v)
-      ::setenv(k.c_str(), v->c_str(), 1);
-    else
-      ::unsetenv(k.c_str());
-  }
-  ~EnvGuard() {
-    for (auto it = saved.rbegin(); it != saved.rend(); ++it)
-      if (it->second)
-        ::setenv(it->first.c_str(), it->second->c_str(), 1);
-      else
-        ::unsetenv(it->first.c_str());
-  }
-};
 
 // The Store contract, run against any implementation.
 void exercise_store(Store& st) {
@@ -478,10 +460,10 @@ TEST_CASE("connect_store: for ranks started by hand, rank 0 hosts the store", "[
         if ((r == 0) != bool(hosted)) failures++;
         st->set("r" + std::to_string(r), b("x"));
         st->wait({"r0", "r1", "r2"});
-        st->add("done", 1);
-        st->wait({"all_done"});  // rank 0 keeps its server up until everyone is through
+        st->wait({"all_done"});
+        st->add("through", 1);  // after the reply to wait arrived: rank 0 keeps its server up until then
         if (r == 0) {
-          while (s(st->get("done")) != std::to_string(n)) std::this_thread::sleep_for(10ms);
+          while (s(st->get("through")) != std::to_string(n)) std::this_thread::sleep_for(10ms);
         }
       } catch (const std::exception& ex) {
         UNSCOPED_INFO(ex.what());
