@@ -311,12 +311,8 @@ class DoneWork : public Work {
 }  // namespace
 
 std::shared_ptr<Work> GlooProcessGroup::allreduce_async(Tensor& t, ReduceOp op) {
-  check_tensor(t, "allreduce", DeviceType::CPU);
+  check_allreduce(t, op, DeviceType::CPU);
   const DType dt = t.dtype();
-  TR_CHECK(op != ReduceOp::AVG || is_floating(dt), "gloo allreduce: avg of a ", dtype_name(dt),
-           " tensor is not defined (use sum and divide)");
-  TR_CHECK(dt != DType::Bool || op == ReduceOp::MAX || op == ReduceOp::MIN,
-           "gloo allreduce: a bool tensor takes max (any) or min (all), not ", reduce_op_name(op));
   const size_t n = size_t(t.numel());
   std::string name = str("allreduce (", reduce_op_name(op), ") of ", format_bytes(n * t.element_size()), " ",
                          dtype_name(dt));

@@ -50,6 +50,15 @@ void ProcessGroup::check_tensor(const Tensor& t, const char* what, DeviceType ex
            ") is not contiguous; collectives work in place on contiguous tensors");
 }
 
+void ProcessGroup::check_allreduce(const Tensor& t, ReduceOp op, DeviceType expected) const {
+  check_tensor(t, "allreduce", expected);
+  const DType dt = t.dtype();
+  TR_CHECK(op != ReduceOp::AVG || is_floating(dt), backend(), " allreduce: avg of a ", dtype_name(dt),
+           " tensor is not defined (use sum and divide)");
+  TR_CHECK(dt != DType::Bool || op == ReduceOp::MAX || op == ReduceOp::MIN, backend(),
+           " allreduce: a bool tensor takes max (any) or min (all), not ", reduce_op_name(op));
+}
+
 void ProcessGroup::check_root(int root, const char* what) const {
   TR_CHECK(root >= 0 && root < size_, backend(), " ", what, ": root ", root, " is outside [0, ", size_, ")");
 }

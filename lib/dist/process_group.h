@@ -64,6 +64,8 @@ class ProcessGroup {
   // Common argument checks; `what` names the collective in the message.
   void check_tensor(const Tensor& t, const char* what, DeviceType expected) const;
   void check_root(int root, const char* what) const;
+  // allreduce's checks on top of check_tensor: avg needs a floating tensor, bool takes max/min.
+  void check_allreduce(const Tensor& t, ReduceOp op, DeviceType expected) const;
 
   int rank_;
   int size_;

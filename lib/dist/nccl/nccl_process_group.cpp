@@ -315,14 +315,10 @@ NcclProcessGroup::~NcclProcessGroup() = default;
 int NcclProcessGroup::cuda_device() const { return impl_->device; }
 
 std::shared_ptr<Work> NcclProcessGroup::allreduce_async(Tensor& t, ReduceOp op) {
-  check_tensor(t, "allreduce", DeviceType::CUDA);
+  check_allreduce(t, op, DeviceType::CUDA);
   TR_CHECK(t.device().index == impl_->device, "nccl allreduce: the tensor is on ", t.device().str(),
            ", this rank's group drives cuda:", impl_->device);
   const DType dt = t.dtype();
-  TR_CHECK(op != ReduceOp::AVG || is_floating(dt), "nccl allreduce: avg of a ", dtype_name(dt),
-           " tensor is not defined (use sum and divide)");
-  TR_CHECK(dt != DType::Bool || op == ReduceOp::MAX || op == ReduceOp::MIN,
-           "nccl allreduce: a bool tensor takes max (any) or min (all), not ", reduce_op_name(op));
   const size_t n = size_t(t.numel());
   void* p = t.raw_data();
   return impl_->enqueue(
