@@ -3,6 +3,7 @@
 // gradients, and a small network against torch 1.13's CPU autocast (tests/fixtures/
 // autocast_fixtures.json, written by make_autocast_fixtures.py beside it).
 #include <catch2/catch.hpp>
+#include "unit/fixtures.h"
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include "amp/autocast.h"
@@ -16,14 +17,7 @@ using json = nlohmann::json;
 
 namespace {
 
-const json& fixtures() {
-  static const json doc = [] {
-    std::ifstream f(std::string(TRAINER_FIXTURES_DIR) + "/autocast_fixtures.json");
-    if (!f.good()) throw std::runtime_error("cannot open autocast_fixtures.json");
-    return json::parse(f);
-  }();
-  return doc;
-}
+const json& fixtures() { return fixture_json("autocast_fixtures.json"); }
 
 Tensor fx(const json& v, const Shape& s, bool grad = false) {
   Tensor t = from_vector(v.get<std::vector<double>>(), s, DType::F32);

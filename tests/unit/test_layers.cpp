@@ -3,6 +3,7 @@
 // from TOML with shape inference, errors, and equality with PyTorch on
 // tests/fixtures/layer_fixtures.json (written by make_layer_fixtures.py beside it).
 #include <catch2/catch.hpp>
+#include "unit/fixtures.h"
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -723,9 +724,7 @@ nn::ModulePtr make_layer(const std::string& layer, const json& a) {
 }  // namespace
 
 TEST_CASE("layers: outputs, gradients and running stats equal PyTorch's (layer_fixtures.json)", "[layers][torch]") {
-  std::ifstream f(std::string(TRAINER_FIXTURES_DIR) + "/layer_fixtures.json");
-  REQUIRE(f.good());
-  json cases = json::parse(f);
+  const json& cases = fixture_json("layer_fixtures.json");
   REQUIRE(cases.size() >= 40);
   std::set<std::string> layers_seen;
   for (auto& c : cases) {

@@ -2,6 +2,7 @@
 // examples, equality with torch 1.13 on tests/fixtures/scheduler_fixtures.json (written by
 // make_scheduler_fixtures.py beside it; rtol 1e-12), state_dict keys and round trips, and errors.
 #include <catch2/catch.hpp>
+#include "unit/fixtures.h"
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -119,11 +120,7 @@ void compare_state(const json& ours, const json& torch, const std::string& path,
   }
 }
 
-json load_cases() {
-  std::ifstream f(std::string(TRAINER_FIXTURES_DIR) + "/scheduler_fixtures.json");
-  REQUIRE(f.good());
-  return json::parse(f).at("cases");
-}
+const json& load_cases() { return fixture_json("scheduler_fixtures.json").at("cases"); }
 
 toml::table parse(const std::string& text) { return toml::parse(std::string_view(text), std::string_view("cfg.toml")); }
 

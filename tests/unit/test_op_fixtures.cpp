@@ -2,6 +2,7 @@
 // from tests/fixtures/op_fixtures.json (written by make_op_fixtures.py beside it). Random ops use
 // our own Philox streams, so they are checked by their statistics instead.
 #include <catch2/catch.hpp>
+#include "unit/fixtures.h"
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -234,15 +235,7 @@ const std::map<std::string, OpFn>& op_table() {
   return table;
 }
 
-const json& fixtures() {
-  static const json j = [] {
-    std::string path = std::string(TRAINER_FIXTURES_DIR) + "/op_fixtures.json";
-    std::ifstream f(path);
-    if (!f) throw std::runtime_error("cannot open " + path + " (run tests/fixtures/make_op_fixtures.py)");
-    return json::parse(f);
-  }();
-  return j;
-}
+const json& fixtures() { return fixture_json("op_fixtures.json"); }
 
 std::string known_ops() {
   std::string s;

@@ -3,6 +3,7 @@
 // zero_grad), state in torch's state_dict layout (export, import, round trip, errors), param groups
 // from rules (yolov5's grouping, TOML parsing and its errors), clip_grad_norm / clip_grad_value.
 #include <catch2/catch.hpp>
+#include "unit/fixtures.h"
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -25,14 +26,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-const json& fixtures() {
-  static const json doc = [] {
-    std::ifstream f(std::string(TRAINER_FIXTURES_DIR) + "/optim_fixtures.json");
-    if (!f.good()) throw std::runtime_error("cannot open optim_fixtures.json");
-    return json::parse(f);
-  }();
-  return doc;
-}
+const json& fixtures() { return fixture_json("optim_fixtures.json"); }
 
 DType dtype_of_name(const std::string& s) { return s == "float64" ? DType::F64 : DType::F32; }
 

@@ -1,6 +1,7 @@
 // Printing: each case of tests/fixtures/print_cases.json (written by make_print_fixtures.py with torch
 // 1.13) is rebuilt here and operator<< must reproduce torch's repr exactly.
 #include <catch2/catch.hpp>
+#include "unit/fixtures.h"
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -14,15 +15,7 @@ using json = nlohmann::json;
 
 namespace {
 
-const json& print_cases() {
-  static const json cases = [] {
-    std::string path = std::string(TRAINER_FIXTURES_DIR) + "/print_cases.json";
-    std::ifstream f(path);
-    if (!f) throw std::runtime_error("cannot open " + path);
-    return json::parse(f).at("cases");
-  }();
-  return cases;
-}
+const json& print_cases() { return fixture_json("print_cases.json").at("cases"); }
 
 double decode_value(const json& v) {
   if (v.is_number()) return v.get<double>();

@@ -3,6 +3,7 @@
 // errors, and numbers against PyTorch from tests/fixtures/transformer_fixtures.json (written by
 // make_transformer_fixtures.py beside it).
 #include <catch2/catch.hpp>
+#include "unit/fixtures.h"
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -551,15 +552,7 @@ TEST_CASE("losses: errors name the shapes, dtypes and values", "[layers][transfo
 
 namespace {
 
-const json& fixtures() {
-  static const json j = [] {
-    std::string path = std::string(TRAINER_FIXTURES_DIR) + "/transformer_fixtures.json";
-    std::ifstream f(path);
-    if (!f) throw std::runtime_error("cannot open " + path + " (run tests/fixtures/make_transformer_fixtures.py)");
-    return json::parse(f);
-  }();
-  return j;
-}
+const json& fixtures() { return fixture_json("transformer_fixtures.json"); }
 
 double decode_value(const json& v) {
   if (v.is_string()) {
