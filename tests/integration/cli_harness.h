@@ -91,6 +91,13 @@ epochs = 2
 log_every = 4
 )";
 
+// kSyntheticConfig without its dropout layer: micro-batches see the forward passes of one batch.
+inline std::string synthetic_config_without_dropout() {
+  std::string c = kSyntheticConfig;
+  c.replace(c.find("[[model.layers]]\ntype = \"dropout\"\np = 0.1\n"), 41, "");
+  return c;
+}
+
 inline std::string strip_timing(const std::string& metrics) {
   return std::regex_replace(metrics, std::regex(",\"samples_per_s\":[-0-9.e+]+"), "");
 }
@@ -106,6 +113,22 @@ inline std::vector<double> metric_values(const std::string& metrics, const std::
     if (std::regex_search(line, m, re)) v.push_back(std::stod(m[1].str()));
   }
   return v;
+}
+
+// The "lr" arrays of the train lines.
+inline std::vector<std::vector<double>> metric_lrs(const std::string& metrics) {
+  std::vector<std::vector<double>> out;
+  std::regex re("\"split\":\"train\".*\"lr\":\\[([^\\]]*)\\]");
+  std::istringstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (!std::regex_search(line, m, re)) continue;
+    std::vector<double> row;
+    std::stringstream ss(m[1].str());
+    for (std::string x; std::getline(ss, x, ',');) row.push_back(std::stod(x));
+    out.push_back(row);
+  }
+  return out;
 }
 
 }  // namespace it

@@ -6,34 +6,6 @@
 
 using namespace it;
 
-namespace {
-
-
-// The "lr" arrays of the train lines.
-std::vector<std::vector<double>> lrs(const std::string& metrics) {
-  std::vector<std::vector<double>> out;
-  std::regex re("\"split\":\"train\".*\"lr\":\\[([^\\]]*)\\]");
-  std::istringstream in(metrics);
-  for (std::string line; std::getline(in, line);) {
-    std::smatch m;
-    if (!std::regex_search(line, m, re)) continue;
-    std::vector<double> row;
-    std::stringstream ss(m[1].str());
-    for (std::string x; std::getline(ss, x, ',');) row.push_back(std::stod(x));
-    out.push_back(row);
-  }
-  return out;
-}
-
-// kSyntheticConfig without dropout (accumulation must see identical forward passes).
-std::string deterministic_config() {
-  std::string c = kSyntheticConfig;
-  c.replace(c.find("[[model.layers]]\ntype = \"dropout\"\np = 0.1\n"), 41, "");
-  return c;
-}
-
-}  // namespace
-
 TEST_CASE("three parameter groups on fmnist_cnn: one lr per group per step", "[integration][optim]") {
   fs::path d = fresh_dir("groups");
   write(d / "groups.toml", R"(
@@ -69,7 +41,7 @@ eval_batches = 1
   Result r = trainer(d, "run groups.toml");
   INFO(r.out);
   REQUIRE(r.code == 0);
-  auto rows = lrs(read(d / "runs/groups/metrics.jsonl"));
+  auto rows = metric_lrs(read(d / "runs/groups/metrics.jsonl"));
   REQUIRE(rows.size() == 12);
   for (size_t i = 0; i < rows.size(); ++i) {
     INFO("step " << i + 1);
@@ -85,7 +57,7 @@ eval_batches = 1
 
 TEST_CASE("gradient accumulation 4 x 32 equals one batch of 128", "[integration][optim]") {
   fs::path d = fresh_dir("accumulate");
-  write(d / "syn.toml", deterministic_config());
+  write(d / "syn.toml", synthetic_config_without_dropout());
   Result a = trainer(d, "run syn.toml --set run.name=big --set data.batch_size=128");
   INFO(a.out);
   REQUIRE(a.code == 0);
@@ -109,7 +81,7 @@ TEST_CASE("gradient accumulation 4 x 32 equals one batch of 128", "[integration]
 
 TEST_CASE("grad_clip logs the total norm and bounds the step", "[integration][optim]") {
   fs::path d = fresh_dir("clip");
-  write(d / "syn.toml", deterministic_config());
+  write(d / "syn.toml", synthetic_config_without_dropout());
   Result r = trainer(d, "run syn.toml --set train.grad_clip.max_norm=0.01 --set train.log_every=1");
   INFO(r.out);
   REQUIRE(r.code == 0);
@@ -123,7 +95,7 @@ TEST_CASE("grad_clip logs the total norm and bounds the step", "[integration][op
 
 TEST_CASE("scheduler and group errors stop the run before training", "[integration][optim][errors]") {
   fs::path d = fresh_dir("sched_errors");
-  write(d / "syn.toml", deterministic_config() + R"(
+  write(d / "syn.toml", synthetic_config_without_dropout() + R"(
 [scheduler]
 type = "lambda"
 lambda = ["0.95 ^ epoch", "0.95 ^ (epoch +"]
@@ -157,7 +129,7 @@ match = ["*.bias"]
     CHECK_THAT(r.out, Contains("unknown key 'weight_decy'") && Contains("did you mean 'weight_decay'"));
   }
   SECTION("a parameter claimed by two groups names both") {
-    std::string c = deterministic_config() + R"(
+    std::string c = synthetic_config_without_dropout() + R"(
 [[optimizer.groups]]
 name = "a"
 match = ["*.bias"]
