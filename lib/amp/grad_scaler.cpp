@@ -1,4 +1,5 @@
 #include "amp/grad_scaler.h"
+#include <algorithm>
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -49,19 +50,20 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
   // torch: inv_scale = scale.double().reciprocal().float(). Each grad element is checked for
   // inf/NaN before it is multiplied (a finite g * inv_scale may overflow when scale < 1), and
   // multiplied regardless. The f32 * f32 product rounded once equals torch's float multiply.
+  // The check: sum(g * 0) is NaN exactly when g holds an inf or a NaN (0 * inf = NaN), in two
+  // passes and without the overflow a plain sum(g) could have; one probe per device, read once.
   const double inv_scale = double(float(1.0 / double(scale_)));
   NoGradGuard no_grad;
-  std::vector<std::pair<Device, Tensor>> nonfinite;  // count per device, read once per device
+  std::vector<std::pair<Device, Tensor>> probes;
   for (Tensor& g : grads) {
-    Tensor n = sum(logical_not(isfinite(g)));
-    auto it = nonfinite.begin();
-    while (it != nonfinite.end() && it->first != g.device()) ++it;
-    if (it == nonfinite.end()) nonfinite.emplace_back(g.device(), n);
+    Tensor n = sum(g * 0.0);
+    auto it = std::find_if(probes.begin(), probes.end(), [&](const auto& d) { return d.first == g.device(); });
+    if (it == probes.end()) probes.emplace_back(g.device(), n);
     else it->second = it->second + n;
     g.mul_(inv_scale);
   }
   bool found = false;
-  for (auto& [dev, n] : nonfinite) found = found || n.item() > 0;
+  for (auto& [dev, n] : probes) found = found || !std::isfinite(n.item());
 
   if (pg_ != nullptr) {
     std::vector<Tensor> params = opt.params();
@@ -80,9 +82,9 @@ bool GradScaler::step(optim::Optimizer& opt) {
     opt.step();
     return true;
   }
-  TR_CHECK(states_[&opt].stage != Stage::Stepped, "step() has already been called since the last update().");
-  if (states_[&opt].stage == Stage::Ready) unscale_(opt);
   OptState& st = states_[&opt];
+  TR_CHECK(st.stage != Stage::Stepped, "step() has already been called since the last update().");
+  if (st.stage == Stage::Ready) unscale_(opt);
   TR_CHECK(st.checked, "No inf checks were recorded for this optimizer (", opt.type_name(),
            " has no parameter with a gradient).");
   const bool stepped = !st.found_inf;

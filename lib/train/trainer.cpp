@@ -124,8 +124,9 @@ Trainer::Trainer(config::RunConfig cfg) : cfg_(std::move(cfg)), env_(dist::read_
   // mixed precision: autocast in train_step, and the loss scaler
   if (cfg_.amp.enabled) {
     const auto& a = cfg_.amp;
+    // No process group for the scaler: DDP has averaged the gradients before unscale_, so an
+    // inf/NaN on any rank is on every rank and all ranks skip the same steps without a collective.
     scaler_ = amp::GradScaler({a.init_scale, a.growth_factor, a.backoff_factor, a.growth_interval, a.scaler});
-    if (pg_) scaler_.set_process_group(pg_.get());
   }
 
   // the training loader: batch_size samples per micro-batch, `accumulate` micro-batches a step
