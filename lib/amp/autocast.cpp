@@ -1,6 +1,7 @@
 // Autocast state (per thread), the per-policy input casts and the parameter cast cache.
 #include "amp/autocast.h"
 #include <map>
+#include <optional>
 #include <utility>
 #include "autograd/grad_mode.h"
 #include "core/error.h"
