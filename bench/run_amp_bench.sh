@@ -5,25 +5,9 @@
 # Ours is the samples_per_s of the last metrics line (steps after the first window).
 # Usage: bench/run_amp_bench.sh   (BUILD_DIR=build by default; STEPS=40; ROUNDS=1, best kept)
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 STEPS="${STEPS:-40}"
 ROUNDS="${ROUNDS:-1}"
-PYTHON="${PYTHON:-/usr/bin/python3}"
-OUT="$(mktemp -d)"
-trap 'rm -rf "$OUT"' EXIT
-[[ -x "$BUILD_DIR/trainer" ]] || bash "$ROOT/scripts/build.sh"
-echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-
-ours() {  # config steps amp-args...; prints samples/s
-  local cfg=$1 steps=$2 half=$(( $2 / 2 )) name="$1-$RANDOM"
-  shift 2
-  OMP_NUM_THREADS=2 "$BUILD_DIR/trainer" run "$ROOT/configs/$cfg.toml" "$@" --set run.out_dir="$OUT" \
-    --set run.name="$name" --set train.steps="$steps" --set train.log_every="$half" --set train.eval_batches=1 \
-    --set log.progress=none --set checkpoint.save_final=false --set checkpoint.every_epoch=false >/dev/null
-  grep '"split":"train"' "$OUT/$name/metrics.jsonl" | tail -1 | sed 's/.*"samples_per_s":\([0-9.]*\).*/\1/'
-}
-max() { awk "BEGIN{print ($1 > $2) ? $1 : $2}"; }
+source "$(dirname "${BASH_SOURCE[0]}")/train_bench_lib.sh"
 
 declare -A v
 for m in mlp cnn gpt; do for k in f32 bf16 fp16 tf32 tbf16; do v[$m-$k]=0; done; done
@@ -33,7 +17,7 @@ for round in $(seq "$ROUNDS"); do
     case $m in mlp) cfg=fmnist_mlp; s=$STEPS;; cnn) cfg=fmnist_cnn; s=$(( STEPS / 2 ));; gpt) cfg=gpt_char; s=$STEPS;; esac
     scale=1; [[ $m == gpt ]] && scale=128
     for k in f32 bf16 fp16; do
-      if [[ $k == f32 ]]; then x=$(ours $cfg $s); else x=$(ours $cfg $s --set amp.enabled=true --set amp.dtype=$k); fi
+      if [[ $k == f32 ]]; then x=$(OMP_NUM_THREADS=2 ours $cfg $s); else x=$(OMP_NUM_THREADS=2 ours $cfg $s --set amp.enabled=true --set amp.dtype=$k); fi
       v[$m-$k]=$(max "${v[$m-$k]}" "$(awk "BEGIN{print $x*$scale}")")
     done
   done
@@ -52,12 +36,11 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-r() { awk "BEGIN{printf \"%.2f\", $1/$2}"; }
 echo "| model | unit | trainer f32 | trainer bf16 | trainer fp16 | bf16/f32 | fp16/f32 | torch f32 | torch bf16 | torch bf16/f32 | trainer bf16 / torch bf16 |"
 echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for m in mlp cnn gpt; do
   unit=samples/s; [[ $m == gpt ]] && unit=tokens/s
   printf "| %s | %s | %.0f | %.0f | %.0f | %s | %s | %.0f | %.0f | %s | %s |\n" $m $unit "${v[$m-f32]}" "${v[$m-bf16]}" \
-    "${v[$m-fp16]}" "$(r "${v[$m-bf16]}" "${v[$m-f32]}")" "$(r "${v[$m-fp16]}" "${v[$m-f32]}")" "${v[$m-tf32]}" \
-    "${v[$m-tbf16]}" "$(r "${v[$m-tbf16]}" "${v[$m-tf32]}")" "$(r "${v[$m-bf16]}" "${v[$m-tbf16]}")"
+    "${v[$m-fp16]}" "$(ratio "${v[$m-bf16]}" "${v[$m-f32]}")" "$(ratio "${v[$m-fp16]}" "${v[$m-f32]}")" "${v[$m-tf32]}" \
+    "${v[$m-tbf16]}" "$(ratio "${v[$m-tbf16]}" "${v[$m-tf32]}")" "$(ratio "${v[$m-bf16]}" "${v[$m-tbf16]}")"
 done

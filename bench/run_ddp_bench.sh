@@ -5,25 +5,9 @@
 # and optimizers. Ours is the samples_per_s of the last metrics line (steps after the first window).
 # Usage: bench/run_ddp_bench.sh   (BUILD_DIR=build by default; STEPS=60; ROUNDS=2, best kept)
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 STEPS="${STEPS:-60}"
 ROUNDS="${ROUNDS:-2}"
-PYTHON="${PYTHON:-/usr/bin/python3}"
-OUT="$(mktemp -d)"
-trap 'rm -rf "$OUT"' EXIT
-[[ -x "$BUILD_DIR/trainer" ]] || bash "$ROOT/scripts/build.sh"
-echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-
-ours() {  # config steps launch-args...; prints global samples/s
-  local cfg=$1 steps=$2 half=$(( $2 / 2 )) name="$1-$RANDOM"
-  shift 2
-  "$BUILD_DIR/trainer" run "$ROOT/configs/$cfg.toml" "$@" --set run.out_dir="$OUT" --set run.name="$name" \
-    --set train.steps="$steps" --set train.log_every="$half" --set train.eval_batches=1 \
-    --set log.progress=none --set checkpoint.save_final=false --set checkpoint.every_epoch=false >/dev/null
-  grep '"split":"train"' "$OUT/$name/metrics.jsonl" | tail -1 | sed 's/.*"samples_per_s":\([0-9.]*\).*/\1/'
-}
-max() { awk "BEGIN{print ($1 > $2) ? $1 : $2}"; }
+source "$(dirname "${BASH_SOURCE[0]}")/train_bench_lib.sh"
 
 declare -A o12 o21 t12 t12_set t21
 for m in mlp cnn gpt; do o12[$m]=0; o21[$m]=0; t12[$m]=0; t21[$m]=0; done
@@ -51,12 +35,11 @@ for round in $(seq "$ROUNDS"); do
   done < "$OUT/d.jsonl"
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-r() { awk "BEGIN{printf \"%.2f\", $1/$2}"; }
 echo "| model | unit | trainer 1x2 | trainer 2x1 | 2x1 / 1x2 | torch 1x2 (setting) | torch DDP 2x1 | torch 2x1 / 1x2 | trainer 2x1 / torch DDP 2x1 | trainer 1x2 / torch 1x2 |"
 echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for m in mlp cnn gpt; do
   unit=samples/s; [[ $m == gpt ]] && unit=tokens/s
   printf "| %s | %s | %.0f | %.0f | %s | %.0f (%s) | %.0f | %s | %s | %s |\n" $m $unit "${o12[$m]}" "${o21[$m]}" \
-    "$(r "${o21[$m]}" "${o12[$m]}")" "${t12[$m]}" "${t12_set[$m]}" "${t21[$m]}" "$(r "${t21[$m]}" "${t12[$m]}")" \
-    "$(r "${o21[$m]}" "${t21[$m]}")" "$(r "${o12[$m]}" "${t12[$m]}")"
+    "$(ratio "${o21[$m]}" "${o12[$m]}")" "${t12[$m]}" "${t12_set[$m]}" "${t21[$m]}" "$(ratio "${t21[$m]}" "${t12[$m]}")" \
+    "$(ratio "${o21[$m]}" "${t21[$m]}")" "$(ratio "${o12[$m]}" "${t12[$m]}")"
 done

@@ -5,29 +5,15 @@
 # Ours is read from the samples_per_s of the last metrics line (steps after the first window).
 # Usage: bench/run_train_bench.sh   (BUILD_DIR=build by default; STEPS=60)
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 STEPS="${STEPS:-60}"
-PYTHON="${PYTHON:-/usr/bin/python3}"
-OUT="$(mktemp -d)"
-trap 'rm -rf "$OUT"' EXIT
-[[ -x "$BUILD_DIR/trainer" ]] || bash "$ROOT/scripts/build.sh"
-echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-
-ours() {  # model config threads steps
-  local cfg=$1 t=$2 steps=$3 half=$(( $3 / 2 ))
-  OMP_NUM_THREADS=$t "$BUILD_DIR/trainer" run "$ROOT/configs/$cfg.toml" --set run.out_dir="$OUT" \
-    --set run.name="$cfg-$t" --set train.steps="$steps" --set train.log_every="$half" \
-    --set train.eval_batches=1 --set log.progress=none --set checkpoint.save_final=false >/dev/null
-  grep '"split":"train"' "$OUT/$cfg-$t/metrics.jsonl" | tail -1 | sed 's/.*"samples_per_s":\([0-9.]*\).*/\1/'
-}
+source "$(dirname "${BASH_SOURCE[0]}")/train_bench_lib.sh"
 
 declare -A best_ours best_ours_set best_torch best_torch_set
 for m in mlp cnn gpt; do best_ours[$m]=0; best_torch[$m]=0; done
 for t in 2 1; do
   for m in mlp cnn gpt; do
     case $m in mlp) cfg=fmnist_mlp; s=$STEPS;; cnn) cfg=fmnist_cnn; s=$(( STEPS / 2 ));; gpt) cfg=gpt_char; s=$STEPS;; esac
-    v=$(ours $cfg $t $s)
+    v=$(OMP_NUM_THREADS=$t ours $cfg $s)
     [[ $m == gpt ]] && v=$(awk "BEGIN{print $v*128}")
     if awk "BEGIN{exit !($v > ${best_ours[$m]})}"; then best_ours[$m]=$v; best_ours_set[$m]="omp=$t"; fi
   done
@@ -47,7 +33,7 @@ echo "| model | unit | trainer | trainer setting | torch 1.13 | torch setting | 
 echo "| --- | --- | ---: | --- | ---: | --- | ---: |"
 for m in mlp cnn gpt; do
   unit=samples/s; [[ $m == gpt ]] && unit=tokens/s
-  r=$(awk "BEGIN{printf \"%.2f\", ${best_ours[$m]}/${best_torch[$m]}}")
+  r=$(ratio "${best_ours[$m]}" "${best_torch[$m]}")
   printf "| %s | %s | %.0f | %s | %.0f | %s | %s |\n" $m $unit "${best_ours[$m]}" "${best_ours_set[$m]}" \
     "${best_torch[$m]}" "${best_torch_set[$m]}" "$r"
 done

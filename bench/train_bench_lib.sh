@@ -1,0 +1,22 @@
+# Sourced by run_train_bench.sh, run_ddp_bench.sh and run_amp_bench.sh: the paths, a scratch
+# directory removed on exit, and one trainer run that reports its throughput.
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
+PYTHON="${PYTHON:-/usr/bin/python3}"
+OUT="$(mktemp -d)"
+trap 'rm -rf "$OUT"' EXIT
+[[ -x "$BUILD_DIR/trainer" ]] || bash "$ROOT/scripts/build.sh"
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+
+# ours CONFIG STEPS [trainer args...]: samples/s of configs/CONFIG.toml over STEPS steps, read from
+# the last train line of metrics.jsonl (the steps after the first window, so start-up is not timed).
+ours() {
+  local cfg=$1 steps=$2 half=$(( $2 / 2 )) name="$1-$RANDOM$RANDOM"
+  shift 2
+  "$BUILD_DIR/trainer" run "$ROOT/configs/$cfg.toml" "$@" --set run.out_dir="$OUT" --set run.name="$name" \
+    --set train.steps="$steps" --set train.log_every="$half" --set train.eval_batches=1 \
+    --set log.progress=none --set checkpoint.save_final=false --set checkpoint.every_epoch=false >/dev/null
+  grep '"split":"train"' "$OUT/$name/metrics.jsonl" | tail -1 | sed 's/.*"samples_per_s":\([0-9.]*\).*/\1/'
+}
+max() { awk "BEGIN{print ($1 > $2) ? $1 : $2}"; }
+ratio() { awk "BEGIN{printf \"%.2f\", $1/$2}"; }
