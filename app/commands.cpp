@@ -2,19 +2,19 @@
 #include <omp.h>
 #include <chrono>
 #include <cstdio>
-#include "autograd/grad_mode.h"
+#include "core/grad_mode.h"
 #include "core/cuda_hooks.h"
 #include "core/rng.h"
 #include "ops/init.h"
 #include "ops/ops.h"
 #include "config/run_config.h"
 #include "nn/model_file.h"
-#include "dist/launcher.h"
+#include "distributed/launcher.h"
 #include "io/checkpoint_dir.h"
 #include "io/safetensors.h"
 #include "train/stop_signal.h"
 #include "train/trainer.h"
-#include "util/toml_table.h"
+#include "toml/toml_table.h"
 #include <filesystem>
 
 namespace tr::app {
@@ -105,7 +105,7 @@ struct RunArgs {
 void run(const RunArgs& a) {
   const bool is_rank = std::getenv("RANK") != nullptr;  // started by a launcher (ours or any other)
   if ((a.nproc > 1 || a.nnodes > 1) && !is_rank) {
-    dist::LaunchOptions lo;
+    distributed::LaunchOptions lo;
     lo.nproc = a.nproc;
     lo.nnodes = a.nnodes;
     lo.node_rank = a.node_rank;
@@ -117,7 +117,7 @@ void run(const RunArgs& a) {
     for (auto& s : a.sets) lo.argv.insert(lo.argv.end(), {"--set", s});
     if (!a.resume.empty()) lo.argv.insert(lo.argv.end(), {"--resume", a.resume});
     if (a.stop_at > 0) lo.argv.insert(lo.argv.end(), {"--stop-at-step", std::to_string(a.stop_at)});
-    int status = dist::launch(lo);
+    int status = distributed::launch(lo);
     if (status != 0) throw ExitStatus{status};
     return;
   }

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <utility>
 #include <vector>
-#include "autograd/grad_mode.h"
-#include "dist/process_group.h"
+#include "core/grad_mode.h"
+#include "distributed/process_group.h"
 #include "ops/ops.h"
 #include "optim/optimizer.h"
 
@@ -69,7 +69,7 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
     std::vector<Tensor> params = opt.params();
     const Device dev = pg_->backend() == "gloo" || params.empty() ? kCPU : params.front().device();
     Tensor flag = full({1}, found ? 1.0 : 0.0, TensorOptions(DType::F32).device(dev));
-    pg_->allreduce(flag, dist::ReduceOp::MAX);
+    pg_->allreduce(flag, distributed::ReduceOp::MAX);
     found = flag.item() > 0;
   }
   st.checked = !grads.empty();

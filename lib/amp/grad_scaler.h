@@ -20,7 +20,7 @@
 namespace tr::optim {
 class Optimizer;
 }
-namespace tr::dist {
+namespace tr::distributed {
 class ProcessGroup;
 }
 
@@ -75,7 +75,7 @@ class GradScaler {
   // Data-parallel: the group whose ranks must agree on found_inf (null: this process alone).
   // Gloo: the flag is reduced on the CPU; other backends: on the device of the optimizer's first
   // parameter. Every rank must call unscale_/step for the same optimizers in the same order.
-  void set_process_group(dist::ProcessGroup* pg) { pg_ = pg; }
+  void set_process_group(distributed::ProcessGroup* pg) { pg_ = pg; }
 
   // torch's keys: scale, growth_factor, backoff_factor, growth_interval, _growth_tracker ({} when
   // disabled). load_state_dict does nothing when disabled and rejects an empty state.
@@ -97,7 +97,7 @@ class GradScaler {
   int64_t growth_interval_;
   int64_t tracker_ = 0;
   int64_t skipped_ = 0;
-  dist::ProcessGroup* pg_ = nullptr;
+  distributed::ProcessGroup* pg_ = nullptr;
   std::map<const optim::Optimizer*, OptState> states_;  // torch keys by id(optimizer)
 };
 

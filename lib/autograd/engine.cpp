@@ -2,8 +2,9 @@
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
-#include "amp/autocast.h"
-#include "autograd/grad_mode.h"
+#include "ops/autocast.h"
+#include "autograd/anomaly_mode.h"
+#include "core/grad_mode.h"
 #include "autograd/node.h"
 #include "ops/ops.h"
 

@@ -1,5 +1,5 @@
 #include "autograd/function.h"
-#include "autograd/grad_mode.h"
+#include "core/grad_mode.h"
 #include "autograd/node.h"
 #include "ops/ops.h"
 

@@ -1,7 +1,7 @@
 #include "autograd/gradcheck.h"
 #include <cmath>
 #include "autograd/engine.h"
-#include "autograd/grad_mode.h"
+#include "core/grad_mode.h"
 #include "ops/ops.h"
 
 namespace tr {

@@ -1,6 +1,6 @@
 #include "autograd/node.h"
 #include <atomic>
-#include "autograd/grad_mode.h"
+#include "core/grad_mode.h"
 #include "ops/ops.h"
 
 namespace tr {

@@ -4,7 +4,7 @@
 #include <limits>
 #include <sstream>
 #include "core/error.h"
-#include "util/toml_table.h"
+#include "toml/toml_table.h"
 
 namespace tr::config {
 

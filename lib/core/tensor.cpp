@@ -3,7 +3,7 @@
 #include <cstring>
 #include "autograd/engine.h"
 #include "autograd/function.h"
-#include "autograd/grad_mode.h"
+#include "core/grad_mode.h"
 #include "autograd/node.h"
 #include "core/cuda_hooks.h"
 #include "ops/ops.h"

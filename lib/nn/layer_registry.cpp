@@ -8,30 +8,8 @@ std::string ShapeInfo::str() const {
   return s;
 }
 
-LayerRegistry& LayerRegistry::get() {
-  static LayerRegistry r;
-  return r;
-}
-
-void LayerRegistry::add(const std::string& type, LayerBuilder b, std::string doc) {
-  types_[type] = {std::move(b), std::move(doc)};
-}
-
-std::vector<std::string> LayerRegistry::types() const {
-  std::vector<std::string> r;
-  for (auto& [k, v] : types_) r.push_back(k);
-  return r;
-}
-
-ModulePtr LayerRegistry::build(const TomlTable& t, ShapeInfo& io) const {
-  std::string type = t.get_string("type");
-  auto it = types_.find(type);
-  if (it == types_.end()) {
-    std::string near = nearest_name(type, types());
-    t.fail("type", str("is an unknown layer type '", type, "'", near.empty() ? "" : "; did you mean '" + near + "'?",
-                       " (known types: ", types(), ")"));
-  }
-  ModulePtr m = it->second.build(t, io);
+ModulePtr build_layer(const TomlTable& t, ShapeInfo& io) {
+  ModulePtr m = t.get_registered<LayerType>("type").build(t, io);
   t.finish({"name"});
   return m;
 }

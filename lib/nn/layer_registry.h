@@ -3,11 +3,10 @@
 // given, and replaces it by its output shape (so a model file never states in_features).
 #pragma once
 #include <functional>
-#include <map>
 #include <string>
 #include <vector>
 #include "nn/module.h"
-#include "util/toml_table.h"
+#include "toml/toml_table.h"
 
 namespace tr::nn {
 
@@ -20,30 +19,20 @@ struct ShapeInfo {
 
 using LayerBuilder = std::function<ModulePtr(const TomlTable& args, ShapeInfo& io)>;
 
+// A layer type of model files: Registry<LayerType>, keyed by the `type` a layer table names.
 struct LayerType {
   LayerBuilder build;
   std::string doc;  // one line: the keys it takes
+
+  static constexpr const char* kRegistryKind = "layer type";
 };
 
-class LayerRegistry {
- public:
-  static LayerRegistry& get();
-  void add(const std::string& type, LayerBuilder b, std::string doc);
-  // Builds the layer described by `t` ("type" selects the builder); unknown keys and types are
-  // errors with the location and the known names.
-  ModulePtr build(const TomlTable& t, ShapeInfo& io) const;
-  std::vector<std::string> types() const;
-  const std::map<std::string, LayerType>& all() const { return types_; }
+// Builds the layer described by `t` ("type" selects the builder); unknown keys and types are
+// errors with the location and the known names.
+ModulePtr build_layer(const TomlTable& t, ShapeInfo& io);
 
- private:
-  std::map<std::string, LayerType> types_;
-};
-
-struct LayerRegistrar {
-  LayerRegistrar(const char* type, LayerBuilder b, const char* doc) { LayerRegistry::get().add(type, std::move(b), doc); }
-};
 #define TR_REGISTER_LAYER(TYPE, DOC, FN) \
-  static ::tr::nn::LayerRegistrar TR_LAYER_CONCAT(tr_layer_registrar_, __LINE__)(TYPE, FN, DOC)
+  static const ::tr::Registrar<::tr::nn::LayerType> TR_LAYER_CONCAT(tr_layer_registrar_, __LINE__)(TYPE, {FN, DOC})
 #define TR_LAYER_CONCAT2(a, b) a##b
 #define TR_LAYER_CONCAT(a, b) TR_LAYER_CONCAT2(a, b)
 

@@ -1,5 +1,5 @@
 #include "nn/losses.h"
-#include "amp/autocast.h"
+#include "ops/autocast.h"
 #include "ops/ops.h"
 
 namespace tr::nn {

@@ -45,7 +45,7 @@ Model build_model(const TomlTable& t) {
   for (size_t i = 0; i < layers.size(); ++i) {
     std::string type = layers[i].raw()["type"].value_or(std::string("?"));
     TomlTable l(layers[i].raw(), t.file(), str("layer ", i, " (", type, ")"));
-    ModulePtr mod = LayerRegistry::get().build(l, io);
+    ModulePtr mod = build_layer(l, io);
     seq->push_back(mod, l.get_string("name", ""));
     shapes.push_back(io.shape);
   }

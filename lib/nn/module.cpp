@@ -1,7 +1,7 @@
 #include "nn/module.h"
 #include <set>
 #include <sstream>
-#include "autograd/grad_mode.h"
+#include "core/grad_mode.h"
 #include "autograd/node.h"
 #include "ops/ops.h"
 

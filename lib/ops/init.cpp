@@ -1,6 +1,6 @@
 #include "ops/init.h"
 #include <cmath>
-#include "autograd/grad_mode.h"
+#include "core/grad_mode.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
 

@@ -1,5 +1,5 @@
 // In-place ops (copy_, fill_, add_, mul_, ...): version counters and autograd rebasing.
-#include "autograd/grad_mode.h"
+#include "core/grad_mode.h"
 #include "autograd/node.h"
 #include "core/cuda_hooks.h"
 #include "ops/ops.h"

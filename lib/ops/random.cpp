@@ -1,6 +1,6 @@
 // Random tensors from Philox streams: element i of a draw is a pure function of
 // (seed, offset, i), so results do not depend on thread count or device.
-#include "autograd/grad_mode.h"
+#include "core/grad_mode.h"
 #include "core/philox.h"
 #include "ops/ops.h"
 #include "ops/registry.h"

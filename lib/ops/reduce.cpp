@@ -2,7 +2,7 @@
 // norm; mean and std are compositions. Attrs: dims (resolved, sorted), keepdim.
 #include <algorithm>
 #include <cmath>
-#include "autograd/grad_mode.h"
+#include "core/grad_mode.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
 

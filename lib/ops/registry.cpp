@@ -1,20 +1,15 @@
 #include "ops/registry.h"
 #include <cctype>
 #include <unordered_map>
-#include "autograd/grad_mode.h"
+#include "core/grad_mode.h"
 #include "autograd/node.h"
 #include "autograd/saved_variable.h"
 #include "ops/ops.h"
 
 namespace tr {
 
-OpRegistry& OpRegistry::get() {
-  static OpRegistry r;
-  return r;
-}
-
-OpDef& OpRegistry::def(const std::string& name) {
-  OpDef& d = ops_[name];
+OpDef& def_op(const std::string& name) {
+  OpDef& d = OpRegistry::get().entry(name);
   if (d.name.empty()) {
     d.name = name;
     // "log_softmax" -> "LogSoftmaxBackward0", torch's naming of grad_fn classes.
@@ -28,12 +23,6 @@ OpDef& OpRegistry::def(const std::string& name) {
     d.grad_name = camel + "Backward0";
   }
   return d;
-}
-
-const OpDef& OpRegistry::at(const std::string& name) const {
-  auto it = ops_.find(name);
-  if (it == ops_.end()) throw Error(str("unknown op '", name, "'"));
-  return it->second;
 }
 
 std::string shape_str(const Shape& s) { return str(s); }

@@ -6,9 +6,10 @@
 #include <map>
 #include <string>
 #include <vector>
-#include "amp/autocast.h"
+#include "core/registry.h"
 #include "core/tensor.h"
 #include "ops/attrs.h"
+#include "ops/autocast.h"
 
 namespace tr {
 
@@ -55,29 +56,22 @@ struct OpDef {
   bool save_inputs = true;
   bool save_outputs = false;
   uint32_t unsaved_outputs = 0;  // with save_outputs: bit i set = output i is not kept (undefined in backward)
-  // Gradcheck cases registered by tests: checked by the registry test.
-  std::string grad_name;  // "AddBackward0"
+  std::string grad_name;  // torch's name of the backward node: "AddBackward0"
+
+  static constexpr const char* kRegistryKind = "op";
 };
 
-class OpRegistry {
- public:
-  static OpRegistry& get();
-  OpDef& def(const std::string& name);  // creates the entry on first use
-  const OpDef& at(const std::string& name) const;
-  const std::map<std::string, OpDef>& all() const { return ops_; }
-
- private:
-  std::map<std::string, OpDef> ops_;
-};
+// Every op: Registry<OpDef>. An op's definition and its per-device kernels register from
+// different files in any order, so entries are created on first use: def_op(name).
+using OpRegistry = Registry<OpDef>;
+OpDef& def_op(const std::string& name);
 
 // Static registration helpers: TR_REGISTER_OP(add) { d.num_inputs = 2; ... }
 struct OpRegistrar {
-  OpRegistrar(const char* name, void (*fill)(OpDef&)) { fill(OpRegistry::get().def(name)); }
+  OpRegistrar(const char* name, void (*fill)(OpDef&)) { fill(def_op(name)); }
 };
 struct KernelRegistrar {
-  KernelRegistrar(const char* name, DeviceType dev, KernelFn fn) {
-    OpRegistry::get().def(name).kernels[int(dev)] = fn;
-  }
+  KernelRegistrar(const char* name, DeviceType dev, KernelFn fn) { def_op(name).kernels[int(dev)] = fn; }
 };
 
 #define TR_CONCAT_(a, b) a##b

@@ -1,7 +1,7 @@
 // View ops: outputs alias the input's storage with new sizes/strides/offset. Their backward maps
 // the gradient back to the input's geometry with differentiable ops.
 #include <numeric>
-#include "autograd/grad_mode.h"
+#include "core/grad_mode.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
 

@@ -1,6 +1,6 @@
 #include "optim/clip_grad.h"
 #include <cmath>
-#include "autograd/grad_mode.h"
+#include "core/grad_mode.h"
 #include "ops/ops.h"
 
 namespace tr::optim {

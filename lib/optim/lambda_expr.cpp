@@ -6,7 +6,7 @@
 #include <numbers>
 #include <regex>
 #include "core/error.h"
-#include "util/toml_table.h"  // nearest_name
+#include "toml/toml_table.h"  // nearest_name
 
 namespace tr::optim {
 

@@ -1,6 +1,6 @@
 #include "optim/optimizer.h"
 #include <set>
-#include "util/toml_table.h"
+#include "toml/toml_table.h"
 
 namespace tr::optim {
 

@@ -1,7 +1,7 @@
 #include "optim/optimizer_state.h"
 #include <algorithm>
 #include <set>
-#include "autograd/grad_mode.h"
+#include "core/grad_mode.h"
 
 namespace tr::optim {
 

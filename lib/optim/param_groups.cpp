@@ -5,7 +5,7 @@
 #include <map>
 #include <set>
 #include "nn/layer_registry.h"
-#include "util/toml_table.h"
+#include "toml/toml_table.h"
 
 namespace tr::optim {
 
@@ -69,7 +69,7 @@ std::vector<ParamGroup> build_param_groups(const nn::Module& model, const std::v
   std::set<TensorImpl*> seen;
   std::set<std::string> kinds;  // normalized kinds of the model's modules
   collect(model, "", seen, params, kinds);
-  for (auto& t : nn::LayerRegistry::get().types()) kinds.insert(normalize_kind(t));
+  for (auto& t : Registry<nn::LayerType>::get().names()) kinds.insert(normalize_kind(t));
   std::vector<std::string> kind_list(kinds.begin(), kinds.end());
 
   std::set<std::string> names{"default"};

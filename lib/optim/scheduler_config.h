@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 #include "optim/lr_scheduler.h"
-#include "util/toml_table.h"
+#include "toml/toml_table.h"
 
 namespace tr::optim {
 

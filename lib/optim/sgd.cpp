@@ -1,5 +1,5 @@
 #include "optim/sgd.h"
-#include "autograd/grad_mode.h"
+#include "core/grad_mode.h"
 #include "ops/ops.h"
 
 namespace tr::optim {

@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include "amp/autocast.h"
-#include "autograd/grad_mode.h"
+#include "ops/autocast.h"
+#include "core/grad_mode.h"
 #include "core/cuda_hooks.h"
 #include "core/rng.h"
 #include "data/idx_dataset.h"
@@ -60,7 +60,7 @@ std::vector<std::shared_ptr<const data::Transform>> make_transforms(const config
 
 }  // namespace
 
-Trainer::Trainer(config::RunConfig cfg) : cfg_(std::move(cfg)), env_(dist::read_dist_env()) {
+Trainer::Trainer(config::RunConfig cfg) : cfg_(std::move(cfg)), env_(distributed::read_dist_env()) {
   if (cfg_.run.threads > 0) omp_set_num_threads(int(cfg_.run.threads));
   device_ = pick_device(cfg_.run.device);
   manual_seed(uint64_t(cfg_.run.seed));
@@ -163,26 +163,26 @@ Trainer::Trainer(config::RunConfig cfg) : cfg_(std::move(cfg)), env_(dist::read_
 DType Trainer::amp_dtype() const { return cfg_.amp.dtype == "fp16" ? DType::F16 : DType::BF16; }
 
 void Trainer::init_distributed() {
-  store_ = dist::connect_store(env_, &store_server_);
-  dist::ProcessGroupOptions po;
+  store_ = distributed::connect_store(env_, &store_server_);
+  distributed::ProcessGroupOptions po;
   po.backend = cfg_.dist.backend == "auto" ? (device_.is_cpu() ? "gloo" : "nccl") : cfg_.dist.backend;
   po.rank = env_.rank;
   po.size = env_.world_size;
   po.timeout = std::chrono::milliseconds(int64_t(cfg_.dist.timeout_s * 1000));
   po.prefix = str("run", env_.restart_count);
   po.hostname = env_.master_addr == "127.0.0.1" || env_.master_addr == "localhost" ? "127.0.0.1" : "";
-  pg_ = dist::make_process_group(*store_, po);
-  dist::DDPOptions o;
+  pg_ = distributed::make_process_group(*store_, po);
+  distributed::DDPOptions o;
   o.bucket_mb = cfg_.dist.bucket_mb;
   o.broadcast_buffers = cfg_.dist.broadcast_buffers;
   o.find_unused_parameters = cfg_.dist.find_unused_parameters;
-  ddp_ = std::make_unique<dist::DistributedDataParallel>(*model_.net, *pg_, o);
+  ddp_ = std::make_unique<distributed::DistributedDataParallel>(*model_.net, *pg_, o);
 }
 
 void Trainer::allreduce_sum(std::vector<double>& values) {
   if (!pg_) return;
   Tensor t = from_vector(values, {int64_t(values.size())}, DType::F64);
-  pg_->allreduce(t, dist::ReduceOp::SUM);
+  pg_->allreduce(t, distributed::ReduceOp::SUM);
   for (size_t i = 0; i < values.size(); ++i) values[i] = t.select(0, int64_t(i)).item();
 }
 

@@ -9,10 +9,10 @@
 #include "amp/grad_scaler.h"
 #include "config/run_config.h"
 #include "data/dataloader.h"
-#include "dist/ddp.h"
-#include "dist/env.h"
-#include "dist/process_group.h"
-#include "dist/tcp_store.h"
+#include "distributed/ddp.h"
+#include "distributed/env.h"
+#include "distributed/process_group.h"
+#include "distributed/tcp_store.h"
 #include "nn/model_file.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
@@ -67,7 +67,7 @@ class Trainer {
   int64_t total_steps() const { return total_steps_; }
   // Rank 0 of a data-parallel run (or the only process) writes metrics, logs and checkpoints.
   bool is_main() const { return env_.rank == 0; }
-  const dist::DistEnv& dist_env() const { return env_; }
+  const distributed::DistEnv& dist_env() const { return env_; }
   int64_t steps_per_epoch() const { return steps_per_epoch_; }
 
  private:
@@ -94,11 +94,11 @@ class Trainer {
   void allreduce_sum(std::vector<double>& values);
 
   config::RunConfig cfg_;
-  dist::DistEnv env_;
-  std::unique_ptr<dist::TCPStoreServer> store_server_;  // hand-started ranks: rank 0 hosts the store
-  std::unique_ptr<dist::Store> store_;
-  std::unique_ptr<dist::ProcessGroup> pg_;
-  std::unique_ptr<dist::DistributedDataParallel> ddp_;
+  distributed::DistEnv env_;
+  std::unique_ptr<distributed::TCPStoreServer> store_server_;  // hand-started ranks: rank 0 hosts the store
+  std::unique_ptr<distributed::Store> store_;
+  std::unique_ptr<distributed::ProcessGroup> pg_;
+  std::unique_ptr<distributed::DistributedDataParallel> ddp_;
   Device device_;
   nn::Model model_;
   std::shared_ptr<const data::Dataset> train_set_, eval_set_;

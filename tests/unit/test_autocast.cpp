@@ -6,9 +6,9 @@
 #include "unit/fixtures.h"
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include "amp/autocast.h"
+#include "ops/autocast.h"
 #include "autograd/engine.h"
-#include "autograd/grad_mode.h"
+#include "core/grad_mode.h"
 #include "nn/losses.h"
 #include "ops/ops.h"
 

@@ -5,7 +5,8 @@
 #include "autograd/engine.h"
 #include "autograd/function.h"
 #include "autograd/gradcheck.h"
-#include "autograd/grad_mode.h"
+#include "autograd/anomaly_mode.h"
+#include "core/grad_mode.h"
 #include "autograd/node.h"
 #include "ops/ops.h"
 

@@ -11,7 +11,7 @@
 #include <set>
 #include <string>
 #include <vector>
-#include "autograd/grad_mode.h"
+#include "core/grad_mode.h"
 #include "core/allocator.h"
 #include "core/cuda_hooks.h"
 #include "ops/init.h"

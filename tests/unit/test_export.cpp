@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include "autograd/grad_mode.h"
+#include "core/grad_mode.h"
 #include "data/idx_dataset.h"
 #include "io/safetensors.h"
 #include "nn/model_file.h"

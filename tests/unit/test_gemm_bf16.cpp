@@ -2,7 +2,7 @@
 // once to bf16, for odd and tile-straddling shapes and transposed operands. Skips where the CPU
 // has no AVX512_BF16.
 #include <catch2/catch.hpp>
-#include "autograd/grad_mode.h"
+#include "core/grad_mode.h"
 #include "ops/cpu/gemm_bf16.h"
 #include "ops/ops.h"
 

@@ -10,8 +10,8 @@
 #include <memory>
 #include <thread>
 #include "amp/grad_scaler.h"
-#include "dist/hash_store.h"
-#include "dist/process_group.h"
+#include "distributed/hash_store.h"
+#include "distributed/process_group.h"
 #include "ops/ops.h"
 #include "optim/clip_grad.h"
 #include "optim/sgd.h"
@@ -291,7 +291,7 @@ TEST_CASE("GradScaler: state_dict round trip; a disabled scaler is the identity"
 
 TEST_CASE("GradScaler: ranks agree on found_inf through the process group", "[amp][scaler][dist]") {
   // Two Gloo ranks in two threads of this process, rendezvous through an in-process store.
-  dist::HashStore store;
+  distributed::HashStore store;
   struct Result {
     std::string error;
     std::vector<bool> stepped;
@@ -302,7 +302,7 @@ TEST_CASE("GradScaler: ranks agree on found_inf through the process group", "[am
   Result res[2];
   auto rank_main = [&](int rank) {
     try {
-      auto pg = dist::make_process_group("gloo", store, rank, 2, std::chrono::milliseconds(20000), "scaler");
+      auto pg = distributed::make_process_group("gloo", store, rank, 2, std::chrono::milliseconds(20000), "scaler");
       GradScaler scaler;
       scaler.set_process_group(pg.get());
       Tensor x = tensor({1., 2.}, TensorOptions().requires_grad());

@@ -20,11 +20,11 @@
 #include <sstream>
 #include <thread>
 #include "core/error.h"
-#include "dist/env.h"
-#include "dist/launcher.h"
+#include "distributed/env.h"
+#include "distributed/launcher.h"
 
 using namespace tr;
-using namespace tr::dist;
+using namespace tr::distributed;
 using Catch::Matchers::Contains;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;

@@ -9,7 +9,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include "autograd/grad_mode.h"
+#include "core/grad_mode.h"
 #include "autograd/gradcheck.h"
 #include "nn/layer_registry.h"
 #include "nn/layers/activations.h"
@@ -69,7 +69,7 @@ nn::ModulePtr build_toml(const std::string& text, nn::ShapeInfo& io) {
   toml::table t = toml::parse(std::string_view(text), std::string_view("model.toml"));
   if (!t.contains("type")) t.insert("type", "sequential");
   TomlTable tt(t, "model.toml", "model");
-  return nn::LayerRegistry::get().build(tt, io);
+  return nn::build_layer(tt, io);
 }
 
 // The message of the Error thrown by f ("" when none).
@@ -479,7 +479,7 @@ TEST_CASE("layers: every layer builds from TOML with the inferred output shape",
     INFO(c.toml);
     nn::ShapeInfo io{c.in, c.dt};
     toml::table t = toml::parse(std::string_view(c.toml), std::string_view("layer.toml"));
-    nn::ModulePtr m = nn::LayerRegistry::get().build(TomlTable(t, "layer.toml", "layer 0"), io);
+    nn::ModulePtr m = nn::build_layer(TomlTable(t, "layer.toml", "layer 0"), io);
     CHECK(io.shape == c.out);
     CHECK(io.dtype == DType::F32);
     // the inferred shape is the one forward gives, for a batch of 2
@@ -628,13 +628,13 @@ TEST_CASE("layers: TOML errors name the layer, the key and the shapes", "[layers
 }
 
 TEST_CASE("layers: the layer registry holds every layer type", "[layers]") {
-  auto types = nn::LayerRegistry::get().types();
+  auto types = Registry<nn::LayerType>::get().names();
   for (const char* t : {"conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "batch_norm1d", "batch_norm2d",
                         "layer_norm", "dropout", "embedding", "flatten", "relu", "relu6", "gelu", "silu", "tanh",
                         "sigmoid", "softplus", "linear", "sequential"}) {
     INFO(t);
     CHECK(std::find(types.begin(), types.end(), t) != types.end());
-    CHECK_FALSE(nn::LayerRegistry::get().all().at(t).doc.empty());
+    CHECK_FALSE(Registry<nn::LayerType>::get().all().at(t).doc.empty());
   }
 }
 

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include "autograd/grad_mode.h"
+#include "core/grad_mode.h"
 #include "nn/layers/activations.h"
 #include "nn/layers/linear.h"
 #include "nn/layers/sequential.h"

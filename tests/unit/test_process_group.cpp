@@ -24,11 +24,11 @@
 #include <thread>
 #include <type_traits>
 #include "core/cuda_hooks.h"
-#include "dist/process_group.h"
-#include "dist/tcp_store.h"
+#include "distributed/process_group.h"
+#include "distributed/tcp_store.h"
 
 using namespace tr;
-using namespace tr::dist;
+using namespace tr::distributed;
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 using Clock = std::chrono::steady_clock;

@@ -19,13 +19,13 @@
 #include <optional>
 #include <thread>
 #include "core/error.h"
-#include "dist/env.h"
-#include "dist/gloo_store.h"
-#include "dist/hash_store.h"
-#include "dist/tcp_store.h"
+#include "distributed/env.h"
+#include "distributed/gloo_store.h"
+#include "distributed/hash_store.h"
+#include "distributed/tcp_store.h"
 
 using namespace tr;
-using namespace tr::dist;
+using namespace tr::distributed;
 using Catch::Matchers::Contains;
 using namespace std::chrono_literals;
 

@@ -10,7 +10,7 @@
 #include <set>
 #include "autograd/engine.h"
 #include "autograd/gradcheck.h"
-#include "autograd/grad_mode.h"
+#include "core/grad_mode.h"
 #include "core/rng.h"
 #include "nn/layer_registry.h"
 #include "nn/layers/causal_self_attention.h"
@@ -39,7 +39,7 @@ std::vector<std::string> keys_of(const nn::StateDict& sd) {
 nn::ModulePtr build_toml(const std::string& src, nn::ShapeInfo& io) {
   toml::table tbl = toml::parse(src);
   TomlTable t(tbl, "test.toml", "model");
-  return nn::LayerRegistry::get().build(t, io);
+  return nn::build_layer(t, io);
 }
 
 std::string build_error(const std::string& src, nn::ShapeInfo io) {
@@ -435,7 +435,7 @@ TEST_CASE("TOML transformer layers: inferred n_embd, key errors with suggestions
              Contains("T = 9 (input [9] int64) exceeds block_size = 8"));
   for (const char* t : {"causal_self_attention", "transformer_block", "token_position_embedding", "residual", "repeat"}) {
     INFO(t);
-    CHECK(nn::LayerRegistry::get().all().count(t) == 1);
+    CHECK(Registry<nn::LayerType>::get().all().count(t) == 1);
   }
 }
 

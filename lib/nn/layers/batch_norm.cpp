@@ -1,5 +1,5 @@
 #include "nn/layers/batch_norm.h"
-#include "autograd/grad_mode.h"
+#include "core/grad_mode.h"
 #include "nn/layer_registry.h"
 #include "nn/layers/activations.h"
 #include "ops/ops.h"

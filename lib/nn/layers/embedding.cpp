@@ -1,5 +1,5 @@
 #include "nn/layers/embedding.h"
-#include "autograd/grad_mode.h"
+#include "core/grad_mode.h"
 #include "nn/layer_registry.h"
 #include "ops/init.h"
 #include "ops/ops.h"

@@ -49,7 +49,7 @@ std::shared_ptr<Sequential> build_list(const TomlTable& t, const std::string& ke
   for (size_t i = 0; i < layers.size(); ++i) {
     TomlTable l(layers[i].raw(), t.file(),
                 str(t.what(), " ", label, " layer ", i, " (", layers[i].raw()["type"].value_or(std::string("?")), ")"));
-    ModulePtr m = LayerRegistry::get().build(l, io);
+    ModulePtr m = build_layer(l, io);
     seq->push_back(m, l.get_string("name", ""));
   }
   return seq;

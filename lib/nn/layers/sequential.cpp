@@ -26,7 +26,7 @@ ModulePtr build_sequential(const TomlTable& t, ShapeInfo& io) {
   for (size_t i = 0; i < layers.size(); ++i) {
     TomlTable l(layers[i].raw(), t.file(), str(t.what() == "model" ? "" : t.what() + " ", "layer ", i, " (",
                                                   layers[i].raw()["type"].value_or(std::string("?")), ")"));
-    ModulePtr m = LayerRegistry::get().build(l, io);
+    ModulePtr m = build_layer(l, io);
     seq->push_back(m, l.get_string("name", ""));
   }
   return seq;

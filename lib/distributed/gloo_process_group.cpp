@@ -1,0 +1,406 @@
+// Gloo backend: rendezvous through our Store, a full TCP mesh, and one communication thread that
+// runs the queued collectives in issue order (every rank issues the same sequence, so the n-th
+// collective gets tag n everywhere). Gloo errors become tr::Error naming the collective and,
+// where it can be told, the peer: from the peer address in Gloo's message, else from the
+// arrival log (which ranks recorded that they were waiting in this collective).
+#include "distributed/gloo_process_group.h"
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/device.h>
+#include <cctype>
+#include <cstring>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include "core/grad_mode.h"
+#include "distributed/gloo_store.h"
+
+namespace tr::distributed {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using ms = std::chrono::milliseconds;
+
+int64_t ms_since(Clock::time_point t0) {
+  return std::chrono::duration_cast<ms>(Clock::now() - t0).count();
+}
+
+// "[file.cc:123] message" -> "message": the Gloo source location means nothing to a user.
+std::string strip_location(const std::string& m) {
+  if (!m.empty() && m[0] == '[') {
+    auto close = m.find("] ");
+    if (close != std::string::npos) return m.substr(close + 2);
+  }
+  return m;
+}
+
+bool contains_address(const std::string& msg, const std::string& addr) {
+  for (size_t p = msg.find(addr); p != std::string::npos; p = msg.find(addr, p + 1)) {
+    const size_t end = p + addr.size();  // "[h]:4339" must not match "[h]:43395"
+    if (end == msg.size() || !std::isdigit(static_cast<unsigned char>(msg[end]))) return true;
+  }
+  return false;
+}
+
+using ReduceFn = void (*)(void*, const void*, const void*, size_t);
+
+template <typename T>
+ReduceFn reduce_fn(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::SUM:
+    case ReduceOp::AVG: return static_cast<ReduceFn>(&gloo::sum<T>);
+    case ReduceOp::MAX: return static_cast<ReduceFn>(&gloo::max<T>);
+    case ReduceOp::MIN: return static_cast<ReduceFn>(&gloo::min<T>);
+  }
+  return nullptr;
+}
+
+class GlooWork : public Work {
+ public:
+  GlooWork(std::string name, uint64_t tag, std::function<void(uint32_t)> run)
+      : name(std::move(name)), tag(tag), run(std::move(run)) {}
+  void wait() override {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return done_; });
+    if (err_) std::rethrow_exception(err_);
+  }
+  bool is_completed() override {
+    std::lock_guard<std::mutex> g(mu_);
+    return done_;
+  }
+  void finish(std::exception_ptr e) {
+    std::lock_guard<std::mutex> g(mu_);
+    err_ = std::move(e);
+    done_ = true;
+    run = nullptr;  // drops the tensors it held
+    cv_.notify_all();
+  }
+
+  const std::string name;
+  const uint64_t tag;
+  std::function<void(uint32_t tag)> run;  // gets the Gloo tag: the issue number, mod 2^32
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr err_;
+};
+
+}  // namespace
+
+struct GlooProcessGroup::Impl {
+  Impl(Store& store, const ProcessGroupOptions& o);
+  ~Impl();
+
+  void rendezvous(const ProcessGroupOptions& o);
+  std::shared_ptr<Work> submit(std::string name, std::function<void(uint32_t)> run);
+  void comm_loop();
+  void monitor_loop();
+  std::string explain(const GlooWork& w, const std::string& gloo_msg, int64_t elapsed_ms);
+
+  template <typename T>
+  void allreduce(T* p, size_t n, ReduceOp op, uint32_t tag) {
+    gloo::AllreduceOptions o(ctx);
+    o.setOutput(p, n);
+    o.setReduceFunction(reduce_fn<T>(op));
+    o.setTag(tag);
+    o.setTimeout(timeout);
+    gloo::allreduce(o);
+    if (op == ReduceOp::AVG)
+      for (size_t i = 0; i < n; ++i) p[i] /= T(size);
+  }
+
+  Store& store;
+  const std::string prefix;  // "<opts.prefix>/gloo"
+  const int rank, size;
+  const ms timeout;
+  ArrivalLog log;
+  std::shared_ptr<gloo::transport::Device> dev;
+  std::shared_ptr<gloo::rendezvous::Context> ctx;
+  std::vector<std::string> listen_addr;  // rank -> "[host]:port" that appears in Gloo's messages
+
+  std::mutex mu;
+  std::condition_variable cv;  // queue changes, current op changes, stop
+  std::deque<std::shared_ptr<GlooWork>> queue;
+  uint64_t next_tag = 1;
+  uint64_t running_tag = 0;  // 0: none
+  Clock::time_point running_since;
+  uint64_t announced_tag = 0;
+  bool stop = false;
+  std::string broken;  // the first failure; set only by the comm thread
+  std::thread comm, monitor;
+};
+
+GlooProcessGroup::Impl::Impl(Store& s, const ProcessGroupOptions& o)
+    : store(s), prefix(o.prefix + "/gloo"), rank(o.rank), size(o.size), timeout(o.timeout),
+      log(s, prefix, o.rank, o.size, o.timeout) {
+  if (size == 1) return;  // nothing to connect: every collective is the identity
+  rendezvous(o);
+  comm = std::thread([this] { comm_loop(); });
+  monitor = std::thread([this] { monitor_loop(); });
+}
+
+GlooProcessGroup::Impl::~Impl() {
+  {
+    std::lock_guard<std::mutex> g(mu);
+    stop = true;
+  }
+  cv.notify_all();
+  if (comm.joinable()) comm.join();
+  if (monitor.joinable()) monitor.join();
+}
+
+void GlooProcessGroup::Impl::rendezvous(const ProcessGroupOptions& o) {
+  const auto t0 = Clock::now();
+  const std::string where = str("gloo rendezvous (store prefix '", o.prefix, "', rank ", rank, " of ", size, ")");
+  // 1. Every rank records that it joined; a rank that never does is named here (Gloo itself
+  //    would only report a store key it waited for).
+  join_ranks(store, prefix + "/joined", rank, size, timeout, where, Bytes(o.hostname.begin(), o.hostname.end()));
+  // 2. Gloo's own full mesh: each pair's address goes through the store.
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = o.hostname;
+    dev = gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    throw Error(str(where, ": cannot listen on \"", o.hostname, "\": ", strip_location(e.what())));
+  }
+  GlooStore adapter(store, prefix + "/mesh");
+  ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  ctx->setTimeout(timeout);
+  try {
+    ctx->connectFullMesh(adapter, dev);
+  } catch (const std::exception& e) {
+    throw Error(str(where, ": connecting to the other ranks failed after ", ms_since(t0), " ms: ",
+                    strip_location(e.what())));
+  }
+  // 3. Each rank's listening address, which Gloo prints when a connection fails: lets an error
+  //    say "rank 1" instead of "[127.0.0.1]:43395".
+  const int other = rank == 0 ? 1 : 0;
+  const std::string mine = ctx->getPair(other)->address().str();
+  const Bytes mine_bytes(mine.begin(), mine.end());
+  for (const Bytes& b : join_ranks(store, prefix + "/addr", rank, size, timeout, where, mine_bytes))
+    listen_addr.emplace_back(b.begin(), b.end());
+}
+
+std::shared_ptr<Work> GlooProcessGroup::Impl::submit(std::string name, std::function<void(uint32_t)> run) {
+  std::lock_guard<std::mutex> g(mu);
+  TR_CHECK(!stop, "gloo ", name, ": the process group is shutting down");
+  const uint64_t tag = next_tag++;
+  auto w = std::make_shared<GlooWork>(str(name, " (tag ", tag, ")"), tag, std::move(run));
+  queue.push_back(w);
+  cv.notify_all();
+  return w;
+}
+
+void GlooProcessGroup::Impl::comm_loop() {
+  while (true) {
+    std::shared_ptr<GlooWork> w;
+    {
+      std::unique_lock<std::mutex> l(mu);
+      cv.wait(l, [&] { return stop || !queue.empty(); });
+      if (queue.empty()) return;  // stopping, nothing left
+      w = queue.front();
+      queue.pop_front();
+      if (stop) {
+        l.unlock();
+        w->finish(std::make_exception_ptr(
+            Error(str("gloo ", w->name, " was not run: the process group was destroyed first"))));
+        continue;
+      }
+      running_tag = w->tag;
+      running_since = Clock::now();
+    }
+    cv.notify_all();  // wakes the monitor
+    std::exception_ptr err;
+    const auto t0 = Clock::now();
+    if (!broken.empty()) {
+      err = std::make_exception_ptr(
+          Error(str("gloo ", w->name, " was not run: an earlier collective failed: ", broken)));
+    } else {
+      try {
+        w->run(uint32_t(w->tag));
+      } catch (const gloo::Exception& e) {
+        broken = explain(*w, e.what(), ms_since(t0));
+        err = std::make_exception_ptr(Error(broken));
+      } catch (const Error& e) {
+        err = std::make_exception_ptr(Error(str("gloo ", w->name, ": ", e.what())));
+      } catch (const std::exception& e) {
+        broken = explain(*w, e.what(), ms_since(t0));
+        err = std::make_exception_ptr(Error(broken));
+      } catch (...) {
+        broken = explain(*w, "unknown exception", ms_since(t0));
+        err = std::make_exception_ptr(Error(broken));
+      }
+    }
+    {
+      std::lock_guard<std::mutex> g(mu);
+      running_tag = 0;
+    }
+    w->finish(err);
+  }
+}
+
+// Records "this rank is waiting in collective <tag>" once a collective has run for
+// announce_delay(): the arrival log that names the missing rank when a peer times out.
+void GlooProcessGroup::Impl::monitor_loop() {
+  std::unique_lock<std::mutex> l(mu);
+  while (!stop) {
+    if (running_tag == 0 || running_tag == announced_tag) {
+      cv.wait(l);
+      continue;
+    }
+    const uint64_t tag = running_tag;
+    const auto due = running_since + log.announce_delay();
+    if (cv.wait_until(l, due, [&] { return stop || running_tag != tag; })) continue;
+    announced_tag = tag;
+    l.unlock();
+    log.announce(tag);
+    l.lock();
+  }
+}
+
+std::string GlooProcessGroup::Impl::explain(const GlooWork& w, const std::string& gloo_msg, int64_t elapsed_ms) {
+  // This rank did reach the collective, whatever happened: peers diagnosing their own failure
+  // must not count it as missing.
+  log.announce(w.tag);
+  const std::string msg = strip_location(gloo_msg);
+  const bool timed_out = msg.find("Timed out") != std::string::npos || msg.find("imeout") != std::string::npos;
+  // A connection error names the peer's address: its listening one when this rank dialled it
+  // (known from the rendezvous), an ephemeral port when the peer dialled in (unknown, except
+  // that a world of two has only one peer).
+  int peer = -1;
+  if (!timed_out) {
+    for (int r = 0; r < size; ++r)
+      if (r != rank && contains_address(msg, listen_addr[size_t(r)])) peer = r;
+    if (peer < 0 && size == 2) peer = 1 - rank;
+  }
+  std::string why;
+  if (peer >= 0 && msg.find("closed") != std::string::npos)
+    why = str("rank ", peer, " closed the connection (it exited or crashed)");
+  else if (peer >= 0)
+    why = str("the connection to rank ", peer, " failed");
+  else
+    why = log.describe(w.tag);
+  return str("gloo ", w.name, timed_out ? " timed out" : " failed", " on rank ", rank, " of ", size, " after ",
+             elapsed_ms, " ms (timeout ", timeout.count(), " ms): ", why, " [gloo: ", msg, "]");
+}
+
+// ---- the group ----
+
+GlooProcessGroup::GlooProcessGroup(Store& store, const ProcessGroupOptions& opts)
+    : ProcessGroup(opts.rank, opts.size, opts.timeout), impl_(std::make_unique<Impl>(store, opts)) {}
+
+GlooProcessGroup::~GlooProcessGroup() = default;
+
+namespace {
+// A world of one: the collective is the identity, done at once (AVG of one value is itself).
+class DoneWork : public Work {
+ public:
+  void wait() override {}
+  bool is_completed() override { return true; }
+};
+}  // namespace
+
+std::shared_ptr<Work> GlooProcessGroup::allreduce_async(Tensor& t, ReduceOp op) {
+  check_allreduce(t, op, DeviceType::CPU);
+  const DType dt = t.dtype();
+  const size_t n = size_t(t.numel());
+  std::string name = str("allreduce (", reduce_op_name(op), ") of ", format_bytes(n * t.element_size()), " ",
+                         dtype_name(dt));
+  if (size_ == 1) return std::make_shared<DoneWork>();
+  Impl* im = impl_.get();
+  return impl_->submit(std::move(name), [im, t, op, dt, n](uint32_t tag) {
+    if (n == 0) return;
+    void* p = t.raw_data();
+    switch (dt) {
+      case DType::F32: im->allreduce(static_cast<float*>(p), n, op, tag); break;
+      case DType::F64: im->allreduce(static_cast<double*>(p), n, op, tag); break;
+      case DType::I64: im->allreduce(static_cast<int64_t*>(p), n, op, tag); break;
+      case DType::I32: im->allreduce(static_cast<int32_t*>(p), n, op, tag); break;
+      case DType::U8:
+      case DType::Bool: im->allreduce(static_cast<uint8_t*>(p), n, op, tag); break;
+      case DType::F16:
+      case DType::BF16: {
+        // Reduced in f32 (as torch accumulates half sums), rounded once at the end.
+        std::vector<float> buf(n);
+        if (dt == DType::F16) {
+          auto* h = static_cast<Half*>(p);
+          for (size_t i = 0; i < n; ++i) buf[i] = float(h[i]);
+          im->allreduce(buf.data(), n, op, tag);
+          for (size_t i = 0; i < n; ++i) h[i] = Half(buf[i]);
+        } else {
+          auto* h = static_cast<BFloat16*>(p);
+          for (size_t i = 0; i < n; ++i) buf[i] = float(h[i]);
+          im->allreduce(buf.data(), n, op, tag);
+          for (size_t i = 0; i < n; ++i) h[i] = BFloat16(buf[i]);
+        }
+        break;
+      }
+    }
+  });
+}
+
+std::shared_ptr<Work> GlooProcessGroup::broadcast_async(Tensor& t, int root) {
+  check_tensor(t, "broadcast", DeviceType::CPU);
+  check_root(root, "broadcast");
+  const size_t bytes = size_t(t.numel()) * t.element_size();
+  if (size_ == 1) return std::make_shared<DoneWork>();
+  Impl* im = impl_.get();
+  return impl_->submit(str("broadcast of ", format_bytes(bytes), " ", dtype_name(t.dtype()), " from rank ", root),
+                       [im, t, root, bytes](uint32_t tag) {
+                         if (bytes == 0) return;
+                         gloo::BroadcastOptions o(im->ctx);
+                         o.setOutput(static_cast<uint8_t*>(t.raw_data()), bytes);  // the root sends from it
+                         o.setRoot(root);
+                         o.setTag(tag);
+                         o.setTimeout(im->timeout);
+                         gloo::broadcast(o);
+                       });
+}
+
+std::shared_ptr<Work> GlooProcessGroup::allgather_async(const Tensor& t, std::vector<Tensor>& out) {
+  check_tensor(t, "allgather", DeviceType::CPU);
+  const int64_t n = t.numel();
+  const size_t bytes = size_t(n) * t.element_size();
+  NoGradGuard ng;
+  Tensor flat = empty({n * size_}, TensorOptions(t.dtype()));
+  out.clear();
+  for (int r = 0; r < size_; ++r) out.push_back(flat.narrow(0, r * n, n).view(t.sizes()));
+  if (size_ == 1) {
+    if (n) std::memcpy(flat.raw_data(), t.raw_data(), bytes);
+    return std::make_shared<DoneWork>();
+  }
+  Impl* im = impl_.get();
+  return impl_->submit(str("allgather of ", format_bytes(bytes), " ", dtype_name(t.dtype()), " per rank"),
+                       [im, t, flat, bytes](uint32_t tag) {
+                         if (bytes == 0) return;
+                         gloo::AllgatherOptions o(im->ctx);
+                         o.setInput(static_cast<uint8_t*>(t.raw_data()), bytes);
+                         o.setOutput(static_cast<uint8_t*>(flat.raw_data()), bytes * size_t(im->size));
+                         o.setTag(tag);
+                         o.setTimeout(im->timeout);
+                         gloo::allgather(o);
+                       });
+}
+
+std::shared_ptr<Work> GlooProcessGroup::barrier_async() {
+  if (size_ == 1) return std::make_shared<DoneWork>();
+  Impl* im = impl_.get();
+  return impl_->submit("barrier", [im](uint32_t tag) {
+    gloo::BarrierOptions o(im->ctx);
+    o.setTag(tag);
+    o.setTimeout(im->timeout);
+    gloo::barrier(o);
+  });
+}
+
+}  // namespace tr::distributed

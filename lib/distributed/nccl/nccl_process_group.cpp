@@ -1,0 +1,368 @@
+// NCCL backend: rank 0's unique id travels in its rendezvous record; a non-blocking communicator,
+// so that init, every enqueue and every wait can be polled against the deadline and the
+// communicator aborted when one passes (a blocking NCCL call would hang on a dead peer).
+#include "distributed/nccl_process_group.h"
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include "core/grad_mode.h"
+#include "core/cuda_hooks.h"
+#include "ops/cuda/cuda_check.h"
+
+namespace tr::distributed {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using ms = std::chrono::milliseconds;
+
+int64_t ms_since(Clock::time_point t0) { return std::chrono::duration_cast<ms>(Clock::now() - t0).count(); }
+
+std::string nccl_error(ncclComm_t comm, ncclResult_t r) {
+  std::string s = ncclGetErrorString(r);
+  const char* last = comm ? ncclGetLastError(comm) : nullptr;
+  if (last && *last) s += str(" (", last, ")");
+  return s;
+}
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::F32: return ncclFloat32;
+    case DType::F64: return ncclFloat64;
+    case DType::F16: return ncclFloat16;
+    case DType::BF16: return ncclBfloat16;
+    case DType::I64: return ncclInt64;
+    case DType::I32: return ncclInt32;
+    case DType::U8:
+    case DType::Bool: return ncclUint8;
+  }
+  return ncclUint8;
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::SUM: return ncclSum;
+    case ReduceOp::AVG: return ncclAvg;
+    case ReduceOp::MAX: return ncclMax;
+    case ReduceOp::MIN: return ncclMin;
+  }
+  return ncclSum;
+}
+
+// Makes `device` current for the scope (NCCL calls and event records act on the current device).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    cudaGetDevice(&prev_);
+    if (prev_ != device) TR_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~DeviceGuard() { cudaSetDevice(prev_); }
+
+ private:
+  int prev_ = 0;
+};
+
+// Polls a non-blocking communicator until its last call is no longer in progress; returns that
+// state, or ncclInProgress when the deadline passed first.
+ncclResult_t settle(ncclComm_t comm, Clock::time_point deadline) {
+  while (true) {
+    ncclResult_t st = ncclSuccess;
+    ncclResult_t r = ncclCommGetAsyncError(comm, &st);
+    if (r != ncclSuccess) return r;
+    if (st != ncclInProgress) return st;
+    if (Clock::now() >= deadline) return ncclInProgress;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+}  // namespace
+
+struct NcclProcessGroup::Impl {
+  Impl(Store& store, const ProcessGroupOptions& o);
+  ~Impl();
+
+  // Enqueues `call` on the group's stream after the default stream's pending work; returns the
+  // Work that waits for it. `keep` holds the tensors alive until then.
+  std::shared_ptr<Work> enqueue(std::string name, std::vector<Tensor> keep,
+                                const std::function<ncclResult_t(ncclComm_t, cudaStream_t)>& call);
+  // Aborts the communicator (every later collective fails with `msg`). Caller holds mu.
+  void abort_locked(const std::string& msg);
+  std::string failure(const std::string& name, uint64_t tag, const std::string& why, bool timed_out,
+                      Clock::time_point t0);
+
+  Store& store;
+  const std::string prefix;
+  const int rank, size;
+  const ms timeout;
+  int device = 0;
+  ArrivalLog log;
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  Tensor barrier_buf;
+  std::mutex mu;  // enqueue order = tag order; abort
+  uint64_t next_tag = 1;
+  std::string broken;
+};
+
+namespace {
+
+class NcclWork : public Work {
+ public:
+  NcclWork(NcclProcessGroup::Impl* im, std::string name, uint64_t tag, cudaEvent_t done, std::vector<Tensor> keep)
+      : im_(im), name_(std::move(name)), tag_(tag), done_(done), start_(Clock::now()), keep_(std::move(keep)) {}
+  ~NcclWork() override {
+    // Unwaited: the buffers must not go back to the allocator while NCCL may still use them.
+    try {
+      if (!completed_) wait();
+    } catch (...) {
+    }
+    if (done_) cudaEventDestroy(done_);
+  }
+
+  void wait() override {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!completed_) poll();
+    if (err_) std::rethrow_exception(err_);
+  }
+  bool is_completed() override {
+    std::lock_guard<std::mutex> g(mu_);
+    return completed_ || cudaEventQuery(done_) == cudaSuccess;
+  }
+
+ private:
+  void poll() {
+    bool announced = false;
+    const auto deadline = start_ + im_->timeout;
+    try {
+      while (true) {
+        cudaError_t e = cudaEventQuery(done_);
+        if (e == cudaSuccess) break;
+        if (e != cudaErrorNotReady) {
+          cudaGetLastError();
+          finish_error(str("the CUDA stream failed: ", cudaGetErrorString(e)), false);
+          return;
+        }
+        ncclResult_t st = ncclSuccess;
+        {
+          std::lock_guard<std::mutex> g(im_->mu);  // the communicator may be aborted meanwhile
+          if (!im_->broken.empty()) {
+            err_ = std::make_exception_ptr(
+                Error(str("nccl ", name_, " did not complete: an earlier collective failed: ", im_->broken)));
+            completed_ = true;
+            keep_.clear();
+            return;
+          }
+          ncclCommGetAsyncError(im_->comm, &st);
+        }
+        if (st != ncclSuccess && st != ncclInProgress) {
+          finish_error(nccl_error(im_->comm, st), false);
+          return;
+        }
+        const auto now = Clock::now();
+        if (!announced && now - start_ >= im_->log.announce_delay()) {
+          im_->log.announce(tag_);
+          announced = true;
+        }
+        if (now >= deadline) {
+          finish_error("", true);
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+      completed_ = true;
+    } catch (const std::exception& e) {
+      err_ = std::make_exception_ptr(Error(str("nccl ", name_, ": ", e.what())));
+      completed_ = true;
+    }
+    keep_.clear();
+  }
+
+  void finish_error(const std::string& why, bool timed_out) {
+    im_->log.announce(tag_);
+    std::string msg = im_->failure(name_, tag_, why, timed_out, start_);
+    {
+      std::lock_guard<std::mutex> g(im_->mu);
+      im_->abort_locked(msg);
+    }
+    err_ = std::make_exception_ptr(Error(msg));
+    completed_ = true;
+    keep_.clear();
+  }
+
+  NcclProcessGroup::Impl* im_;
+  std::string name_;
+  uint64_t tag_;
+  cudaEvent_t done_;
+  Clock::time_point start_;
+  std::vector<Tensor> keep_;
+  std::mutex mu_;
+  bool completed_ = false;
+  std::exception_ptr err_;
+};
+
+}  // namespace
+
+NcclProcessGroup::Impl::Impl(Store& s, const ProcessGroupOptions& o)
+    : store(s), prefix(o.prefix + "/nccl"), rank(o.rank), size(o.size), timeout(o.timeout),
+      log(s, o.prefix + "/nccl", o.rank, o.size, o.timeout) {
+  const auto t0 = Clock::now();
+  const int count = cuda::device_count();
+  TR_CHECK(count > 0, "nccl process group: no usable GPU (", cuda::unavailable_reason(), ")");
+  device = o.cuda_device >= 0 ? o.cuda_device : rank % count;
+  TR_CHECK(device < count, "nccl process group: cuda:", device, " does not exist (", count, " devices)");
+  const std::string where =
+      str("nccl rendezvous (store prefix '", o.prefix, "', rank ", rank, " of ", size, ", cuda:", device, ")");
+  // Rank 0's unique id rides in its join record: one store round names missing ranks and
+  // delivers the id.
+  ncclUniqueId id;
+  std::memset(&id, 0, sizeof id);
+  Bytes mine;
+  if (rank == 0) {
+    ncclResult_t r = ncclGetUniqueId(&id);
+    TR_CHECK(r == ncclSuccess, where, ": ncclGetUniqueId failed: ", ncclGetErrorString(r));
+    const auto* p = reinterpret_cast<const uint8_t*>(&id);
+    mine.assign(p, p + sizeof id);
+  }
+  std::vector<Bytes> joined = join_ranks(store, prefix + "/joined", rank, size, timeout, where, mine);
+  TR_CHECK(joined[0].size() == sizeof id, where, ": rank 0's record holds ", joined[0].size(),
+           " bytes, not an ncclUniqueId (", sizeof id, " bytes)");
+  std::memcpy(&id, joined[0].data(), sizeof id);
+
+  DeviceGuard g(device);
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  ncclResult_t r = ncclCommInitRankConfig(&comm, size, id, rank, &cfg);
+  if (r == ncclInProgress || r == ncclSuccess) r = settle(comm, t0 + timeout);
+  if (r != ncclSuccess) {
+    const std::string why = r == ncclInProgress ? str("did not complete within ", timeout.count(), " ms")
+                                                : str("failed: ", nccl_error(comm, r));
+    if (comm) ncclCommAbort(comm);
+    comm = nullptr;
+    throw Error(str(where, ": ncclCommInitRank ", why));
+  }
+  TR_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  NoGradGuard ng;
+  barrier_buf = zeros({1}, TensorOptions(DType::F32).device(Device(DeviceType::CUDA, device)));
+}
+
+NcclProcessGroup::Impl::~Impl() {
+  try {
+    if (comm) {
+      DeviceGuard g(device);
+      bool clean = broken.empty() && ncclCommFinalize(comm) == ncclSuccess;
+      if (clean) clean = settle(comm, Clock::now() + timeout) == ncclSuccess;
+      if (clean) ncclCommDestroy(comm);
+      else ncclCommAbort(comm);
+    }
+    if (stream) cudaStreamDestroy(stream);
+    barrier_buf = Tensor();
+  } catch (...) {
+  }
+}
+
+void NcclProcessGroup::Impl::abort_locked(const std::string& msg) {
+  if (!broken.empty()) return;
+  broken = msg;
+  if (comm) {
+    DeviceGuard g(device);
+    ncclCommAbort(comm);
+    comm = nullptr;
+  }
+}
+
+std::string NcclProcessGroup::Impl::failure(const std::string& name, uint64_t tag, const std::string& why,
+                                            bool timed_out, Clock::time_point t0) {
+  return str("nccl ", name, timed_out ? " timed out" : " failed", " on rank ", rank, " of ", size, " after ",
+             ms_since(t0), " ms (timeout ", timeout.count(), " ms): ", timed_out ? log.describe(tag) : why);
+}
+
+std::shared_ptr<Work> NcclProcessGroup::Impl::enqueue(
+    std::string name, std::vector<Tensor> keep, const std::function<ncclResult_t(ncclComm_t, cudaStream_t)>& call) {
+  std::lock_guard<std::mutex> g(mu);
+  const uint64_t tag = next_tag++;
+  name = str(name, " (tag ", tag, ")");
+  TR_CHECK(broken.empty(), "nccl ", name, " was not run: an earlier collective failed: ", broken);
+  DeviceGuard dg(device);
+  // The inputs were written by kernels on the legacy default stream: start after them.
+  cudaEvent_t ready = nullptr, done = nullptr;
+  TR_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+  TR_CUDA_CHECK(cudaEventRecord(ready, cudaStreamLegacy));
+  TR_CUDA_CHECK(cudaStreamWaitEvent(stream, ready, 0));
+  cudaEventDestroy(ready);  // released once the wait has happened
+  const auto t0 = Clock::now();
+  ncclResult_t r = call(comm, stream);
+  if (r == ncclInProgress) r = settle(comm, t0 + timeout);
+  if (r != ncclSuccess) {
+    const std::string msg = failure(name, tag, r == ncclInProgress ? "" : nccl_error(comm, r), r == ncclInProgress, t0);
+    abort_locked(msg);
+    throw Error(msg);
+  }
+  TR_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  TR_CUDA_CHECK(cudaEventRecord(done, stream));
+  return std::make_shared<NcclWork>(this, std::move(name), tag, done, std::move(keep));
+}
+
+// ---- the group ----
+
+NcclProcessGroup::NcclProcessGroup(Store& store, const ProcessGroupOptions& opts)
+    : ProcessGroup(opts.rank, opts.size, opts.timeout), impl_(std::make_unique<Impl>(store, opts)) {}
+
+NcclProcessGroup::~NcclProcessGroup() = default;
+
+int NcclProcessGroup::cuda_device() const { return impl_->device; }
+
+std::shared_ptr<Work> NcclProcessGroup::allreduce_async(Tensor& t, ReduceOp op) {
+  check_allreduce(t, op, DeviceType::CUDA);
+  TR_CHECK(t.device().index == impl_->device, "nccl allreduce: the tensor is on ", t.device().str(),
+           ", this rank's group drives cuda:", impl_->device);
+  const DType dt = t.dtype();
+  const size_t n = size_t(t.numel());
+  void* p = t.raw_data();
+  return impl_->enqueue(
+      str("allreduce (", reduce_op_name(op), ") of ", format_bytes(n * t.element_size()), " ", dtype_name(dt)), {t},
+      [=](ncclComm_t comm, cudaStream_t s) { return ncclAllReduce(p, p, n, nccl_type(dt), nccl_op(op), comm, s); });
+}
+
+std::shared_ptr<Work> NcclProcessGroup::broadcast_async(Tensor& t, int root) {
+  check_tensor(t, "broadcast", DeviceType::CUDA);
+  check_root(root, "broadcast");
+  TR_CHECK(t.device().index == impl_->device, "nccl broadcast: the tensor is on ", t.device().str(),
+           ", this rank's group drives cuda:", impl_->device);
+  const size_t bytes = size_t(t.numel()) * t.element_size();
+  void* p = t.raw_data();
+  return impl_->enqueue(str("broadcast of ", format_bytes(bytes), " ", dtype_name(t.dtype()), " from rank ", root),
+                        {t}, [=](ncclComm_t comm, cudaStream_t s) {
+                          return ncclBroadcast(p, p, bytes, ncclUint8, root, comm, s);  // in place at the root
+                        });
+}
+
+std::shared_ptr<Work> NcclProcessGroup::allgather_async(const Tensor& t, std::vector<Tensor>& out) {
+  check_tensor(t, "allgather", DeviceType::CUDA);
+  TR_CHECK(t.device().index == impl_->device, "nccl allgather: the tensor is on ", t.device().str(),
+           ", this rank's group drives cuda:", impl_->device);
+  const int64_t n = t.numel();
+  const size_t bytes = size_t(n) * t.element_size();
+  NoGradGuard ng;
+  Tensor flat = empty({n * size_}, TensorOptions(t.dtype()).device(t.device()));
+  out.clear();
+  for (int r = 0; r < size_; ++r) out.push_back(flat.narrow(0, r * n, n).view(t.sizes()));
+  const void* in = t.raw_data();
+  void* o = flat.raw_data();
+  return impl_->enqueue(str("allgather of ", format_bytes(bytes), " ", dtype_name(t.dtype()), " per rank"),
+                        {t, flat}, [=](ncclComm_t comm, cudaStream_t s) {
+                          return ncclAllGather(in, o, bytes, ncclUint8, comm, s);
+                        });
+}
+
+std::shared_ptr<Work> NcclProcessGroup::barrier_async() {
+  // NCCL has no barrier: an allreduce of one float, which every rank must reach.
+  void* p = impl_->barrier_buf.raw_data();
+  return impl_->enqueue("barrier", {impl_->barrier_buf}, [=](ncclComm_t comm, cudaStream_t s) {
+    return ncclAllReduce(p, p, 1, ncclFloat32, ncclSum, comm, s);
+  });
+}
+
+}  // namespace tr::distributed

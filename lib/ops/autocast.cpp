@@ -1,0 +1,116 @@
+// Autocast state (per thread), the per-policy input casts and the parameter cast cache.
+#include "ops/autocast.h"
+#include <map>
+#include <optional>
+#include <utility>
+#include "core/grad_mode.h"
+#include "core/error.h"
+#include "ops/ops.h"
+
+namespace tr::amp {
+
+namespace {
+
+struct State {
+  bool enabled[kNumDeviceTypes] = {};
+  DType dtype[kNumDeviceTypes] = {};
+  bool excluded = false;
+  int depth = 0;  // enabled guards alive on this thread
+  // (parameter, dtype) -> its cast; entries hold the parameter so the key stays valid
+  std::map<std::pair<const TensorImpl*, DType>, std::pair<Tensor, Tensor>> cache;
+  State() {
+    for (auto& d : dtype) d = DType::F16;
+    dtype[int(DeviceType::CPU)] = DType::BF16;
+  }
+};
+
+State& state() {
+  thread_local State s;
+  return s;
+}
+
+bool eligible(const Tensor& t) {
+  return t.defined() && is_floating(t.dtype()) && t.dtype() != DType::F64 && !t.is_wrapped_number();
+}
+
+// cast with the cache for parameters: one cast per parameter and dtype per autocast region
+Tensor cached_cast(const Tensor& t, DType to) {
+  if (t.dtype() == to) return t;
+  State& s = state();
+  const bool cacheable = t.requires_grad() && !t.grad_fn() && GradMode::is_enabled();
+  if (!cacheable) return cast(t, to);
+  auto key = std::make_pair(static_cast<const TensorImpl*>(t.impl()), to);
+  auto it = s.cache.find(key);
+  if (it != s.cache.end()) return it->second.second;
+  Tensor c = cast(t, to);
+  s.cache.emplace(key, std::make_pair(t, c));
+  return c;
+}
+
+}  // namespace
+
+bool is_autocast_enabled(DeviceType d) { return state().enabled[int(d)]; }
+DType get_autocast_dtype(DeviceType d) { return state().dtype[int(d)]; }
+bool autocast_active(DeviceType d) {
+  const State& s = state();
+  return s.enabled[int(d)] && !s.excluded;
+}
+
+AutocastGuard::AutocastGuard(DeviceType d, DType dtype, bool enabled) : device_(d) {
+  TR_CHECK(dtype == DType::BF16 || dtype == DType::F16, "autocast: dtype must be bfloat16 or float16, got ",
+           dtype_name(dtype));
+  State& s = state();
+  prev_enabled_ = s.enabled[int(d)];
+  prev_dtype_ = s.dtype[int(d)];
+  s.enabled[int(d)] = enabled;
+  s.dtype[int(d)] = dtype;
+  if (enabled) ++s.depth;
+}
+
+AutocastGuard::~AutocastGuard() {
+  State& s = state();
+  if (s.enabled[int(device_)] && --s.depth == 0) s.cache.clear();
+  s.enabled[int(device_)] = prev_enabled_;
+  s.dtype[int(device_)] = prev_dtype_;
+}
+
+AutocastExcludeGuard::AutocastExcludeGuard() : prev_(state().excluded) { state().excluded = true; }
+AutocastExcludeGuard::~AutocastExcludeGuard() { state().excluded = prev_; }
+
+std::vector<Tensor> autocast_inputs(CastPolicy p, std::vector<Tensor> inputs, DeviceType d) {
+  switch (p) {
+    case CastPolicy::None:
+      break;
+    case CastPolicy::LowerPrecision: {
+      const DType lo = get_autocast_dtype(d);
+      for (Tensor& t : inputs)
+        if (eligible(t)) t = cached_cast(t, lo);
+      break;
+    }
+    case CastPolicy::Fp32:
+      for (Tensor& t : inputs)
+        if (eligible(t)) t = cached_cast(t, DType::F32);
+      break;
+    case CastPolicy::Promote: {
+      // the widest of the floating dtypes: f32 over f16/bf16; f16 with bf16 gives f32 (result_type)
+      std::optional<DType> w;
+      for (const Tensor& t : inputs)
+        if (eligible(t)) w = w ? promote_types(*w, t.dtype()) : t.dtype();
+      if (w)
+        for (Tensor& t : inputs)
+          if (eligible(t)) t = cached_cast(t, *w);
+      break;
+    }
+  }
+  return inputs;
+}
+
+Tensor autocast_arg(CastPolicy p, const Tensor& t) {
+  if (!t.defined() || !autocast_active(t.device().type)) return t;
+  return autocast_inputs(p, {t}, t.device().type)[0];
+}
+
+size_t autocast_cache_size() { return state().cache.size(); }
+void clear_autocast_cache() { state().cache.clear(); }
+
+}  // namespace tr::amp

@@ -1,0 +1,185 @@
+#include "toml/toml_table.h"
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+namespace tr {
+
+std::string toml_location(const toml::node& n, const std::string& file) {
+  const auto& s = n.source();
+  return str(file, ":", s.begin.line, ":", s.begin.column);
+}
+
+TomlTable::TomlTable(const toml::table& t, std::string file, std::string what)
+    : t_(&t), file_(std::move(file)), what_(std::move(what)) {}
+
+std::string TomlTable::location() const { return toml_location(*t_, file_); }
+
+void TomlTable::fail(const std::string& key, const std::string& msg) const {
+  const toml::node* n = t_->get(key);
+  std::string loc = n ? toml_location(*n, file_) : location();
+  throw Error(str(loc, ": ", what_, ": '", key, "' ", msg));
+}
+
+bool TomlTable::has(const std::string& key) const {
+  used_.insert(key);  // every key asked about is a known key of this table
+  return t_->contains(key);
+}
+
+const toml::node* TomlTable::node(const std::string& key) const {
+  used_.insert(key);
+  return t_->get(key);
+}
+
+void TomlTable::type_error(const std::string& key, const char* expected) const {
+  const toml::node* n = t_->get(key);
+  std::ostringstream got;
+  got << (n ? n->type() : toml::node_type::none);
+  fail(key, str("must be ", expected, ", got ", got.str()));
+}
+
+const toml::node& TomlTable::require(const std::string& key, const char* type) const {
+  const toml::node* n = node(key);
+  if (!n) throw Error(str(location(), ": ", what_, ": missing required key '", key, "' (", type, ")"));
+  return *n;
+}
+
+int64_t TomlTable::get_int(const std::string& key) const {
+  const toml::node& n = require(key, "an integer");
+  if (auto v = n.value_exact<int64_t>()) return *v;
+  type_error(key, "an integer");
+}
+int64_t TomlTable::get_int(const std::string& key, int64_t dflt) const { return has(key) ? get_int(key) : dflt; }
+
+double TomlTable::get_float(const std::string& key) const {
+  const toml::node& n = require(key, "a number");
+  if (auto v = n.value<double>(); v && (n.is_floating_point() || n.is_integer())) return *v;
+  type_error(key, "a number");
+}
+double TomlTable::get_float(const std::string& key, double dflt) const { return has(key) ? get_float(key) : dflt; }
+
+bool TomlTable::get_bool(const std::string& key, bool dflt) const {
+  if (!has(key)) return dflt;
+  const toml::node& n = require(key, "a boolean");
+  if (auto v = n.value_exact<bool>()) return *v;
+  type_error(key, "a boolean (true or false)");
+}
+
+std::string TomlTable::get_string(const std::string& key) const {
+  const toml::node& n = require(key, "a string");
+  if (auto v = n.value_exact<std::string>()) return *v;
+  type_error(key, "a string");
+}
+std::string TomlTable::get_string(const std::string& key, const std::string& dflt) const {
+  return has(key) ? get_string(key) : dflt;
+}
+
+std::string TomlTable::get_choice(const std::string& key, const std::vector<std::string>& choices,
+                                  const std::string& dflt) const {
+  std::string v = get_string(key, dflt);
+  if (std::find(choices.begin(), choices.end(), v) == choices.end()) {
+    std::string near = nearest_name(v, choices);
+    fail(key, str("is '", v, "', expected one of ", choices, near.empty() ? "" : "; did you mean '" + near + "'?"));
+  }
+  return v;
+}
+
+std::vector<int64_t> TomlTable::get_ints(const std::string& key) const {
+  const toml::node& n = require(key, "a list of integers");
+  std::vector<int64_t> r;
+  if (const toml::array* a = n.as_array()) {
+    for (const auto& e : *a) {
+      auto v = e.value_exact<int64_t>();
+      if (!v) type_error(key, "a list of integers");
+      r.push_back(*v);
+    }
+    return r;
+  }
+  type_error(key, "a list of integers");
+}
+
+std::vector<int64_t> TomlTable::get_pair(const std::string& key, std::vector<int64_t> dflt) const {
+  if (!has(key)) return dflt;
+  const toml::node& n = require(key, "an integer or a list of two integers");
+  if (auto v = n.value_exact<int64_t>()) return {*v, *v};
+  if (n.is_array()) {
+    auto r = get_ints(key);
+    if (r.size() == 2) return r;
+  }
+  type_error(key, "an integer or a list of two integers");
+}
+
+std::vector<double> TomlTable::get_floats(const std::string& key) const {
+  const toml::node& n = require(key, "a list of numbers");
+  std::vector<double> r;
+  if (const toml::array* a = n.as_array()) {
+    for (const auto& e : *a) {
+      auto v = e.value<double>();
+      if (!v || !(e.is_floating_point() || e.is_integer())) type_error(key, "a list of numbers");
+      r.push_back(*v);
+    }
+    return r;
+  }
+  type_error(key, "a list of numbers");
+}
+
+std::vector<std::string> TomlTable::get_strings(const std::string& key) const {
+  const toml::node& n = require(key, "a list of strings");
+  std::vector<std::string> r;
+  if (const toml::array* a = n.as_array()) {
+    for (const auto& e : *a) {
+      auto v = e.value_exact<std::string>();
+      if (!v) type_error(key, "a list of strings");
+      r.push_back(*v);
+    }
+    return r;
+  }
+  if (auto v = n.value_exact<std::string>()) return {*v};  // a single string is a list of one
+  type_error(key, "a list of strings");
+}
+
+std::optional<TomlTable> TomlTable::get_table(const std::string& key) const {
+  const toml::node* n = node(key);
+  if (!n) return std::nullopt;
+  if (const toml::table* t = n->as_table()) return TomlTable(*t, file_, what_ + "." + key);
+  type_error(key, "a table");
+}
+
+std::vector<TomlTable> TomlTable::get_tables(const std::string& key) const {
+  const toml::node& n = require(key, "an array of tables");
+  std::vector<TomlTable> r;
+  if (const toml::array* a = n.as_array()) {
+    for (size_t i = 0; i < a->size(); ++i) {
+      const toml::table* t = (*a)[i].as_table();
+      if (!t) type_error(key, "an array of tables");
+      r.emplace_back(*t, file_, str(what_, ".", key, "[", i, "]"));
+    }
+    return r;
+  }
+  type_error(key, "an array of tables");
+}
+
+void TomlTable::finish(const std::vector<std::string>& known_extra) const {
+  for (const auto& [k, v] : *t_) {
+    std::string key(k.str());
+    if (used_.count(key) || std::find(known_extra.begin(), known_extra.end(), key) != known_extra.end()) continue;
+    std::vector<std::string> known(used_.begin(), used_.end());
+    known.insert(known.end(), known_extra.begin(), known_extra.end());
+    std::string near = nearest_name(key, known);
+    throw Error(str(toml_location(v, file_), ": unknown key '", key, "' in ", what_,
+                    near.empty() ? "" : "; did you mean '" + near + "'?"));
+  }
+}
+
+toml::table parse_toml_file(const std::string& path) {
+  std::ifstream f(path);
+  TR_CHECK(f.good(), "cannot open '", path, "'");
+  try {
+    return toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    const auto& s = e.source();
+    throw Error(str(path, ":", s.begin.line, ":", s.begin.column, ": TOML syntax error: ", e.description()));
+  }
+}
+
+}  // namespace tr
