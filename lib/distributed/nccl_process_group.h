@@ -1,4 +1,4 @@
-// The NCCL backend (CUDA tensors). Built only with CUDA (lib/dist/nccl/nccl_process_group.cpp);
+// The NCCL backend (CUDA tensors). Built only with CUDA (lib/distributed/nccl/nccl_process_group.cpp);
 // make_process_group("nccl") says so in a build without it. Rank 0's ncclUniqueId goes through
 // the Store; the communicator is non-blocking, so initialisation and every collective are polled
 // against the timeout and the communicator is aborted when one runs out: an Error naming the

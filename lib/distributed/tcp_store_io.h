@@ -1,5 +1,5 @@
 // The TCP store's wire encoding and socket helpers, shared by its server (tcp_store_server.cpp)
-// and client (tcp_store.cpp). Internal to lib/dist.
+// and client (tcp_store.cpp). Internal to lib/distributed.
 #pragma once
 #include <chrono>
 #include <cstdint>
