@@ -4,6 +4,7 @@
 #include <cstdio>
 #include "core/grad_mode.h"
 #include "core/cuda_hooks.h"
+#include "ops/cuda_info.h"
 #include "core/rng.h"
 #include "ops/init.h"
 #include "ops/ops.h"

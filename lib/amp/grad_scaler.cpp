@@ -4,7 +4,6 @@
 #include <utility>
 #include <vector>
 #include "core/grad_mode.h"
-#include "distributed/process_group.h"
 #include "ops/ops.h"
 #include "optim/optimizer.h"
 
@@ -65,13 +64,6 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
   bool found = false;
   for (auto& [dev, n] : probes) found = found || !std::isfinite(n.item());
 
-  if (pg_ != nullptr) {
-    std::vector<Tensor> params = opt.params();
-    const Device dev = pg_->backend() == "gloo" || params.empty() ? kCPU : params.front().device();
-    Tensor flag = full({1}, found ? 1.0 : 0.0, TensorOptions(DType::F32).device(dev));
-    pg_->allreduce(flag, distributed::ReduceOp::MAX);
-    found = flag.item() > 0;
-  }
   st.checked = !grads.empty();
   st.found_inf = found;
   st.stage = Stage::Unscaled;
@@ -99,7 +91,7 @@ void GradScaler::update() {
   bool any_check = false, found = false;
   for (const auto& [opt, st] : states_) {
     any_check = any_check || st.checked;
-    found = found || st.found_inf;  // with a process group: the ranks' agreed flag
+    found = found || st.found_inf;
   }
   TR_CHECK(any_check, "No inf checks were recorded prior to update(): call step() or unscale_() with "
            "gradients since the last update().");

@@ -20,9 +20,6 @@
 namespace tr::optim {
 class Optimizer;
 }
-namespace tr::distributed {
-class ProcessGroup;
-}
 
 namespace tr::amp {
 
@@ -44,8 +41,9 @@ class GradScaler {
 
   // Multiplies every gradient of `opt` in place by inv_scale = float32(1 / scale) and records
   // whether any element was inf/NaN before the multiply. Undefined gradients are skipped; f16
-  // gradients are an error (torch's allow_fp16=False), so are non-float ones. With a process
-  // group the found-inf flag is max-allreduced, so every rank skips the same steps.
+  // gradients are an error (torch's allow_fp16=False), so are non-float ones. Under DDP the
+  // gradients are already averaged over the ranks, so every rank finds the same inf/NaN and skips
+  // the same steps without a collective of its own (as torch's GradScaler).
   void unscale_(optim::Optimizer& opt);
   // opt.step() unless the gradients of `opt` had an inf/NaN (unscale_ first when READY). Returns
   // whether it stepped. Disabled: always steps.
@@ -72,11 +70,6 @@ class GradScaler {
     return it != states_.end() && it->second.found_inf;
   }
 
-  // Data-parallel: the group whose ranks must agree on found_inf (null: this process alone).
-  // Gloo: the flag is reduced on the CPU; other backends: on the device of the optimizer's first
-  // parameter. Every rank must call unscale_/step for the same optimizers in the same order.
-  void set_process_group(distributed::ProcessGroup* pg) { pg_ = pg; }
-
   // torch's keys: scale, growth_factor, backoff_factor, growth_interval, _growth_tracker ({} when
   // disabled). load_state_dict does nothing when disabled and rejects an empty state.
   nlohmann::json state_dict() const;
@@ -97,7 +90,6 @@ class GradScaler {
   int64_t growth_interval_;
   int64_t tracker_ = 0;
   int64_t skipped_ = 0;
-  distributed::ProcessGroup* pg_ = nullptr;
   std::map<const optim::Optimizer*, OptState> states_;  // torch keys by id(optimizer)
 };
 

@@ -73,9 +73,8 @@ class Tensor {
 
   double item() const;  // the single element as double
   template <typename T> T item() const { return static_cast<T>(item()); }
-  std::vector<double> tolist() const;  // all elements in row-major order, as double
 
-  // ---- autograd ----
+  // ---- autograd metadata ----
   bool requires_grad() const;
   Tensor& requires_grad_(bool r = true);
   bool is_leaf() const;
@@ -83,20 +82,27 @@ class Tensor {
   void set_grad(const Tensor& g) const;
   const std::shared_ptr<Node>& grad_fn() const;
   uint32_t output_nr() const;
-  void backward(const Tensor& grad_output = Tensor(), bool retain_graph = false, bool create_graph = false) const;
-  void retain_grad() const;
   bool retains_grad() const;
   Tensor detach() const;
   Tensor& detach_();
-  // Hook on the gradient w.r.t. this tensor; may return a replacement. Returns a handle for remove_hook.
-  int register_hook(TensorHook hook) const;
-  void remove_hook(int handle) const;
-  // Sets the gradient to None (set_to_none) or zeros it in place.
-  void zero_grad(bool set_to_none = true) const;
   AutogradMeta* autograd_meta() const;
   AutogradMeta& mutable_autograd_meta() const;
 
-  // ---- conversions and copies ----
+  // The methods below are PyTorch's method syntax over the op layer and the autograd engine.
+  // C++ wants them declared in the class; the floor that owns each defines it (as ATen's
+  // TensorBody.h declares methods that ATen defines), so core builds and links without them.
+
+  // ---- autograd (lib/autograd/tensor_autograd.cpp) ----
+  void backward(const Tensor& grad_output = Tensor(), bool retain_graph = false, bool create_graph = false) const;
+  void retain_grad() const;
+  // Hook on the gradient w.r.t. this tensor; may return a replacement. Returns a handle for remove_hook.
+  int register_hook(TensorHook hook) const;
+  void remove_hook(int handle) const;
+
+  // ---- conversions, copies, views and math (lib/ops/tensor_methods.cpp, lib/ops/inplace.cpp) ----
+  std::vector<double> tolist() const;  // all elements in row-major order, as double
+  // Sets the gradient to None (set_to_none) or zeros it in place.
+  void zero_grad(bool set_to_none = true) const;
   Tensor to(DType t) const;
   Tensor to(Device d) const;
   Tensor to(Device d, DType t) const;
@@ -107,7 +113,7 @@ class Tensor {
   Tensor& fill_(double v);
   Tensor& zero_() { return fill_(0.0); }
 
-  // ---- views ----
+  // views
   Tensor view(const Shape& shape) const;
   Tensor reshape(const Shape& shape) const;
   Tensor transpose(int64_t d0, int64_t d1) const;
@@ -128,7 +134,7 @@ class Tensor {
   std::vector<Tensor> split(int64_t size, int64_t d = 0) const;
   std::vector<Tensor> chunk(int64_t chunks, int64_t d = 0) const;
 
-  // ---- math (see ops/ops.h for the full list) ----
+  // math (ops/ops.h has the full functional list)
   Tensor neg() const;
   Tensor abs() const;
   Tensor sign() const;
@@ -166,7 +172,7 @@ class Tensor {
   Tensor& div_(const Tensor& o);
   Tensor& div_(double v);
 
-  std::string str() const;  // torch's repr
+  std::string str() const;  // torch's repr (lib/autograd/print.cpp)
 
  private:
   std::shared_ptr<TensorImpl> impl_;
@@ -193,25 +199,11 @@ struct AutogradMeta {
   int retain_grad_hook = -1;
 };
 
-// ---- factories ----
+// ---- allocation (the factories that fill values are ops: ops/factories.h) ----
 Tensor empty(const Shape& shape, TensorOptions opts = {});
 Tensor empty_strided(const Shape& shape, const Shape& strides, TensorOptions opts = {});
-Tensor zeros(const Shape& shape, TensorOptions opts = {});
-Tensor ones(const Shape& shape, TensorOptions opts = {});
-Tensor full(const Shape& shape, double value, TensorOptions opts = {});
-Tensor scalar_tensor(double value, TensorOptions opts = {});
-Tensor arange(double start, double end, double step = 1.0, TensorOptions opts = {DType::I64});
-Tensor arange(int64_t end, TensorOptions opts = {DType::I64});
-Tensor linspace(double start, double end, int64_t steps, TensorOptions opts = {});
 Tensor empty_like(const Tensor& t);
-Tensor zeros_like(const Tensor& t);
-Tensor ones_like(const Tensor& t);
-Tensor full_like(const Tensor& t, double v);
-// From host values (converted to opts.dtype) with a shape; numel must match.
-Tensor from_vector(const std::vector<double>& values, const Shape& shape, TensorOptions opts = {});
-Tensor tensor(std::initializer_list<double> values, TensorOptions opts = {});
-Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, TensorOptions opts = {});
-// The scalar as a 0-dim tensor that does not widen the other operand's dtype (torch's wrapped number).
+// The scalar as a 0-dim CPU tensor that does not widen the other operand's dtype (torch's wrapped number).
 Tensor wrap_scalar(double v, DType like);
 
 // ---- shape helpers ----
@@ -220,10 +212,5 @@ Shape contiguous_strides(const Shape& s);
 int64_t wrap_dim(int64_t d, int64_t ndim, const char* op);
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 bool compute_contiguous(const Shape& sizes, const Shape& strides);
-
-// Print precision (torch.set_printoptions(precision=...)).
-void set_print_precision(int digits);
-int print_precision();
-std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 }  // namespace tr

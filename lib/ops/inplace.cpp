@@ -1,6 +1,5 @@
 // In-place ops (copy_, fill_, add_, mul_, ...): version counters and autograd rebasing.
 #include "core/grad_mode.h"
-#include "autograd/node.h"
 #include "core/cuda_hooks.h"
 #include "ops/ops.h"
 #include "ops/registry.h"

@@ -6,6 +6,7 @@
 #include <vector>
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "ops/factories.h"
 
 namespace tr {
 

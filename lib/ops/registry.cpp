@@ -2,11 +2,15 @@
 #include <cctype>
 #include <unordered_map>
 #include "core/grad_mode.h"
-#include "autograd/node.h"
-#include "autograd/saved_variable.h"
 #include "ops/ops.h"
 
 namespace tr {
+
+namespace {
+AutogradRecorder autograd_recorder = nullptr;  // installed once, at static initialisation, by lib/autograd
+}  // namespace
+
+void set_autograd_recorder(AutogradRecorder r) { autograd_recorder = r; }
 
 OpDef& def_op(const std::string& name) {
   OpDef& d = OpRegistry::get().entry(name);
@@ -66,53 +70,6 @@ DType result_type(const std::vector<Tensor>& inputs) {
 }
 
 namespace {
-
-// The backward of one call of a registered op.
-class OpNode : public Node {
- public:
-  OpNode(const OpDef& op, const Attrs& attrs) : op_(op), attrs_(attrs) {}
-  ~OpNode() override { release_saved(); }
-
-  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    std::vector<Tensor> ins(saved_inputs_.size()), outs(saved_outputs_.size());
-    std::string who = op_.grad_name;
-    for (size_t i = 0; i < ins.size(); ++i) ins[i] = saved_inputs_[i].unpack(who);
-    for (size_t i = 0; i < outs.size(); ++i) outs[i] = saved_outputs_[i].unpack(who);
-    for (size_t i = 0; i < grads.size(); ++i) {
-      if (!grads[i].defined()) {
-        auto& s = output_specs[i];
-        grads[i] = zeros(s.first, TensorOptions(s.second).device(device_));
-      }
-    }
-    std::vector<bool> needs(next_edges.size());
-    for (size_t i = 0; i < needs.size(); ++i) needs[i] = next_edges[i].valid();
-    BackwardContext ctx{ins, outs, grads, attrs_, input_specs_, needs};
-    std::vector<Tensor> r = op_.backward(ctx);
-    r.resize(next_edges.size());
-    for (size_t i = 0; i < r.size(); ++i) {
-      if (!needs[i]) r[i] = Tensor();
-      else if (r[i].defined() && r[i].dtype() != input_specs_[i].dtype) r[i] = cast(r[i], input_specs_[i].dtype);
-    }
-    return r;
-  }
-  std::string name() const override { return op_.grad_name; }
-  std::string forward_info() const override {
-    std::string s = op_.name + "(";
-    for (size_t i = 0; i < input_specs_.size(); ++i) s += (i ? ", " : "") + shape_str(input_specs_[i].sizes);
-    if (!attrs_.str().empty()) s += "; " + attrs_.str();
-    return s + ")";
-  }
-  void release_saved() override {
-    for (auto& s : saved_inputs_) s.reset();
-    for (auto& s : saved_outputs_) s.reset();
-  }
-
-  const OpDef& op_;
-  Attrs attrs_;
-  Device device_;
-  std::vector<TensorSpec> input_specs_;
-  std::vector<SavedVariable> saved_inputs_, saved_outputs_;
-};
 
 void check_devices(const OpDef& op, const std::vector<Tensor>& in) {
   const Tensor* first = nullptr;
@@ -185,7 +142,7 @@ std::vector<Tensor> dispatch(const char* name, std::vector<Tensor> inputs, const
     KernelFn k = op.kernels[int(dev.type)];
     TR_CHECK(k, name, ": no kernel for device ", dev.str());
     outputs.reserve(specs.size());
-    for (auto& s : specs) outputs.push_back(empty(s.sizes, TensorOptions(s.dtype).device(dev)));
+    for (auto& s : specs) outputs.push_back(empty(s.sizes, TensorOptions(s.dtype).device(s.device.value_or(dev))));
     NoGradGuard ng;  // composite kernels call other ops; nothing inside a kernel is recorded
     amp::AutocastExcludeGuard no_autocast;  // nor cast again
     k(inputs, outputs, attrs);
@@ -197,21 +154,8 @@ std::vector<Tensor> dispatch(const char* name, std::vector<Tensor> inputs, const
   if (!needs_grad) return outputs;
 
   TR_CHECK(op.backward, name, " is marked differentiable but has no backward");
-  auto node = std::make_shared<OpNode>(op, attrs);
-  node->device_ = dev;
-  node->next_edges.reserve(inputs.size());
-  for (auto& t : inputs) {
-    node->next_edges.push_back(t.requires_grad() ? gradient_edge(t) : Edge{});
-    node->input_specs_.push_back({t.sizes(), t.dtype()});
-  }
-  for (auto& o : outputs) node->output_specs.push_back({o.sizes(), o.dtype()});
-  if (op.save_inputs)
-    for (auto& t : inputs) node->saved_inputs_.emplace_back(t, false);
-  for (uint32_t i = 0; i < outputs.size(); ++i)
-    if (is_floating(outputs[i].dtype())) set_history(outputs[i], node, i);
-  if (op.save_outputs)
-    for (size_t i = 0; i < outputs.size(); ++i)
-      node->saved_outputs_.emplace_back(i < 32 && (op.unsaved_outputs >> i & 1) ? Tensor() : outputs[i], true);
+  TR_CHECK(autograd_recorder, name, ": an input requires grad, but this program links no autograd layer to record it");
+  autograd_recorder(op, attrs, dev, inputs, outputs);
   return outputs;
 }
 

@@ -4,6 +4,7 @@
 #include <array>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 #include "core/registry.h"
@@ -16,6 +17,7 @@ namespace tr {
 struct TensorSpec {
   Shape sizes;
   DType dtype = DType::F32;
+  std::optional<Device> device;  // where the output lives, when not on the inputs' device (_to_copy)
 };
 
 struct BackwardContext {
@@ -83,13 +85,20 @@ struct KernelRegistrar {
 #define TR_REGISTER_KERNEL(NAME, DEV, FN) \
   static ::tr::KernelRegistrar TR_CONCAT(tr_kernel_registrar_##NAME##_, DEV)(#NAME, ::tr::DeviceType::DEV, FN)
 
-// Runs an op: checks devices, promotes dtypes, infers outputs, runs the device kernel and
-// records the autograd node. Returns all outputs.
+// Runs an op: checks devices, applies autocast, promotes dtypes, infers outputs, runs the device
+// kernel and has autograd record the call. Returns all outputs.
 std::vector<Tensor> dispatch(const char* op, std::vector<Tensor> inputs, const Attrs& attrs = {});
 Tensor dispatch1(const char* op, std::vector<Tensor> inputs, const Attrs& attrs = {});
 // self = op(self, others...) in place. Pointwise ops without autograd write straight into self;
 // otherwise the result is computed out of place, copied in, and becomes self's history.
 Tensor& dispatch_inplace(const char* op, Tensor& self, std::vector<Tensor> others, const Attrs& attrs = {});
+
+// Autograd's half of dispatch: records one op call as a graph node. The autograd floor installs it
+// (lib/autograd/op_node.cpp) so that ops never name the graph; dispatch calls it when grad mode is
+// on, the op is differentiable and an input requires grad.
+using AutogradRecorder = void (*)(const OpDef& op, const Attrs& attrs, Device device, const std::vector<Tensor>& inputs,
+                                  std::vector<Tensor>& outputs);
+void set_autograd_recorder(AutogradRecorder r);
 
 // True when `op` has a kernel for d's device type (fused ops fall back to a composite where not).
 bool has_kernel(const char* op, Device d);

@@ -2,6 +2,7 @@
 // file at fault) and the fallback to an older one, temporaries, pruning, and a writer SIGKILLed at
 // random moments, after which the newest valid checkpoint must always verify.
 #include <catch2/catch.hpp>
+#include "ops/factories.h"
 #include "unit/temp_dir.h"
 #include <signal.h>
 #include <sys/wait.h>

@@ -14,6 +14,7 @@
 #include "core/grad_mode.h"
 #include "core/allocator.h"
 #include "core/cuda_hooks.h"
+#include "ops/cuda_info.h"
 #include "ops/init.h"
 #include "ops/ops.h"
 #include "ops/registry.h"

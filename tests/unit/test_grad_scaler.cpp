@@ -3,15 +3,13 @@
 // the walkthrough of torch.cuda.amp's docs (scale, unscale_, clip, step, update), the
 // READY/UNSCALED/STEPPED state machine and its errors, skipped steps and backoff on inf/NaN,
 // growth every growth_interval clean steps with float32 rounding, automatic unscale in step(),
-// state_dict, the disabled scaler, and two Gloo ranks (threads) agreeing on found_inf.
+// state_dict and the disabled scaler. (Ranks agreeing on skipped steps under DDP: the
+// integration test "fp16 autocast with a loss scaler on two ranks" in tests/integration/test_ddp.cpp.)
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
 #include <memory>
-#include <thread>
 #include "amp/grad_scaler.h"
-#include "distributed/hash_store.h"
-#include "distributed/process_group.h"
 #include "ops/ops.h"
 #include "optim/clip_grad.h"
 #include "optim/sgd.h"
@@ -287,49 +285,4 @@ TEST_CASE("GradScaler: state_dict round trip; a disabled scaler is the identity"
   CHECK(off.state_dict() == nlohmann::json::object());
   off.load_state_dict(s);  // ignored when disabled
   CHECK(off.get_scale() == 1.0);
-}
-
-TEST_CASE("GradScaler: ranks agree on found_inf through the process group", "[amp][scaler][dist]") {
-  // Two Gloo ranks in two threads of this process, rendezvous through an in-process store.
-  distributed::HashStore store;
-  struct Result {
-    std::string error;
-    std::vector<bool> stepped;
-    std::vector<double> scales;
-    int64_t step_count = -1;
-    std::vector<double> x;
-  };
-  Result res[2];
-  auto rank_main = [&](int rank) {
-    try {
-      auto pg = distributed::make_process_group("gloo", store, rank, 2, std::chrono::milliseconds(20000), "scaler");
-      GradScaler scaler;
-      scaler.set_process_group(pg.get());
-      Tensor x = tensor({1., 2.}, TensorOptions().requires_grad());
-      auto opt = sgd({x}, 1.0 / 65536.0);
-      // iteration 1: only rank 0 overflows; iteration 2: both clean
-      for (int it = 0; it < 2; ++it) {
-        const double g = (it == 0 && rank == 0) ? kInf : 65536.0 / 2;
-        res[rank].stepped.push_back(iteration(scaler, *opt, x, g));
-        res[rank].scales.push_back(scaler.get_scale());
-      }
-      res[rank].step_count = opt->step_count();
-      res[rank].x = x.tolist();
-    } catch (const std::exception& e) {
-      res[rank].error = e.what();
-    }
-  };
-  std::thread t0(rank_main, 0), t1(rank_main, 1);
-  t0.join();
-  t1.join();
-  for (int r = 0; r < 2; ++r) {
-    INFO("rank " << r);
-    CHECK(res[r].error == "");
-    CHECK(res[r].stepped == std::vector<bool>{false, true});
-    CHECK(res[r].scales == std::vector<double>{32768, 32768});
-    CHECK(res[r].step_count == 1);
-  }
-  // the one step taken used grad 32768 / 32768 = 1
-  CHECK(res[1].x.size() == 2);
-  CHECK(res[0].x == res[1].x);
 }

@@ -94,6 +94,14 @@ TR_OP_CASE("select", "row", ({randn64({3, 4}, 76)}), [](const Inputs& x) { retur
 TR_OP_CASE("unsqueeze", "basic", ({randn64({3}, 77)}), [](const Inputs& x) { return Outputs{x[0].unsqueeze(1) * x[0].unsqueeze(0)}; });
 TR_OP_CASE("squeeze", "all", ({randn64({1, 3, 1}, 78)}), [](const Inputs& x) { return Outputs{x[0].squeeze() * 2.0}; });
 TR_OP_CASE("expand", "broadcast", ({randn64({3, 1}, 79)}), [](const Inputs& x) { return Outputs{x[0].expand({2, 3, 4}) * 1.0}; });
+// _to_copy between two devices of the same type (the only pair every build has): a copy whose
+// gradient goes back; CUDA pairs are [gpu] tests in test_cuda.cpp.
+Outputs to_copy_cpu(const Inputs& x) {
+  const Attrs a{{"dst_type", int64_t(DeviceType::CPU)}, {"dst_index", int64_t(0)},
+                {"src_type", int64_t(DeviceType::CPU)}, {"src_index", int64_t(0)}};
+  return Outputs{dispatch1("_to_copy", {x[0]}, a) * x[0]};
+}
+TR_OP_CASE("_to_copy", "cpu to cpu", ({randn64({2, 3}, 81)}), to_copy_cpu);
 TR_OP_CASE("clone", "strided", ({randn64({3, 4}, 80)}), [](const Inputs& x) { return Outputs{x[0].t().clone() * x[0].t()}; });
 
 // ---- indexing ----

@@ -1,6 +1,7 @@
 // Printing: each case of tests/fixtures/print_cases.json (written by make_print_fixtures.py with torch
 // 1.13) is rebuilt here and operator<< must reproduce torch's repr exactly.
 #include <catch2/catch.hpp>
+#include "autograd/print.h"
 #include "unit/fixtures.h"
 #include <cmath>
 #include <fstream>

@@ -6,6 +6,7 @@
 // Error naming the collective and the rank, within the timeout, never a hang. Also prints the
 // 4 MiB allreduce latency of 2 processes. [gpu]: the NCCL group, skipped without a GPU.
 #include <catch2/catch.hpp>
+#include "ops/factories.h"
 #include <fcntl.h>
 #include <omp.h>
 #include <signal.h>

@@ -2,6 +2,7 @@
 // Python writer (tests/fixtures/safetensors_reader.py), dtypes we cannot hold, and lying files.
 // The format layer's own cases (from memory, under ASan) are in tests/asan/.
 #include <catch2/catch.hpp>
+#include "ops/factories.h"
 #include "unit/temp_dir.h"
 #include <unistd.h>
 #include <cstring>

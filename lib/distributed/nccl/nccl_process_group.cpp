@@ -10,7 +10,8 @@
 #include <thread>
 #include "core/grad_mode.h"
 #include "core/cuda_hooks.h"
-#include "ops/cuda/cuda_check.h"
+#include "core/cuda/cuda_check.h"
+#include "ops/factories.h"
 
 namespace tr::distributed {
 

@@ -2,7 +2,7 @@
 // int64; the kernels record the first out-of-range position, and the launcher reads it back
 // (one small synchronising copy) to throw the CPU's error.
 #include <climits>
-#include "ops/cuda/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 #include "ops/cuda/tensor_args.h"
 #include "ops/ops.h"
 #include "ops/registry.h"

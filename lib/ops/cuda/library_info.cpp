@@ -1,7 +1,7 @@
 // cuda_info(): library versions from cublasGetProperty, cudnnGetVersion, ncclGetVersion and the
 // runtime; none of these needs a device, and they make the binary link cuBLAS, cuDNN and NCCL.
-#include "core/cuda_hooks.h"
-#include "ops/cuda/cuda_check.h"
+#include "ops/cuda_info.h"
+#include "core/cuda/cuda_check.h"
 #include "ops/cuda/library_check.h"
 
 namespace tr::cuda {

@@ -11,7 +11,7 @@
 #include "core/dtype.h"
 #include "core/half.h"
 #include "core/convert.h"
-#include "ops/cuda/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 #include "ops/cuda/launch.h"
 
 // Checks the launch that just happened (bad configuration, no device, missing kernel image).

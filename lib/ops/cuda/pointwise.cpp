@@ -1,6 +1,6 @@
 // CUDA launchers of the pointwise ops, copy_ and fill_: Tensors -> ElementwiseArgs, then the
 // kernels of pointwise_kernels.cu. Same attrs and dtype rules as lib/ops/cpu/pointwise.cpp.
-#include "ops/cuda/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 #include "ops/cuda/tensor_args.h"
 #include "ops/ops.h"
 #include "ops/registry.h"

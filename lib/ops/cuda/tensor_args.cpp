@@ -2,7 +2,7 @@
 #include "ops/cuda/tensor_args.h"
 #include <algorithm>
 #include <cstring>
-#include "ops/cuda/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 
 namespace tr::cuda {
 

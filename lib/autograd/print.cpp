@@ -1,4 +1,4 @@
-// Tensor printing in torch's repr format: a port of torch 1.13's torch/_tensor_str.py (threshold 1000,
+// Tensor printing in torch's repr format (here, above autograd, because the repr names grad_fn): a port of torch 1.13's torch/_tensor_str.py (threshold 1000,
 // edgeitems 3, linewidth 80, automatic sci_mode, settable precision) for strided real tensors.
 #include <algorithm>
 #include <cmath>
@@ -6,8 +6,9 @@
 #include <ostream>
 #include <string>
 #include <vector>
+#include "autograd/print.h"
+#include <sstream>
 #include "autograd/node.h"
-#include "core/tensor.h"
 
 namespace tr {
 
@@ -273,6 +274,12 @@ int print_precision() { return g_precision; }
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (!t.defined()) return os << "tensor(undefined)";
   return os << repr(t);
+}
+
+std::string Tensor::str() const {
+  std::ostringstream os;
+  os << *this;
+  return os.str();
 }
 
 }  // namespace tr

@@ -6,7 +6,7 @@
 #include <mutex>
 #include <vector>
 #include "core/allocator.h"
-#include "ops/cuda/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 
 namespace tr::cuda {
 
