@@ -52,7 +52,7 @@ struct Elements {
 };
 
 // Python's "{:.<prec><conv>}".format(v) for conv 'f' or 'e': like printf, but NaN never carries a sign.
-std::string py_float(double v, int precision, char conv) {
+std::string format_float(double v, int precision, char conv) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
   char fmt[8] = {'%', '.', '*', conv, 0};
@@ -89,16 +89,16 @@ class Formatter {
     if (int_mode_) {
       if (amax / amin > 1000.0 || amax > 1.0e8) {
         sci_mode_ = true;
-        for (double v : vals) width_ = std::max(width_, py_float(v, precision_, 'e').size());
+        for (double v : vals) width_ = std::max(width_, format_float(v, precision_, 'e').size());
       } else {
-        for (double v : vals) width_ = std::max(width_, py_float(v, 0, 'f').size() + 1);
+        for (double v : vals) width_ = std::max(width_, format_float(v, 0, 'f').size() + 1);
       }
     } else {
       if (amax / amin > 1000.0 || amax > 1.0e8 || amin < 1.0e-4) {
         sci_mode_ = true;
-        for (double v : vals) width_ = std::max(width_, py_float(v, precision_, 'e').size());
+        for (double v : vals) width_ = std::max(width_, format_float(v, precision_, 'e').size());
       } else {
-        for (double v : vals) width_ = std::max(width_, py_float(v, precision_, 'f').size());
+        for (double v : vals) width_ = std::max(width_, format_float(v, precision_, 'f').size());
       }
     }
   }
@@ -112,12 +112,12 @@ class Formatter {
     } else {
       double v = el_.as_double(off);
       if (sci_mode_) {
-        s = py_float(v, precision_, 'e');
+        s = format_float(v, precision_, 'e');
       } else if (int_mode_) {
-        s = py_float(v, 0, 'f');
+        s = format_float(v, 0, 'f');
         if (std::isfinite(v)) s += ".";
       } else {
-        s = py_float(v, precision_, 'f');
+        s = format_float(v, precision_, 'f');
       }
     }
     return pad_left(s, width_);

@@ -18,6 +18,10 @@ void layer_error(const TomlTable& t, const std::string& msg) {
   throw Error(str(t.location(), ": ", t.what(), ": ", msg));
 }
 
+void expect_floating(const TomlTable& t, const ShapeInfo& io) {
+  if (!is_floating(io.dtype)) layer_error(t, str("expects a floating point input, got ", io.str()));
+}
+
 void expect_rank(const TomlTable& t, const ShapeInfo& io, size_t rank, const char* layout) {
   if (io.shape.size() != rank)
     layer_error(t, str("expects a per-sample input of shape ", layout, ", but the previous layer gives ", io.str()));

@@ -38,6 +38,8 @@ ModulePtr build_layer(const TomlTable& t, ShapeInfo& io);
 
 // Errors raised while building a layer: "<file:line:col>: layer 3 (conv2d): <msg>".
 [[noreturn]] void layer_error(const TomlTable& t, const std::string& msg);
+// Checks that the per-sample input is floating point (activations, norms).
+void expect_floating(const TomlTable& t, const ShapeInfo& io);
 // Checks that the input has `rank` dims; the message names the layer and both shapes.
 void expect_rank(const TomlTable& t, const ShapeInfo& io, size_t rank, const char* layout);
 

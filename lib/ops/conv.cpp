@@ -19,14 +19,6 @@ Attrs attrs_of(const ConvParams& p) {
   return {{"stride", p.stride}, {"padding", p.padding}, {"dilation", p.dilation}, {"groups", p.groups}};
 }
 
-// torch's _pair: one value for both dims or {h, w}; each value >= lo.
-Pair pair_arg(const Pair& p, const char* name, const char* op, int64_t lo) {
-  TR_CHECK(p.size() == 1 || p.size() == 2, op, ": ", name, " must have 1 or 2 values {h, w}, got ", p);
-  Pair r = p.size() == 1 ? Pair{p[0], p[0]} : p;
-  TR_CHECK(r[0] >= lo && r[1] >= lo, op, ": ", name, " must be >= ", lo, ", got ", p);
-  return r;
-}
-
 // Output shape [N, O, OH, OW] of x [N, C, H, W] convolved with w [O, C/groups, KH, KW];
 // OH = (H + 2 PH - DH (KH - 1) - 1) / SH + 1 (floor). Checks every argument against the others.
 Shape conv_out_shape(const char* op, const Shape& x, const Shape& w, const ConvParams& p) {
@@ -154,8 +146,8 @@ TR_REGISTER_OP(conv2d_backward_weight) {
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Pair stride, Pair padding, Pair dilation,
               int64_t groups) {
   const char* op = "conv2d";
-  ConvParams p{pair_arg(stride, "stride", op, 1), pair_arg(padding, "padding", op, 0),
-               pair_arg(dilation, "dilation", op, 1), groups};
+  ConvParams p{expand_pair(stride, op, "stride", 1), expand_pair(padding, op, "padding", 0),
+               expand_pair(dilation, op, "dilation", 1), groups};
   TR_CHECK(x.dim() == 4, op, ": expected a 4-D input [N, C, H, W], got shape ", x.sizes());
   TR_CHECK(w.dim() == 4, op, ": expected a 4-D weight [C_out, C_in / groups, kH, kW], got shape ", w.sizes());
   check_float_pair(op, "input", x, "weight", w);

@@ -7,6 +7,7 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "ops/factories.h"
+#include "ops/pair.h"
 
 namespace tr {
 
@@ -148,7 +149,6 @@ Tensor embedding(const Tensor& weight, const Tensor& indices);
 Tensor one_hot(const Tensor& indices, int64_t num_classes);
 
 // ---- convolution and pooling (NCHW) ----
-using Pair = std::vector<int64_t>;  // {h, w}
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b = Tensor(), Pair stride = {1, 1},
               Pair padding = {0, 0}, Pair dilation = {1, 1}, int64_t groups = 1);
 Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride = {}, Pair padding = {0, 0}, Pair dilation = {1, 1});

@@ -9,13 +9,6 @@ namespace tr {
 
 namespace {
 
-Pair pair_arg(const Pair& p, const char* name, const char* op, int64_t lo) {
-  TR_CHECK(p.size() == 1 || p.size() == 2, op, ": ", name, " must have 1 or 2 values {h, w}, got ", p);
-  Pair r = p.size() == 1 ? Pair{p[0], p[0]} : p;
-  TR_CHECK(r[0] >= lo && r[1] >= lo, op, ": ", name, " must be >= ", lo, ", got ", p);
-  return r;
-}
-
 // Output shape [N, C, OH, OW], OH = (H + 2 PH - DH (KH - 1) - 1) / SH + 1 (floor, torch's ceil_mode=False).
 Shape pool_out_shape(const char* op, const Shape& x, const Attrs& a) {
   const Pair &k = a.ints("kernel"), &s = a.ints("stride"), &p = a.ints("padding");
@@ -125,22 +118,22 @@ TR_REGISTER_OP(avg_pool2d_backward) {
 // torch.nn.functional.max_pool2d (ceil_mode=False): padding counts as -inf.
 Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding, Pair dilation) {
   const char* op = "max_pool2d";
-  Pair k = pair_arg(kernel, "kernel_size", op, 1);
-  Pair s = stride.empty() ? k : pair_arg(stride, "stride", op, 1);
+  Pair k = expand_pair(kernel, op, "kernel_size", 1);
+  Pair s = stride.empty() ? k : expand_pair(stride, op, "stride", 1);
   TR_CHECK(x.dim() == 4, op, ": expected a 4-D input [N, C, H, W], got shape ", x.sizes());
   return dispatch("max_pool2d", {x},
-                  {{"kernel", k}, {"stride", s}, {"padding", pair_arg(padding, "padding", op, 0)},
-                   {"dilation", pair_arg(dilation, "dilation", op, 1)}})[0];
+                  {{"kernel", k}, {"stride", s}, {"padding", expand_pair(padding, op, "padding", 0)},
+                   {"dilation", expand_pair(dilation, op, "dilation", 1)}})[0];
 }
 
 // torch.nn.functional.avg_pool2d (ceil_mode=False, no divisor_override).
 Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding, bool count_include_pad) {
   const char* op = "avg_pool2d";
-  Pair k = pair_arg(kernel, "kernel_size", op, 1);
-  Pair s = stride.empty() ? k : pair_arg(stride, "stride", op, 1);
+  Pair k = expand_pair(kernel, op, "kernel_size", 1);
+  Pair s = stride.empty() ? k : expand_pair(stride, op, "stride", 1);
   TR_CHECK(x.dim() == 4, op, ": expected a 4-D input [N, C, H, W], got shape ", x.sizes());
   return dispatch1("avg_pool2d", {x},
-                   {{"kernel", k}, {"stride", s}, {"padding", pair_arg(padding, "padding", op, 0)},
+                   {{"kernel", k}, {"stride", s}, {"padding", expand_pair(padding, op, "padding", 0)},
                     {"count_include_pad", count_include_pad}});
 }
 

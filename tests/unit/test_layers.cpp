@@ -12,7 +12,14 @@
 #include "core/grad_mode.h"
 #include "autograd/gradcheck.h"
 #include "nn/layer_registry.h"
-#include "nn/layers/activations.h"
+#include "nn/layers/gelu.h"
+#include "nn/layers/relu.h"
+#include "nn/layers/relu6.h"
+#include "nn/layers/sigmoid.h"
+#include "nn/layers/silu.h"
+#include "nn/layers/softplus.h"
+#include "nn/layers/tanh.h"
+#include "nn/repr.h"
 #include "nn/layers/adaptive_avg_pool2d.h"
 #include "nn/layers/avg_pool2d.h"
 #include "nn/layers/batch_norm.h"
@@ -175,12 +182,12 @@ TEST_CASE("layers: repr is torch's", "[layers]") {
   CHECK(nn::Embedding(10, 3, 0).repr() == "Embedding(10, 3, padding_idx=0)");
   CHECK(nn::Softplus().repr() == "Softplus(beta=1, threshold=20)");
   CHECK(nn::Softplus(0.5, 2.5).repr() == "Softplus(beta=0.5, threshold=2.5)");
-  CHECK(nn::py_float(1e-5) == "1e-05");
-  CHECK(nn::py_float(0.1) == "0.1");
-  CHECK(nn::py_float(20.0) == "20.0");
-  CHECK(nn::py_float(1.5e20) == "1.5e+20");
-  CHECK(nn::py_float(-0.00012) == "-0.00012");
-  CHECK(nn::py_float(123456.75) == "123456.75");
+  CHECK(nn::float_repr(1e-5) == "1e-05");
+  CHECK(nn::float_repr(0.1) == "0.1");
+  CHECK(nn::float_repr(20.0) == "20.0");
+  CHECK(nn::float_repr(1.5e20) == "1.5e+20");
+  CHECK(nn::float_repr(-0.00012) == "-0.00012");
+  CHECK(nn::float_repr(123456.75) == "123456.75");
 }
 
 // ---------------------------------------------------------------- default init (torch's)

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include "core/grad_mode.h"
-#include "nn/layers/activations.h"
+#include "nn/layers/tanh.h"
 #include "nn/layers/linear.h"
 #include "nn/layers/sequential.h"
 #include "nn/model_file.h"

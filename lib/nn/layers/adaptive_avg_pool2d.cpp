@@ -1,5 +1,6 @@
 #include "nn/layers/adaptive_avg_pool2d.h"
 #include "nn/layer_registry.h"
+#include "nn/repr.h"
 #include "nn/layers/max_pool2d.h"
 #include "ops/ops.h"
 

@@ -1,7 +1,8 @@
 // AdaptiveAvgPool2d: mean over torch's adaptive bins so that the output is [.., OH, OW] for any
 // input size (torch.nn.AdaptiveAvgPool2d).
 #pragma once
-#include "nn/layers/conv2d.h"
+#include "nn/module.h"
+#include "ops/pair.h"
 
 namespace tr::nn {
 

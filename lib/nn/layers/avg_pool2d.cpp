@@ -1,5 +1,7 @@
 #include "nn/layers/avg_pool2d.h"
 #include "nn/layer_registry.h"
+#include "nn/layers/conv2d.h"
+#include "nn/repr.h"
 #include "nn/layers/max_pool2d.h"
 #include "ops/ops.h"
 

@@ -1,6 +1,7 @@
 // AvgPool2d: mean over sliding kH x kW windows of NCHW (or CHW) input (torch.nn.AvgPool2d, ceil_mode=False).
 #pragma once
-#include "nn/layers/conv2d.h"
+#include "nn/module.h"
+#include "ops/pair.h"
 
 namespace tr::nn {
 

@@ -1,7 +1,7 @@
 #include "nn/layers/batch_norm.h"
 #include "core/grad_mode.h"
 #include "nn/layer_registry.h"
-#include "nn/layers/activations.h"
+#include "nn/repr.h"
 #include "ops/ops.h"
 
 namespace tr::nn {
@@ -55,7 +55,7 @@ Tensor BatchNorm::forward(const Tensor& x) {
 
 std::string BatchNorm::extra_repr() const {
   auto b = [](bool v) { return v ? "True" : "False"; };
-  return str(num_features, ", eps=", py_float(eps), ", momentum=", momentum ? py_float(*momentum) : "None",
+  return str(num_features, ", eps=", float_repr(eps), ", momentum=", momentum ? float_repr(*momentum) : "None",
              ", affine=", b(affine), ", track_running_stats=", b(track_running_stats));
 }
 

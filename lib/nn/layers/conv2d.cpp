@@ -1,19 +1,11 @@
 #include "nn/layers/conv2d.h"
 #include <cmath>
 #include "nn/layer_registry.h"
+#include "nn/repr.h"
 #include "ops/init.h"
 #include "ops/ops.h"
 
 namespace tr::nn {
-
-Pair expand_pair(const Pair& p, const char* layer, const char* name, int64_t lo) {
-  TR_CHECK(p.size() == 1 || p.size() == 2, layer, ": ", name, " must have 1 or 2 values {h, w}, got ", p);
-  Pair r = p.size() == 1 ? Pair{p[0], p[0]} : p;
-  TR_CHECK(r[0] >= lo && r[1] >= lo, layer, ": ", name, " must be >= ", lo, ", got ", p);
-  return r;
-}
-
-std::string pair_repr(const Pair& p) { return str("(", p[0], ", ", p[1], ")"); }
 
 int64_t Conv2d::out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
   int64_t span = in + 2 * p - d * (k - 1) - 1;  // may be negative: floor division, not truncation

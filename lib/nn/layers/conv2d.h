@@ -1,10 +1,9 @@
 // Conv2d: 2-D cross-correlation over NCHW (or unbatched CHW) input (torch.nn.Conv2d).
 #pragma once
 #include "nn/module.h"
+#include "ops/pair.h"
 
 namespace tr::nn {
-
-using Pair = std::vector<int64_t>;  // {h, w}; a single value {k} means {k, k}
 
 class Conv2d : public Module {
  public:
@@ -23,10 +22,5 @@ class Conv2d : public Module {
   int64_t groups;
   Tensor weight, bias;
 };
-
-// {k} -> {k, k}; checks there are 1 or 2 values, each >= lo (errors name the layer and argument).
-Pair expand_pair(const Pair& p, const char* layer, const char* name, int64_t lo);
-// torch's tuple repr of a pair: "(3, 3)".
-std::string pair_repr(const Pair& p);
 
 }  // namespace tr::nn

@@ -1,6 +1,6 @@
 #include "nn/layers/dropout.h"
 #include "nn/layer_registry.h"
-#include "nn/layers/activations.h"
+#include "nn/repr.h"
 #include "ops/ops.h"
 
 namespace tr::nn {
@@ -16,7 +16,7 @@ Tensor Dropout::forward(const Tensor& x) {
   return x * dropout_mask(x, p, gen);
 }
 
-std::string Dropout::extra_repr() const { return str("p=", py_float(p), ", inplace=False"); }
+std::string Dropout::extra_repr() const { return str("p=", float_repr(p), ", inplace=False"); }
 
 static ModulePtr build_dropout(const TomlTable& t, ShapeInfo& io) {
   double p = t.get_float("p", 0.5);

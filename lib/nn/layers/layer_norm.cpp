@@ -1,6 +1,6 @@
 #include "nn/layers/layer_norm.h"
 #include "nn/layer_registry.h"
-#include "nn/layers/activations.h"
+#include "nn/repr.h"
 #include "ops/ops.h"
 
 namespace tr::nn {
@@ -30,7 +30,7 @@ std::string LayerNorm::extra_repr() const {
   std::string t = "(";
   for (size_t i = 0; i < normalized_shape.size(); ++i) t += (i ? ", " : "") + std::to_string(normalized_shape[i]);
   t += normalized_shape.size() == 1 ? ",)" : ")";
-  return str(t, ", eps=", py_float(eps), ", elementwise_affine=", elementwise_affine ? "True" : "False");
+  return str(t, ", eps=", float_repr(eps), ", elementwise_affine=", elementwise_affine ? "True" : "False");
 }
 
 static ModulePtr build_layer_norm(const TomlTable& t, ShapeInfo& io) {

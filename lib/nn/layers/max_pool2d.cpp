@@ -1,10 +1,10 @@
 #include "nn/layers/max_pool2d.h"
 #include "nn/layer_registry.h"
+#include "nn/layers/conv2d.h"
+#include "nn/repr.h"
 #include "ops/ops.h"
 
 namespace tr::nn {
-
-std::string int_or_pair_repr(const Pair& p) { return p[0] == p[1] ? str(p[0]) : pair_repr(p); }
 
 MaxPool2d::MaxPool2d(Pair k, Pair s, Pair p, Pair d) : Module("MaxPool2d") {
   kernel_size = expand_pair(k, "MaxPool2d", "kernel_size", 1);

@@ -1,6 +1,7 @@
 // MaxPool2d: max over sliding kH x kW windows of NCHW (or CHW) input (torch.nn.MaxPool2d, ceil_mode=False).
 #pragma once
-#include "nn/layers/conv2d.h"
+#include "nn/module.h"
+#include "ops/pair.h"
 
 namespace tr::nn {
 
@@ -14,8 +15,5 @@ class MaxPool2d : public Module {
 
   Pair kernel_size, stride, padding, dilation;
 };
-
-// A pair as torch's pooling reprs print a square one: "2", else "(2, 3)".
-std::string int_or_pair_repr(const Pair& p);
 
 }  // namespace tr::nn
