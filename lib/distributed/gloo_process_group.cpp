@@ -403,4 +403,11 @@ std::shared_ptr<Work> GlooProcessGroup::barrier_async() {
   });
 }
 
+namespace {
+const Registrar<ProcessGroupBackend> gloo_backend(
+    "gloo", {[](Store& store, const ProcessGroupOptions& opts) -> std::unique_ptr<ProcessGroup> {
+      return std::make_unique<GlooProcessGroup>(store, opts);
+    }});
+}  // namespace
+
 }  // namespace tr::distributed

@@ -7,10 +7,6 @@
 #include <thread>
 #include "core/grad_mode.h"
 #include "core/cuda_hooks.h"
-#include "distributed/gloo_process_group.h"
-#if TRAINER_WITH_CUDA
-#include "distributed/nccl_process_group.h"
-#endif
 
 namespace tr::distributed {
 
@@ -128,16 +124,7 @@ std::shared_ptr<Work> ProcessGroup::allreduce_coalesced_async(std::vector<Tensor
 std::unique_ptr<ProcessGroup> make_process_group(Store& store, const ProcessGroupOptions& opts) {
   std::string b = opts.backend;
   if (b == "auto") b = cuda::is_available() ? "nccl" : "gloo";
-  if (b == "gloo") return std::make_unique<GlooProcessGroup>(store, opts);
-  if (b == "nccl") {
-#if TRAINER_WITH_CUDA
-    return std::make_unique<NcclProcessGroup>(store, opts);
-#else
-    throw Error("process group: backend \"nccl\" needs a trainer built with CUDA (this one was built "
-                "without it); use backend = \"gloo\" for CPU training");
-#endif
-  }
-  throw Error(str("process group: unknown backend \"", opts.backend, "\" (expected \"gloo\", \"nccl\" or \"auto\")"));
+  return Registry<ProcessGroupBackend>::get().at(b, "process group").create(store, opts);
 }
 
 std::unique_ptr<ProcessGroup> make_process_group(const std::string& backend, Store& store, int rank, int size,

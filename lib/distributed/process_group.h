@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <vector>
+#include "core/registry.h"
 #include "core/tensor.h"
 #include "distributed/store.h"
 
@@ -87,6 +88,16 @@ struct ProcessGroupOptions {
 // joined, or an Error naming the ranks that did not within the timeout). The store must outlive
 // the group and be usable from the group's threads (they record which collective a rank is
 // waiting in, so that a timeout can name the rank that is missing).
+// A process group backend: Registry<ProcessGroupBackend>, keyed by [dist] backend. Gloo registers
+// in gloo_process_group.cpp; NCCL in nccl/nccl_process_group.cpp, or nccl_stub/ in a build without
+// CUDA (whose "nccl" says so).
+struct ProcessGroupBackend {
+  std::unique_ptr<ProcessGroup> (*create)(Store& store, const ProcessGroupOptions& opts) = nullptr;
+
+  static constexpr const char* kRegistryKind = "process group backend";
+};
+
+// opts.backend from the registry; "auto": nccl when a GPU is usable, else gloo.
 std::unique_ptr<ProcessGroup> make_process_group(Store& store, const ProcessGroupOptions& opts);
 std::unique_ptr<ProcessGroup> make_process_group(const std::string& backend, Store& store, int rank, int size,
                                                  std::chrono::milliseconds timeout, const std::string& prefix);

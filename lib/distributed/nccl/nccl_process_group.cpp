@@ -366,4 +366,11 @@ std::shared_ptr<Work> NcclProcessGroup::barrier_async() {
   });
 }
 
+namespace {
+const Registrar<ProcessGroupBackend> nccl_backend(
+    "nccl", {[](Store& store, const ProcessGroupOptions& opts) -> std::unique_ptr<ProcessGroup> {
+      return std::make_unique<NcclProcessGroup>(store, opts);
+    }});
+}  // namespace
+
 }  // namespace tr::distributed
