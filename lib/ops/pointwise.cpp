@@ -1,5 +1,6 @@
 // Pointwise ops: shape rule (broadcasting), dtype rule, and backward formulas.
 #include <cmath>
+#include "ops/infer.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
 
@@ -17,12 +18,11 @@ std::vector<TensorSpec> bool_infer(const std::vector<Tensor>& in, const Attrs& a
   r[0].dtype = DType::Bool;
   return r;
 }
-std::vector<TensorSpec> same_infer(const std::vector<Tensor>& in, const Attrs&) { return {{in[0].sizes(), in[0].dtype()}}; }
 
 void unary(OpDef& d, Promote p, BackwardFn bw, bool save_out = false) {
   d.num_inputs = 1;
   d.promote = p;
-  d.infer = same_infer;
+  d.infer = infer_same;
   d.backward = bw;
   d.pointwise = true;
   d.save_inputs = !save_out;
