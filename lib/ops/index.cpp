@@ -1,5 +1,6 @@
 // Indexing ops: index_select / index_add and gather / scatter_add are adjoint pairs, so each is
 // the other's backward; embedding, one_hot, cat and stack compose or pair with them.
+#include "ops/infer.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
 
@@ -30,9 +31,7 @@ TR_REGISTER_OP(index_select) {
 }
 TR_REGISTER_OP(index_add) {
   d.num_inputs = 3;
-  d.infer = [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<TensorSpec> {
-    return {{in[0].sizes(), in[0].dtype()}};
-  };
+  d.infer = infer_same;
   d.backward = [](const BackwardContext& c) -> std::vector<Tensor> {
     return {G(c), Tensor(), index_select(G(c), c.attrs.i("dim"), c.inputs[1])};
   };
@@ -50,9 +49,7 @@ TR_REGISTER_OP(gather) {
 }
 TR_REGISTER_OP(scatter_add) {
   d.num_inputs = 3;
-  d.infer = [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<TensorSpec> {
-    return {{in[0].sizes(), in[0].dtype()}};
-  };
+  d.infer = infer_same;
   d.backward = [](const BackwardContext& c) -> std::vector<Tensor> {
     return {G(c), Tensor(), gather(G(c), c.attrs.i("dim"), c.inputs[1])};
   };

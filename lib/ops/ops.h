@@ -12,23 +12,20 @@
 namespace tr {
 
 // ---- elementwise binary (broadcasting, type promotion) ----
+// Tensor name(const Tensor& a, const Tensor& b) for each op of binary_ops.def without an API of
+// its own (mul, maximum, minimum) and of compare_ops.def (eq, ne, lt, le, gt, ge: bool results)
+#define TR_BINARY_OP(NAME, ...) Tensor NAME(const Tensor& a, const Tensor& b);
+#define TR_BINARY_OP_OWN_API(...)
+#include "ops/binary_ops.def"
+#define TR_COMPARE_OP(NAME, ...) Tensor NAME(const Tensor& a, const Tensor& b);
+#include "ops/compare_ops.def"
 Tensor add(const Tensor& a, const Tensor& b, double alpha = 1.0);
 Tensor sub(const Tensor& a, const Tensor& b, double alpha = 1.0);
-Tensor mul(const Tensor& a, const Tensor& b);
-Tensor div(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);  // true division: integers divide in f32
 Tensor pow(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, double e);
 Tensor pow(double base, const Tensor& e);
-Tensor maximum(const Tensor& a, const Tensor& b);
-Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
-Tensor eq(const Tensor& a, const Tensor& b);
-Tensor ne(const Tensor& a, const Tensor& b);
-Tensor lt(const Tensor& a, const Tensor& b);
-Tensor le(const Tensor& a, const Tensor& b);
-Tensor gt(const Tensor& a, const Tensor& b);
-Tensor ge(const Tensor& a, const Tensor& b);
-Tensor logical_not(const Tensor& a);
 Tensor logical_and(const Tensor& a, const Tensor& b);
 
 Tensor operator+(const Tensor& a, const Tensor& b);
@@ -58,25 +55,17 @@ Tensor operator==(const Tensor& a, double b);
 Tensor operator!=(const Tensor& a, double b);
 
 // ---- elementwise unary ----
-Tensor neg(const Tensor& x);
-Tensor abs(const Tensor& x);
-Tensor sign(const Tensor& x);
-Tensor exp(const Tensor& x);
-Tensor log(const Tensor& x);
-Tensor sqrt(const Tensor& x);
-Tensor rsqrt(const Tensor& x);
-Tensor sin(const Tensor& x);
-Tensor cos(const Tensor& x);
-Tensor erf(const Tensor& x);
-Tensor tanh(const Tensor& x);
-Tensor sigmoid(const Tensor& x);
-Tensor relu(const Tensor& x);
+// Tensor name(const Tensor& x) for each op of unary_ops.def without an API of its own (neg abs
+// sign relu exp log sqrt rsqrt sin cos erf tanh sigmoid silu) and of predicate_ops.def
+// (logical_not isnan isfinite: bool results)
+#define TR_UNARY_OP(NAME, ...) Tensor NAME(const Tensor& x);
+#define TR_UNARY_OP_OWN_API(...)
+#include "ops/unary_ops.def"
+#define TR_PREDICATE_OP(NAME, ...) Tensor NAME(const Tensor& x);
+#include "ops/predicate_ops.def"
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");  // "none" (erf) | "tanh"
-Tensor silu(const Tensor& x);
 Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
-Tensor isnan(const Tensor& x);
-Tensor isfinite(const Tensor& x);
 Tensor cast(const Tensor& x, DType t);  // differentiable dtype conversion
 
 // ---- reductions (dims empty = all dims) ----

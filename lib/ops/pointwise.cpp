@@ -1,5 +1,9 @@
-// Pointwise ops: shape rule (broadcasting), dtype rule, and backward formulas.
+// Pointwise ops: the ops of the tables unary_ops.def, binary_ops.def, compare_ops.def and
+// predicate_ops.def (promotion, autocast and shape rule from their lines; the backward of each
+// differentiable one written here, beside its line's formula), where, threshold_backward, cast.
 #include <cmath>
+#include "ops/infer.h"
+#include "ops/op_tables.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
 
@@ -17,24 +21,33 @@ std::vector<TensorSpec> bool_infer(const std::vector<Tensor>& in, const Attrs& a
   r[0].dtype = DType::Bool;
   return r;
 }
-std::vector<TensorSpec> same_infer(const std::vector<Tensor>& in, const Attrs&) { return {{in[0].sizes(), in[0].dtype()}}; }
 
-void unary(OpDef& d, Promote p, BackwardFn bw, bool save_out = false) {
+// What a backward reads of the forward, so the node keeps it: nothing, the inputs or the outputs.
+enum class Keeps { Nothing, Inputs, Outputs };
+
+void keep(OpDef& d, Keeps k) {
+  d.save_inputs = k == Keeps::Inputs;
+  d.save_outputs = k == Keeps::Outputs;
+}
+// A unary table op: NUMERIC ops take their input as it is, FLOAT ops promote integers to f32.
+void unary(OpDef& d, DtypeSet s, amp::CastPolicy autocast, BackwardFn bw, Keeps k) {
   d.num_inputs = 1;
-  d.promote = p;
-  d.infer = same_infer;
+  d.promote = s == DtypeSet::FLOAT ? Promote::CommonFloat : Promote::None;
+  d.autocast = autocast;
+  d.infer = infer_same;
   d.backward = bw;
   d.pointwise = true;
-  d.save_inputs = !save_out;
-  d.save_outputs = save_out;
+  keep(d, k);
 }
-void binary(OpDef& d, BackwardFn bw, bool save_inputs = true) {
+// A binary table op: inputs promoted to their result_type (and FLOAT ops' integers to f32).
+void binary(OpDef& d, DtypeSet s, amp::CastPolicy autocast, BackwardFn bw, Keeps k) {
   d.num_inputs = 2;
-  d.promote = Promote::Common;
+  d.promote = s == DtypeSet::FLOAT ? Promote::CommonFloat : Promote::Common;
+  d.autocast = autocast;
   d.infer = broadcast_infer;
   d.backward = bw;
   d.pointwise = true;
-  d.save_inputs = save_inputs;
+  keep(d, k);
 }
 void predicate(OpDef& d, int n) {
   d.num_inputs = n;
@@ -47,62 +60,150 @@ void predicate(OpDef& d, int n) {
 const Tensor& G(const BackwardContext& c) { return c.grads[0]; }
 const Shape& in_shape(const BackwardContext& c, int i) { return c.input_specs[i].sizes; }
 
-}  // namespace
+// The backward of a table op and what it keeps of the forward (registered with the op's line):
+//   TR_BACKWARD(exp, Keeps::Outputs) { return {G(c) * c.outputs[0]}; }
+#define TR_BACKWARD(NAME, KEEPS)            \
+  constexpr Keeps NAME##_keeps = KEEPS;     \
+  std::vector<Tensor> NAME##_backward(const BackwardContext& c)
 
-// ---- binary ----
-TR_REGISTER_OP(add) {
-  binary(d, [](const BackwardContext& c) -> std::vector<Tensor> {
-    double alpha = c.attrs.f("alpha");
-    return {sum_to(G(c), in_shape(c, 0)), sum_to(alpha == 1.0 ? G(c) : G(c) * alpha, in_shape(c, 1))};
-  }, false);
+// ---- binary (binary_ops.def) ----
+TR_BACKWARD(add, Keeps::Nothing) {
+  double alpha = c.attrs.f("alpha");
+  return {sum_to(G(c), in_shape(c, 0)), sum_to(alpha == 1.0 ? G(c) : G(c) * alpha, in_shape(c, 1))};
 }
-TR_REGISTER_OP(sub) {
-  binary(d, [](const BackwardContext& c) -> std::vector<Tensor> {
-    return {sum_to(G(c), in_shape(c, 0)), sum_to(G(c) * -c.attrs.f("alpha"), in_shape(c, 1))};
-  }, false);
+TR_BACKWARD(sub, Keeps::Nothing) {
+  return {sum_to(G(c), in_shape(c, 0)), sum_to(G(c) * -c.attrs.f("alpha"), in_shape(c, 1))};
 }
-TR_REGISTER_OP(mul) {
-  binary(d, [](const BackwardContext& c) -> std::vector<Tensor> {
-    const Tensor &a = c.inputs[0], &b = c.inputs[1];
-    Tensor ga, gb;
-    if (c.needs_input_grad[0]) ga = sum_to(G(c) * b, in_shape(c, 0));
-    if (c.needs_input_grad[1]) gb = sum_to(G(c) * a, in_shape(c, 1));
-    return {ga, gb};
-  });
+TR_BACKWARD(mul, Keeps::Inputs) {
+  const Tensor &a = c.inputs[0], &b = c.inputs[1];
+  Tensor ga, gb;
+  if (c.needs_input_grad[0]) ga = sum_to(G(c) * b, in_shape(c, 0));
+  if (c.needs_input_grad[1]) gb = sum_to(G(c) * a, in_shape(c, 1));
+  return {ga, gb};
 }
-TR_REGISTER_OP(div) {
-  binary(d, [](const BackwardContext& c) -> std::vector<Tensor> {
-    const Tensor &a = c.inputs[0], &b = c.inputs[1];
-    Tensor ga, gb;
-    if (c.needs_input_grad[0]) ga = sum_to(G(c) / b, in_shape(c, 0));
-    if (c.needs_input_grad[1]) gb = sum_to(-G(c) * a / (b * b), in_shape(c, 1));
-    return {ga, gb};
-  });
+TR_BACKWARD(div, Keeps::Inputs) {
+  const Tensor &a = c.inputs[0], &b = c.inputs[1];
+  Tensor ga, gb;
+  if (c.needs_input_grad[0]) ga = sum_to(G(c) / b, in_shape(c, 0));
+  if (c.needs_input_grad[1]) gb = sum_to(-G(c) * a / (b * b), in_shape(c, 1));
+  return {ga, gb};
 }
-TR_REGISTER_OP(pow) {
-  d.autocast = amp::CastPolicy::Fp32;
-  binary(d, [](const BackwardContext& c) -> std::vector<Tensor> {
-    const Tensor &a = c.inputs[0], &b = c.inputs[1];
-    Tensor ga, gb;
-    // d/da a^b = b a^(b-1), taken as 0 where b == 0 (torch's pow_backward_self)
-    if (c.needs_input_grad[0])
-      ga = sum_to(where(b == 0.0, zeros_like(G(c)), G(c) * b * pow(a, b - 1.0)), in_shape(c, 0));
-    // d/db a^b = a^b log a, taken as 0 where a == 0 and b >= 0 (torch's pow_backward_exponent)
-    if (c.needs_input_grad[1]) {
-      Tensor r = pow(a, b) * log(a);
-      gb = sum_to(G(c) * where(logical_and(a == 0.0, b >= 0.0), zeros_like(r), r), in_shape(c, 1));
-    }
-    return {ga, gb};
-  });
+TR_BACKWARD(pow, Keeps::Inputs) {
+  const Tensor &a = c.inputs[0], &b = c.inputs[1];
+  Tensor ga, gb;
+  // d/da a^b = b a^(b-1), taken as 0 where b == 0 (torch's pow_backward_self)
+  if (c.needs_input_grad[0])
+    ga = sum_to(where(b == 0.0, zeros_like(G(c)), G(c) * b * pow(a, b - 1.0)), in_shape(c, 0));
+  // d/db a^b = a^b log a, taken as 0 where a == 0 and b >= 0 (torch's pow_backward_exponent)
+  if (c.needs_input_grad[1]) {
+    Tensor r = pow(a, b) * log(a);
+    gb = sum_to(G(c) * where(logical_and(a == 0.0, b >= 0.0), zeros_like(r), r), in_shape(c, 1));
+  }
+  return {ga, gb};
 }
-static std::vector<Tensor> extremum_backward(const BackwardContext& c, bool is_max) {
+std::vector<Tensor> extremum_backward(const BackwardContext& c, bool is_max) {
   const Tensor &a = c.inputs[0], &b = c.inputs[1];
   // The gradient goes to the larger (smaller) input; ties split it evenly, as torch does.
   Tensor wa = cast(is_max ? (a > b) : (a < b), G(c).dtype()) + cast(a == b, G(c).dtype()) * 0.5;
   return {sum_to(G(c) * wa, in_shape(c, 0)), sum_to(G(c) * (1.0 - wa), in_shape(c, 1))};
 }
-TR_REGISTER_OP(maximum) { binary(d, [](const BackwardContext& c) { return extremum_backward(c, true); }); }
-TR_REGISTER_OP(minimum) { binary(d, [](const BackwardContext& c) { return extremum_backward(c, false); }); }
+TR_BACKWARD(maximum, Keeps::Inputs) { return extremum_backward(c, true); }
+TR_BACKWARD(minimum, Keeps::Inputs) { return extremum_backward(c, false); }
+
+// g where y > threshold, else 0: one fused pass where the device has the kernel (a NaN or inf
+// gradient under the mask gives 0, as torch's), else the composite mask product.
+Tensor threshold_backward(const Tensor& g, const Tensor& y, double threshold) {
+  if (has_kernel("threshold_backward", g.device()))
+    return dispatch1("threshold_backward", {g, y}, {{"threshold", threshold}});
+  return g * cast(y > threshold, g.dtype());
+}
+
+// ---- unary (unary_ops.def) ----
+TR_BACKWARD(neg, Keeps::Nothing) { return {-G(c)}; }
+TR_BACKWARD(abs, Keeps::Inputs) { return {G(c) * sign(c.inputs[0])}; }
+TR_BACKWARD(sign, Keeps::Nothing) { return {zeros_like(G(c))}; }
+// threshold_backward: the gradient passes where the result is positive
+TR_BACKWARD(relu, Keeps::Outputs) { return {threshold_backward(G(c), c.outputs[0], 0.0)}; }
+TR_BACKWARD(exp, Keeps::Outputs) { return {G(c) * c.outputs[0]}; }
+TR_BACKWARD(log, Keeps::Inputs) { return {G(c) / c.inputs[0]}; }
+TR_BACKWARD(sqrt, Keeps::Outputs) { return {G(c) / (2.0 * c.outputs[0])}; }
+// d/dx x^-1/2 = -1/2 x^-3/2 = -1/2 y^3
+TR_BACKWARD(rsqrt, Keeps::Outputs) {
+  const Tensor& y = c.outputs[0];
+  return {G(c) * (y * y * y) * -0.5};
+}
+TR_BACKWARD(sin, Keeps::Inputs) { return {G(c) * cos(c.inputs[0])}; }
+TR_BACKWARD(cos, Keeps::Inputs) { return {-G(c) * sin(c.inputs[0])}; }
+// d/dx erf(x) = 2/sqrt(pi) e^(-x^2)
+TR_BACKWARD(erf, Keeps::Inputs) {
+  const Tensor& x = c.inputs[0];
+  return {G(c) * exp(-(x * x)) * 1.1283791670955126};
+}
+TR_BACKWARD(tanh, Keeps::Outputs) {
+  const Tensor& y = c.outputs[0];
+  return {G(c) * (1.0 - y * y)};
+}
+TR_BACKWARD(sigmoid, Keeps::Outputs) {
+  const Tensor& y = c.outputs[0];
+  return {G(c) * y * (1.0 - y)};
+}
+// y' = s (1 + x (1 - s)), s = sigmoid(x)
+TR_BACKWARD(silu, Keeps::Inputs) {
+  const Tensor& x = c.inputs[0];
+  Tensor s = sigmoid(x);
+  return {G(c) * s * (1.0 + x * (1.0 - s))};
+}
+TR_BACKWARD(clamp, Keeps::Inputs) {
+  const Tensor& x = c.inputs[0];
+  Tensor keep = ones_like(x).to(DType::Bool);
+  if (c.attrs.b("has_min")) keep = logical_and(keep, x >= c.attrs.f("min"));
+  if (c.attrs.b("has_max")) keep = logical_and(keep, x <= c.attrs.f("max"));
+  return {where(keep, G(c), zeros_like(G(c)))};
+}
+TR_BACKWARD(gelu, Keeps::Inputs) {
+  const Tensor& x = c.inputs[0];
+  if (c.attrs.s("approximate") == "tanh") {
+    // u = k (x + 0.044715 x^3); y = 0.5 x (1 + tanh u)
+    // y' = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) k (1 + 3 * 0.044715 x^2)
+    const double k = 0.7978845608028654;
+    Tensor t = tanh((x + x * x * x * 0.044715) * k);
+    Tensor dy = (1.0 + t) * 0.5 + x * 0.5 * (1.0 - t * t) * ((x * x * (3.0 * 0.044715) + 1.0) * k);
+    return {G(c) * dy};
+  }
+  // y' = Phi(x) + x phi(x)
+  Tensor cdf = (erf(x * 0.7071067811865476) + 1.0) * 0.5;
+  Tensor pdf = exp(x * x * -0.5) * 0.3989422804014327;
+  return {G(c) * (cdf + x * pdf)};
+}
+// y' = sigmoid(beta x), and 1 where beta x > threshold
+TR_BACKWARD(softplus, Keeps::Inputs) {
+  const Tensor& x = c.inputs[0];
+  double beta = c.attrs.f("beta"), thr = c.attrs.f("threshold");
+  Tensor bx = x * beta;
+  return {where(bx > thr, G(c), G(c) * sigmoid(bx))};
+}
+
+}  // namespace
+
+// ---- the table ops ----
+#define TR_UNARY_OP(NAME, OP, DTYPES, AUTOCAST, PARAMS, FORMULA, F32X8)                                   \
+  TR_REGISTER_OP(NAME) {                                                                                  \
+    unary(d, DtypeSet::DTYPES, amp::CastPolicy::AUTOCAST, NAME##_backward, NAME##_keeps);                 \
+  }
+#include "ops/unary_ops.def"
+#define TR_BINARY_OP(NAME, OP, DTYPES, AUTOCAST, PARAMS, FORMULA)                                         \
+  TR_REGISTER_OP(NAME) {                                                                                  \
+    binary(d, DtypeSet::DTYPES, amp::CastPolicy::AUTOCAST, NAME##_backward, NAME##_keeps);                \
+  }
+#include "ops/binary_ops.def"
+#define TR_COMPARE_OP(NAME, OP, OPERATOR) \
+  TR_REGISTER_OP(NAME) { predicate(d, 2); }
+#include "ops/compare_ops.def"
+#define TR_PREDICATE_OP(NAME, OP, FORMULA) \
+  TR_REGISTER_OP(NAME) { predicate(d, 1); }
+#include "ops/predicate_ops.def"
+
+// ---- the rest ----
 TR_REGISTER_OP(where) {
   d.num_inputs = 3;
   d.infer = broadcast_infer;
@@ -113,121 +214,14 @@ TR_REGISTER_OP(where) {
     return {Tensor(), sum_to(where(cond, G(c), z), in_shape(c, 1)), sum_to(where(cond, z, G(c)), in_shape(c, 2))};
   };
 }
-
-// ---- comparisons and predicates (not differentiable) ----
-TR_REGISTER_OP(eq) { predicate(d, 2); }
-TR_REGISTER_OP(ne) { predicate(d, 2); }
-TR_REGISTER_OP(lt) { predicate(d, 2); }
-TR_REGISTER_OP(le) { predicate(d, 2); }
-TR_REGISTER_OP(gt) { predicate(d, 2); }
-TR_REGISTER_OP(ge) { predicate(d, 2); }
+// x0 && x1 (non-bool inputs count as x != 0)
 TR_REGISTER_OP(logical_and) { predicate(d, 2); d.promote = Promote::None; }
-TR_REGISTER_OP(logical_not) { predicate(d, 1); }
-TR_REGISTER_OP(isnan) { predicate(d, 1); }
-TR_REGISTER_OP(isfinite) { predicate(d, 1); }
-
-// ---- unary ----
-TR_REGISTER_OP(neg) { unary(d, Promote::None, [](const BackwardContext& c) -> std::vector<Tensor> { return {-G(c)}; }); d.save_inputs = false; }
-TR_REGISTER_OP(abs) { unary(d, Promote::None, [](const BackwardContext& c) -> std::vector<Tensor> { return {G(c) * sign(c.inputs[0])}; }); }
-TR_REGISTER_OP(sign) { unary(d, Promote::None, [](const BackwardContext& c) -> std::vector<Tensor> { return {zeros_like(G(c))}; }); d.save_inputs = false; }
-TR_REGISTER_OP(exp) { d.autocast = amp::CastPolicy::Fp32; unary(d, Promote::CommonFloat, [](const BackwardContext& c) -> std::vector<Tensor> { return {G(c) * c.outputs[0]}; }, true); }
-TR_REGISTER_OP(log) { d.autocast = amp::CastPolicy::Fp32; unary(d, Promote::CommonFloat, [](const BackwardContext& c) -> std::vector<Tensor> { return {G(c) / c.inputs[0]}; }); }
-TR_REGISTER_OP(sqrt) { unary(d, Promote::CommonFloat, [](const BackwardContext& c) -> std::vector<Tensor> { return {G(c) / (2.0 * c.outputs[0])}; }, true); }
-TR_REGISTER_OP(rsqrt) {
-  d.autocast = amp::CastPolicy::Fp32;
-  // d/dx x^-1/2 = -1/2 x^-3/2 = -1/2 y^3
-  unary(d, Promote::CommonFloat, [](const BackwardContext& c) -> std::vector<Tensor> {
-    const Tensor& y = c.outputs[0];
-    return {G(c) * (y * y * y) * -0.5};
-  }, true);
-}
-TR_REGISTER_OP(sin) { unary(d, Promote::CommonFloat, [](const BackwardContext& c) -> std::vector<Tensor> { return {G(c) * cos(c.inputs[0])}; }); }
-TR_REGISTER_OP(cos) { unary(d, Promote::CommonFloat, [](const BackwardContext& c) -> std::vector<Tensor> { return {-G(c) * sin(c.inputs[0])}; }); }
-TR_REGISTER_OP(erf) {
-  // d/dx erf(x) = 2/sqrt(pi) e^(-x^2)
-  unary(d, Promote::CommonFloat, [](const BackwardContext& c) -> std::vector<Tensor> {
-    const Tensor& x = c.inputs[0];
-    return {G(c) * exp(-(x * x)) * 1.1283791670955126};
-  });
-}
-TR_REGISTER_OP(tanh) {
-  unary(d, Promote::CommonFloat, [](const BackwardContext& c) -> std::vector<Tensor> {
-    const Tensor& y = c.outputs[0];
-    return {G(c) * (1.0 - y * y)};
-  }, true);
-}
-TR_REGISTER_OP(sigmoid) {
-  unary(d, Promote::CommonFloat, [](const BackwardContext& c) -> std::vector<Tensor> {
-    const Tensor& y = c.outputs[0];
-    return {G(c) * y * (1.0 - y)};
-  }, true);
-}
-namespace {
-// g where y > threshold, else 0: one fused pass where the device has the kernel (a NaN or inf
-// gradient under the mask gives 0, as torch's), else the composite mask product.
-Tensor threshold_backward(const Tensor& g, const Tensor& y, double threshold) {
-  if (has_kernel("threshold_backward", g.device()))
-    return dispatch1("threshold_backward", {g, y}, {{"threshold", threshold}});
-  return g * cast(y > threshold, g.dtype());
-}
-}  // namespace
-
-TR_REGISTER_OP(relu) {
-  // threshold_backward: the gradient passes where the result is positive
-  unary(d, Promote::None, [](const BackwardContext& c) -> std::vector<Tensor> {
-    return {threshold_backward(G(c), c.outputs[0], 0.0)};
-  }, true);
-}
 // (g, y) -> g where y > threshold, else 0 (attr threshold; torch.ops.aten.threshold_backward).
 // Linear in g with the same mask; y gets no gradient (the mask is piecewise constant).
 TR_REGISTER_OP(threshold_backward) {
-  binary(d, [](const BackwardContext& c) -> std::vector<Tensor> {
+  binary(d, DtypeSet::NUMERIC, amp::CastPolicy::None, [](const BackwardContext& c) -> std::vector<Tensor> {
     return {sum_to(threshold_backward(G(c), c.inputs[1], c.attrs.f("threshold")), in_shape(c, 0)), Tensor()};
-  });
-}
-TR_REGISTER_OP(gelu) {
-  unary(d, Promote::CommonFloat, [](const BackwardContext& c) -> std::vector<Tensor> {
-    const Tensor& x = c.inputs[0];
-    if (c.attrs.s("approximate") == "tanh") {
-      // u = k (x + 0.044715 x^3); y = 0.5 x (1 + tanh u)
-      // y' = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) k (1 + 3 * 0.044715 x^2)
-      const double k = 0.7978845608028654;
-      Tensor t = tanh((x + x * x * x * 0.044715) * k);
-      Tensor dy = (1.0 + t) * 0.5 + x * 0.5 * (1.0 - t * t) * ((x * x * (3.0 * 0.044715) + 1.0) * k);
-      return {G(c) * dy};
-    }
-    // y' = Phi(x) + x phi(x)
-    Tensor cdf = (erf(x * 0.7071067811865476) + 1.0) * 0.5;
-    Tensor pdf = exp(x * x * -0.5) * 0.3989422804014327;
-    return {G(c) * (cdf + x * pdf)};
-  });
-}
-TR_REGISTER_OP(silu) {
-  // y' = s (1 + x (1 - s)), s = sigmoid(x)
-  unary(d, Promote::CommonFloat, [](const BackwardContext& c) -> std::vector<Tensor> {
-    const Tensor& x = c.inputs[0];
-    Tensor s = sigmoid(x);
-    return {G(c) * s * (1.0 + x * (1.0 - s))};
-  });
-}
-TR_REGISTER_OP(softplus) {
-  d.autocast = amp::CastPolicy::Fp32;
-  // y' = sigmoid(beta x), and 1 where beta x > threshold
-  unary(d, Promote::CommonFloat, [](const BackwardContext& c) -> std::vector<Tensor> {
-    const Tensor& x = c.inputs[0];
-    double beta = c.attrs.f("beta"), thr = c.attrs.f("threshold");
-    Tensor bx = x * beta;
-    return {where(bx > thr, G(c), G(c) * sigmoid(bx))};
-  });
-}
-TR_REGISTER_OP(clamp) {
-  unary(d, Promote::None, [](const BackwardContext& c) -> std::vector<Tensor> {
-    const Tensor& x = c.inputs[0];
-    Tensor keep = ones_like(x).to(DType::Bool);
-    if (c.attrs.b("has_min")) keep = logical_and(keep, x >= c.attrs.f("min"));
-    if (c.attrs.b("has_max")) keep = logical_and(keep, x <= c.attrs.f("max"));
-    return {where(keep, G(c), zeros_like(G(c)))};
-  });
+  }, Keeps::Inputs);
 }
 TR_REGISTER_OP(cast) {
   d.num_inputs = 1;
@@ -241,9 +235,24 @@ TR_REGISTER_OP(cast) {
 }
 
 // ---- API ----
+// the table ops without an API of their own
+#define TR_UNARY_OP(NAME, ...) \
+  Tensor NAME(const Tensor& x) { return dispatch1(#NAME, {x}); }
+#define TR_UNARY_OP_OWN_API(...)
+#include "ops/unary_ops.def"
+#define TR_BINARY_OP(NAME, ...) \
+  Tensor NAME(const Tensor& a, const Tensor& b) { return dispatch1(#NAME, {a, b}); }
+#define TR_BINARY_OP_OWN_API(...)
+#include "ops/binary_ops.def"
+#define TR_COMPARE_OP(NAME, ...) \
+  Tensor NAME(const Tensor& a, const Tensor& b) { return dispatch1(#NAME, {a, b}); }
+#include "ops/compare_ops.def"
+#define TR_PREDICATE_OP(NAME, ...) \
+  Tensor NAME(const Tensor& x) { return dispatch1(#NAME, {x}); }
+#include "ops/predicate_ops.def"
+
 Tensor add(const Tensor& a, const Tensor& b, double alpha) { return dispatch1("add", {a, b}, {{"alpha", alpha}}); }
 Tensor sub(const Tensor& a, const Tensor& b, double alpha) { return dispatch1("sub", {a, b}, {{"alpha", alpha}}); }
-Tensor mul(const Tensor& a, const Tensor& b) { return dispatch1("mul", {a, b}); }
 Tensor div(const Tensor& a, const Tensor& b) {
   // true division: integer inputs give the default float dtype
   if (!is_floating(result_type({a, b}))) return dispatch1("div", {cast(a, DType::F32), cast(b, DType::F32)});
@@ -252,21 +261,12 @@ Tensor div(const Tensor& a, const Tensor& b) {
 Tensor pow(const Tensor& a, const Tensor& b) { return dispatch1("pow", {a, b}); }
 Tensor pow(const Tensor& a, double e) { return dispatch1("pow", {a, wrap_scalar(e, DType::F64)}); }
 Tensor pow(double base, const Tensor& e) { return dispatch1("pow", {wrap_scalar(base, DType::F64), e}); }
-Tensor maximum(const Tensor& a, const Tensor& b) { return dispatch1("maximum", {a, b}); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return dispatch1("minimum", {a, b}); }
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   DType t = result_type({a, b});
   Tensor c = cond.dtype() == DType::Bool ? cond : cast(cond, DType::Bool);
   auto as = [&](const Tensor& x) { return x.dtype() == t ? x : (x.is_wrapped_number() ? wrap_scalar(x.item(), t) : cast(x, t)); };
   return dispatch1("where", {c, as(a), as(b)});
 }
-Tensor eq(const Tensor& a, const Tensor& b) { return dispatch1("eq", {a, b}); }
-Tensor ne(const Tensor& a, const Tensor& b) { return dispatch1("ne", {a, b}); }
-Tensor lt(const Tensor& a, const Tensor& b) { return dispatch1("lt", {a, b}); }
-Tensor le(const Tensor& a, const Tensor& b) { return dispatch1("le", {a, b}); }
-Tensor gt(const Tensor& a, const Tensor& b) { return dispatch1("gt", {a, b}); }
-Tensor ge(const Tensor& a, const Tensor& b) { return dispatch1("ge", {a, b}); }
-Tensor logical_not(const Tensor& a) { return dispatch1("logical_not", {a}); }
 Tensor logical_and(const Tensor& a, const Tensor& b) { return dispatch1("logical_and", {a, b}); }
 
 static Tensor ws(double v) { return wrap_scalar(v, DType::F64); }
@@ -296,25 +296,11 @@ Tensor operator>=(const Tensor& a, double b) { return ge(a, ws(b)); }
 Tensor operator==(const Tensor& a, double b) { return eq(a, ws(b)); }
 Tensor operator!=(const Tensor& a, double b) { return ne(a, ws(b)); }
 
-Tensor neg(const Tensor& x) { return dispatch1("neg", {x}); }
-Tensor abs(const Tensor& x) { return dispatch1("abs", {x}); }
-Tensor sign(const Tensor& x) { return dispatch1("sign", {x}); }
-Tensor exp(const Tensor& x) { return dispatch1("exp", {x}); }
-Tensor log(const Tensor& x) { return dispatch1("log", {x}); }
-Tensor sqrt(const Tensor& x) { return dispatch1("sqrt", {x}); }
-Tensor rsqrt(const Tensor& x) { return dispatch1("rsqrt", {x}); }
-Tensor sin(const Tensor& x) { return dispatch1("sin", {x}); }
-Tensor cos(const Tensor& x) { return dispatch1("cos", {x}); }
-Tensor erf(const Tensor& x) { return dispatch1("erf", {x}); }
-Tensor tanh(const Tensor& x) { return dispatch1("tanh", {x}); }
-Tensor sigmoid(const Tensor& x) { return dispatch1("sigmoid", {x}); }
-Tensor relu(const Tensor& x) { return dispatch1("relu", {x}); }
 Tensor gelu(const Tensor& x, const std::string& approximate) {
   TR_CHECK(approximate == "none" || approximate == "tanh", "gelu: approximate must be 'none' or 'tanh', got '",
            approximate, "'");
   return dispatch1("gelu", {x}, {{"approximate", approximate}});
 }
-Tensor silu(const Tensor& x) { return dispatch1("silu", {x}); }
 Tensor softplus(const Tensor& x, double beta, double threshold) {
   return dispatch1("softplus", {x}, {{"beta", beta}, {"threshold", threshold}});
 }
@@ -323,8 +309,6 @@ Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi
   return dispatch1("clamp", {x}, {{"min", lo.value_or(0.0)}, {"max", hi.value_or(0.0)}, {"has_min", bool(lo)},
                                   {"has_max", bool(hi)}});
 }
-Tensor isnan(const Tensor& x) { return dispatch1("isnan", {x}); }
-Tensor isfinite(const Tensor& x) { return dispatch1("isfinite", {x}); }
 Tensor cast(const Tensor& x, DType t) {
   if (x.dtype() == t) return x;
   return dispatch1("cast", {x}, {{"dtype", int64_t(t)}});

@@ -2,6 +2,7 @@
 // (seed, offset, i), so results do not depend on thread count or device.
 #include "core/grad_mode.h"
 #include "core/philox.h"
+#include "ops/infer.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
 
@@ -28,9 +29,7 @@ TR_REGISTER_OP(dropout_mask) {
   d.num_inputs = 1;
   d.save_inputs = false;
   d.differentiable = false;
-  d.infer = [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<TensorSpec> {
-    return {{in[0].sizes(), in[0].dtype()}};
-  };
+  d.infer = infer_same;
 }
 
 Tensor rand(const Shape& shape, TensorOptions opts, Generator* gen) {

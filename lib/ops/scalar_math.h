@@ -1,6 +1,7 @@
 // Scalar formulas of the pointwise ops, compiled for host and device: the CPU kernels and the
 // CUDA kernels call these same functions, so CPU tests exercise the GPU's math.
-// T is the compute type (float or double; f16/bf16 compute in float).
+// T is the compute type acc_t<dtype>: float or double (f16/bf16 compute in float), or the integer
+// type itself for the ops that take integers.
 #pragma once
 #include <cmath>
 #include <type_traits>
@@ -14,9 +15,11 @@ template <typename T> TR_HD T mul(T a, T b) { return a * b; }
 template <typename T> TR_HD T div(T a, T b) { return a / b; }
 template <typename T> TR_HD T maximum(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
 template <typename T> TR_HD T minimum(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
+// integers: the double pow, truncated (what std::pow(int, int) computes; CUDA has no integer pow)
 template <typename T> TR_HD T pow(T a, T b) {
   using std::pow;
-  return pow(a, b);
+  if constexpr (std::is_integral_v<T>) return T(pow(double(a), double(b)));
+  else return pow(a, b);
 }
 // pow with a scalar exponent, as torch computes it: 0.5 and -0.5 through sqrt and 1/sqrt,
 // 2 and 3 as products (these differ from pow() at -inf and -0).
@@ -69,6 +72,20 @@ template <typename T> TR_HD T clamp(T x, T lo, T hi, bool has_lo, bool has_hi) {
   if (has_lo && x < lo) x = lo;
   if (has_hi && x > hi) x = hi;
   return x;
+}
+
+// ---- predicates: bool of x in its compute type ----
+// x == 0, compared in f32 (as the kernels always have: a double below f32's range counts as 0)
+template <typename T> TR_HD bool logical_not(T x) { return !(float(x) != 0.0f); }
+template <typename T> TR_HD bool isnan(T x) { return x != x; }
+// not inf and not NaN; integers are always finite
+template <typename T> TR_HD bool isfinite(T x) {
+  if constexpr (std::is_floating_point_v<T>) {
+    using std::isfinite;
+    return isfinite(x);
+  } else {
+    return true;
+  }
 }
 
 }  // namespace tr::math

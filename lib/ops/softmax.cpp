@@ -1,20 +1,17 @@
 // softmax / log_softmax along a dim, with backward written in differentiable ops; layer_norm and
 // the two losses the core needs are compositions.
 #include <cmath>
+#include "ops/infer.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
 
 namespace tr {
 
-namespace {
-std::vector<TensorSpec> same(const std::vector<Tensor>& in, const Attrs&) { return {{in[0].sizes(), in[0].dtype()}}; }
-}  // namespace
-
 TR_REGISTER_OP(softmax) {
   d.autocast = amp::CastPolicy::Fp32;
   d.num_inputs = 1;
   d.promote = Promote::CommonFloat;
-  d.infer = same;
+  d.infer = infer_same;
   d.save_inputs = false;
   d.save_outputs = true;
   // dx = y * (g - sum(g * y, dim))
@@ -29,7 +26,7 @@ TR_REGISTER_OP(log_softmax) {
   d.autocast = amp::CastPolicy::Fp32;
   d.num_inputs = 1;
   d.promote = Promote::CommonFloat;
-  d.infer = same;
+  d.infer = infer_same;
   d.save_inputs = false;
   d.save_outputs = true;
   // dx = g - exp(y) * sum(g, dim)

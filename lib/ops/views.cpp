@@ -2,6 +2,7 @@
 // the gradient back to the input's geometry with differentiable ops.
 #include <numeric>
 #include "core/grad_mode.h"
+#include "ops/infer.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
 
@@ -229,9 +230,7 @@ TR_REGISTER_OP(expand) {
 TR_REGISTER_OP(clone) {
   d.num_inputs = 1;
   d.save_inputs = false;
-  d.infer = [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<TensorSpec> {
-    return {{in[0].sizes(), in[0].dtype()}};
-  };
+  d.infer = infer_same;
   KernelFn k = [](const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
     dispatch("copy_", {out[0], in[0]});
   };

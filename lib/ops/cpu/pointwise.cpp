@@ -1,6 +1,8 @@
-// CPU kernels of the pointwise ops: out = f(in...) elementwise with broadcasting.
+// CPU kernels of the pointwise ops: out = f(in...) elementwise with broadcasting. The table ops
+// (ops/*_ops.def) expand into name_forward_cpu; where, cast, copy_, fill_ and the rest are below.
 #include "ops/cpu/loops.h"
 #include "ops/cpu/vec_math.h"
+#include "ops/op_tables.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
 #include "ops/scalar_math.h"
@@ -19,111 +21,99 @@ namespace {
 using Ins = std::vector<Tensor>;
 using Outs = std::vector<Tensor>;
 
-// Unary op y = EXPR(x) computed in acc_t, over the dtypes of DISPATCH (TR_DISPATCH_FLOAT or
-// TR_DISPATCH_NUMERIC); PRE reads parameters from attrs `a` once, before the loop.
-#define TR_CPU_UNARY_DEF(FN, NAME, DISPATCH, PRE, EXPR)                                       \
-  void FN(const Ins& in, Outs& out, const Attrs& a) {                                         \
-    DISPATCH(in[0].dtype(), #NAME, [&] {                                                      \
-      using A = acc_t<scalar_t>;                                                              \
-      PRE;                                                                                    \
-      elementwise<scalar_t, scalar_t>(out[0], {in[0]}, [=](scalar_t xs) {                    \
-        A x = A(xs);                                                                          \
-        return scalar_t(EXPR);                                                                \
-      });                                                                                     \
-    });                                                                                       \
-  }
-#define TR_CPU_UNARY_P(NAME, DISPATCH, PRE, EXPR)     \
-  TR_CPU_UNARY_DEF(NAME##_cpu, NAME, DISPATCH, PRE, EXPR) \
-  TR_REGISTER_KERNEL(NAME, CPU, NAME##_cpu);
-// f32 contiguous goes through glibc's vectorised functions (vec_math.h); the rest is scalar.
-#define TR_CPU_UNARY_FLOAT_VEC(NAME, EXPR, F8)                                          \
-  TR_CPU_UNARY_DEF(NAME##_scalar_cpu, NAME, TR_DISPATCH_FLOAT, (void)a, EXPR)           \
-  void NAME##_cpu(const Ins& in, Outs& out, const Attrs& a) {                           \
-    if (vec_f32_ok(in[0], out[0]))                                                      \
-      map_f32x8(in[0].data_ptr<float>(), out[0].data_ptr<float>(), in[0].numel(), F8);  \
-    else                                                                                \
-      NAME##_scalar_cpu(in, out, a);                                                    \
-  }                                                                                     \
-  TR_REGISTER_KERNEL(NAME, CPU, NAME##_cpu);
-#define TR_CPU_UNARY_FLOAT(NAME, EXPR) TR_CPU_UNARY_P(NAME, TR_DISPATCH_FLOAT, (void)a, EXPR)
-#define TR_CPU_UNARY_FLOAT_P(NAME, PRE, EXPR) TR_CPU_UNARY_P(NAME, TR_DISPATCH_FLOAT, PRE, EXPR)
-#define TR_CPU_UNARY_NUMERIC(NAME, EXPR) TR_CPU_UNARY_P(NAME, TR_DISPATCH_NUMERIC, (void)a, EXPR)
+// The f32x8 column of a unary op without an 8-lane function.
+struct NoVec8 {};
+constexpr NoVec8 no_vec8{};
 
-#define TR_CPU_BINARY_NUMERIC(NAME, EXPR) TR_CPU_BINARY_NUMERIC_P(NAME, (void)attrs, EXPR)
-#define TR_CPU_BINARY_NUMERIC_P(NAME, PRE, EXPR)                                              \
-  void NAME##_cpu(const Ins& in, Outs& out, const Attrs& attrs) {                             \
-    TR_DISPATCH_NUMERIC(out[0].dtype(), #NAME, [&] {                                          \
-      using A = acc_t<scalar_t>;                                                              \
-      PRE;                                                                                    \
-      elementwise<scalar_t, scalar_t, scalar_t>(out[0], {in[0], in[1]},                       \
-                                                [=](scalar_t as, scalar_t bs) {               \
-                                                  A x = A(as), y = A(bs);                     \
-                                                  return scalar_t(EXPR);                      \
-                                                });                                           \
-    });                                                                                       \
-  }                                                                                           \
-  TR_REGISTER_KERNEL(NAME, CPU, NAME##_cpu);
+// y = f8(x) on f32 contiguous tensors through glibc's vectorised functions (vec_math.h); false
+// (the scalar loop runs) for other dtypes and layouts, and for ops without an f8.
+template <typename F8>
+bool map_f32x8_if(const Tensor& in, const Tensor& out, const F8& f8) {
+  if (!vec_f32_ok(in, out)) return false;
+  map_f32x8(in.data_ptr<float>(), out.data_ptr<float>(), in.numel(), f8);
+  return true;
+}
+bool map_f32x8_if(const Tensor&, const Tensor&, NoVec8) { return false; }
 
-#define TR_CPU_COMPARE(NAME, OP)                                                              \
-  void NAME##_cpu(const Ins& in, Outs& out, const Attrs&) {                                   \
-    TR_DISPATCH_ALL(in[0].dtype(), #NAME, [&] {                                               \
-      using A = acc_t<scalar_t>;                                                              \
-      elementwise<bool, scalar_t, scalar_t>(out[0], {in[0], in[1]},                           \
-                                            [](scalar_t a, scalar_t b) { return A(a) OP A(b); }); \
-    });                                                                                       \
-  }                                                                                           \
-  TR_REGISTER_KERNEL(NAME, CPU, NAME##_cpu);
+// The params of a table line (PointwiseParams p) as its formula sees them: p0, p1 in the compute
+// type A, b0, b1 as they are; captured by the loop body only where the formula uses them.
+#define TR_CPU_FORMULA_PARAMS                                      \
+  [[maybe_unused]] const A p0 = A(p.p0), p1 = A(p.p1);             \
+  [[maybe_unused]] const bool b0 = p.b0, b1 = p.b1;
 
-TR_CPU_UNARY_NUMERIC(neg, math::neg(x))
-TR_CPU_UNARY_NUMERIC(abs, math::abs(x))
-TR_CPU_UNARY_NUMERIC(sign, math::sign(x))
-TR_CPU_UNARY_NUMERIC(relu, math::relu(x))
-TR_CPU_UNARY_FLOAT_VEC(exp, math::exp(x), exp8)
-TR_CPU_UNARY_FLOAT_VEC(log, math::log(x), log8)
-TR_CPU_UNARY_FLOAT(sqrt, math::sqrt(x))
-TR_CPU_UNARY_FLOAT(rsqrt, math::rsqrt(x))
-TR_CPU_UNARY_FLOAT(sin, math::sin(x))
-TR_CPU_UNARY_FLOAT(cos, math::cos(x))
-TR_CPU_UNARY_FLOAT(erf, math::erf(x))
-TR_CPU_UNARY_FLOAT_VEC(tanh, math::tanh(x), tanh8)
-TR_CPU_UNARY_FLOAT_VEC(sigmoid, math::sigmoid(x), sigmoid8)
-TR_CPU_UNARY_FLOAT_VEC(silu, math::silu(x), silu8)
-TR_CPU_UNARY_FLOAT_P(gelu, const bool tanh_form = a.s("approximate") == "tanh",
-                     (tanh_form ? math::gelu_tanh(x) : math::gelu_erf(x)))
-TR_CPU_UNARY_FLOAT_P(softplus, const A beta = A(a.f("beta")); const A thr = A(a.f("threshold")),
-                     math::softplus(x, beta, thr))
+// unary_ops.def: y = formula(x) computed in A = acc_t<dtype> over the op's dtypes; params read
+// once, before the loop.
+#define TR_UNARY_OP(NAME, OP, DTYPES, AUTOCAST, PARAMS, FORMULA, F32X8)          \
+  void NAME##_forward_cpu(const Ins& in, Outs& out, const Attrs& a) {            \
+    if (map_f32x8_if(in[0], out[0], F32X8)) return;                              \
+    const PointwiseParams p{TR_UNPAREN PARAMS};                                  \
+    TR_DISPATCH_##DTYPES(in[0].dtype(), #NAME, [&] {                             \
+      using A = acc_t<scalar_t>;                                                 \
+      TR_CPU_FORMULA_PARAMS                                                      \
+      elementwise<scalar_t, scalar_t>(out[0], {in[0]}, [=](scalar_t xs) {        \
+        A x = A(xs);                                                             \
+        return scalar_t(FORMULA);                                                \
+      });                                                                        \
+    });                                                                          \
+  }                                                                              \
+  TR_REGISTER_KERNEL(NAME, CPU, NAME##_forward_cpu);
+#include "ops/unary_ops.def"
 
-void clamp_cpu(const Ins& in, Outs& out, const Attrs& a) {
-  TR_DISPATCH_NUMERIC(in[0].dtype(), "clamp", [&] {
+// binary_ops.def: y = formula(x, y) computed in A = acc_t<dtype> over the op's dtypes (of the
+// output: the inputs are promoted to it); params read once, before the loop.
+#define TR_BINARY_OP(NAME, OP, DTYPES, AUTOCAST, PARAMS, FORMULA)                                \
+  void NAME##_forward_cpu(const Ins& in, Outs& out, const Attrs& a) {                            \
+    const PointwiseParams p{TR_UNPAREN PARAMS};                                                  \
+    TR_DISPATCH_##DTYPES(out[0].dtype(), #NAME, [&] {                                            \
+      using A = acc_t<scalar_t>;                                                                 \
+      TR_CPU_FORMULA_PARAMS                                                                      \
+      elementwise<scalar_t, scalar_t, scalar_t>(out[0], {in[0], in[1]}, [=](scalar_t as, scalar_t bs) { \
+        A x = A(as), y = A(bs);                                                                  \
+        return scalar_t(FORMULA);                                                                \
+      });                                                                                        \
+    });                                                                                          \
+  }                                                                                              \
+  TR_REGISTER_KERNEL(NAME, CPU, NAME##_forward_cpu);
+#include "ops/binary_ops.def"
+
+// compare_ops.def: bool y = x0 OPERATOR x1 in acc_t of the (common) input dtype.
+#define TR_COMPARE_OP(NAME, OP, OPERATOR)                                                         \
+  void NAME##_forward_cpu(const Ins& in, Outs& out, const Attrs&) {                              \
+    TR_DISPATCH_ALL(in[0].dtype(), #NAME, [&] {                                                   \
+      using A = acc_t<scalar_t>;                                                                  \
+      elementwise<bool, scalar_t, scalar_t>(out[0], {in[0], in[1]},                               \
+                                            [](scalar_t a, scalar_t b) { return A(a) OPERATOR A(b); }); \
+    });                                                                                           \
+  }                                                                                               \
+  TR_REGISTER_KERNEL(NAME, CPU, NAME##_forward_cpu);
+#include "ops/compare_ops.def"
+
+// predicate_ops.def: bool y = formula(x), x in acc_t of the input dtype.
+#define TR_PREDICATE_OP(NAME, OP, FORMULA)                                          \
+  void NAME##_forward_cpu(const Ins& in, Outs& out, const Attrs&) {                 \
+    TR_DISPATCH_ALL(in[0].dtype(), #NAME, [&] {                                     \
+      using A = acc_t<scalar_t>;                                                    \
+      elementwise<bool, scalar_t>(out[0], {in[0]}, [](scalar_t xs) {                \
+        A x = A(xs);                                                                \
+        return bool(FORMULA);                                                       \
+      });                                                                           \
+    });                                                                             \
+  }                                                                                 \
+  TR_REGISTER_KERNEL(NAME, CPU, NAME##_forward_cpu);
+#include "ops/predicate_ops.def"
+
+// g where y > threshold, else 0 (relu's backward; inputs {g, y} of one dtype)
+void threshold_backward_cpu(const Ins& in, Outs& out, const Attrs& attrs) {
+  TR_DISPATCH_NUMERIC(out[0].dtype(), "threshold_backward", [&] {
     using A = acc_t<scalar_t>;
-    const A lo = A(a.f("min")), hi = A(a.f("max"));
-    const bool has_lo = a.b("has_min"), has_hi = a.b("has_max");
-    elementwise<scalar_t, scalar_t>(out[0], {in[0]}, [=](scalar_t xs) {
-      return scalar_t(math::clamp(A(xs), lo, hi, has_lo, has_hi));
+    const A th = A(attrs.f("threshold"));
+    elementwise<scalar_t, scalar_t, scalar_t>(out[0], {in[0], in[1]}, [=](scalar_t gs, scalar_t ys) {
+      A g = A(gs), y = A(ys);
+      return scalar_t(y > th ? g : A(0));
     });
   });
 }
-TR_REGISTER_KERNEL(clamp, CPU, clamp_cpu);
-
-TR_CPU_BINARY_NUMERIC_P(add, const A alpha = A(attrs.f("alpha")), math::add(x, y, alpha))
-TR_CPU_BINARY_NUMERIC_P(sub, const A alpha = A(attrs.f("alpha")), math::sub(x, y, alpha))
-TR_CPU_BINARY_NUMERIC(mul, math::mul(x, y))
-TR_CPU_BINARY_NUMERIC(div, math::div(x, y))
-// a scalar exponent takes torch's special cases (sqrt for 0.5, products for 2 and 3)
-TR_CPU_BINARY_NUMERIC_P(pow, const bool scalar_exp = in[1].dim() == 0,
-                        (scalar_exp ? math::pow_scalar(x, y) : math::pow(x, y)))
-TR_CPU_BINARY_NUMERIC(maximum, math::maximum(x, y))
-TR_CPU_BINARY_NUMERIC(minimum, math::minimum(x, y))
-
-// g where y > threshold, else 0
-TR_CPU_BINARY_NUMERIC_P(threshold_backward, const A th = A(attrs.f("threshold")), y > th ? x : A(0))
-
-TR_CPU_COMPARE(eq, ==)
-TR_CPU_COMPARE(ne, !=)
-TR_CPU_COMPARE(lt, <)
-TR_CPU_COMPARE(le, <=)
-TR_CPU_COMPARE(gt, >)
-TR_CPU_COMPARE(ge, >=)
+TR_REGISTER_KERNEL(threshold_backward, CPU, threshold_backward_cpu);
 
 void logical_and_cpu(const Ins& in, Outs& out, const Attrs&) {
   Tensor a = in[0].dtype() == DType::Bool ? in[0] : in[0] != wrap_scalar(0, in[0].dtype());
@@ -131,33 +121,6 @@ void logical_and_cpu(const Ins& in, Outs& out, const Attrs&) {
   elementwise<bool, bool, bool>(out[0], {a, b}, [](bool x, bool y) { return x && y; });
 }
 TR_REGISTER_KERNEL(logical_and, CPU, logical_and_cpu);
-
-void logical_not_cpu(const Ins& in, Outs& out, const Attrs&) {
-  TR_DISPATCH_ALL(in[0].dtype(), "logical_not", [&] {
-    elementwise<bool, scalar_t>(out[0], {in[0]}, [](scalar_t x) { return !(float(x) != 0.0f); });
-  });
-}
-TR_REGISTER_KERNEL(logical_not, CPU, logical_not_cpu);
-
-void isnan_cpu(const Ins& in, Outs& out, const Attrs&) {
-  TR_DISPATCH_ALL(in[0].dtype(), "isnan", [&] {
-    using A = acc_t<scalar_t>;
-    elementwise<bool, scalar_t>(out[0], {in[0]}, [](scalar_t x) { return A(x) != A(x); });
-  });
-}
-TR_REGISTER_KERNEL(isnan, CPU, isnan_cpu);
-
-void isfinite_cpu(const Ins& in, Outs& out, const Attrs&) {
-  TR_DISPATCH_ALL(in[0].dtype(), "isfinite", [&] {
-    using A = acc_t<scalar_t>;
-    elementwise<bool, scalar_t>(out[0], {in[0]}, [](scalar_t x) {
-      if constexpr (std::is_floating_point_v<A>) return std::isfinite(A(x));
-      else return true;
-    });
-  });
-}
-TR_REGISTER_KERNEL(isfinite, CPU, isfinite_cpu);
-
 void where_cpu(const Ins& in, Outs& out, const Attrs&) {
   TR_DISPATCH_ALL(out[0].dtype(), "where", [&] {
     elementwise<scalar_t, bool, scalar_t, scalar_t>(out[0], {in[0], in[1], in[2]},

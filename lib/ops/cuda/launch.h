@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include "core/dtype.h"
+#include "ops/op_tables.h"
 
 namespace tr::cuda {
 
@@ -24,24 +25,29 @@ struct ElementwiseArgs {
   uint64_t scalar[kMaxOperands] = {};
 };
 
+// The op of a pointwise launch, one enumerator per line of its table (ops/*_ops.def): the
+// kernels switch on it; which dtypes it takes is its line's, not its position's.
 enum class UnaryOp : int32_t {
-  Neg, Abs, Sign, Relu, Clamp,  // every numeric dtype
-  Exp, Log, Sqrt, Rsqrt, Sin, Cos, Erf, Tanh, Sigmoid, Silu, GeluErf, GeluTanh, Softplus,  // float only
+#define TR_UNARY_OP(NAME, OP, ...) OP,
+#include "ops/unary_ops.def"
 };
-// p0, p1: clamp (min, max) or softplus (beta, threshold); b0, b1: clamp's has_min, has_max.
-struct UnaryParams {
-  double p0 = 0, p1 = 0;
-  bool b0 = false, b1 = false;
+enum class BinaryOp : int32_t {
+#define TR_BINARY_OP(NAME, OP, ...) OP,
+#include "ops/binary_ops.def"
 };
-// PowScalar: a 0-dim exponent, with torch's special cases (math::pow_scalar).
-enum class BinaryOp : int32_t { Add, Sub, Mul, Div, Pow, PowScalar, Maximum, Minimum };
-enum class CompareOp : int32_t { Eq, Ne, Lt, Le, Gt, Ge };
-enum class PredicateOp : int32_t { LogicalNot, IsNan, IsFinite };
+enum class CompareOp : int32_t {
+#define TR_COMPARE_OP(NAME, OP, ...) OP,
+#include "ops/compare_ops.def"
+};
+enum class PredicateOp : int32_t {
+#define TR_PREDICATE_OP(NAME, OP, ...) OP,
+#include "ops/predicate_ops.def"
+};
 
 // y = op(x) for x, y of dtype `t`.
-void launch_unary(UnaryOp op, DType t, const UnaryParams& p, const ElementwiseArgs& a);
-// y = op(x0, x1) for x0, x1, y of dtype `t`; alpha for add / sub.
-void launch_binary(BinaryOp op, DType t, double alpha, const ElementwiseArgs& a);
+void launch_unary(UnaryOp op, DType t, const PointwiseParams& p, const ElementwiseArgs& a);
+// y = op(x0, x1) for x0, x1, y of dtype `t`.
+void launch_binary(BinaryOp op, DType t, const PointwiseParams& p, const ElementwiseArgs& a);
 // bool y = x0 OP x1 for inputs of dtype `t`.
 void launch_compare(CompareOp op, DType t, const ElementwiseArgs& a);
 // bool y = pred(x) for x of dtype `t`.

@@ -1,5 +1,6 @@
 // CUDA launchers of the pointwise ops, copy_ and fill_: Tensors -> ElementwiseArgs, then the
-// kernels of pointwise_kernels.cu. Same attrs and dtype rules as lib/ops/cpu/pointwise.cpp.
+// kernels of pointwise_kernels.cu. The table ops (ops/*_ops.def) expand into name_forward_cuda,
+// with the same attrs and dtype rules as their CPU kernels (lib/ops/cpu/pointwise.cpp).
 #include "core/cuda/cuda_check.h"
 #include "ops/cuda/tensor_args.h"
 #include "ops/ops.h"
@@ -18,22 +19,26 @@ void check_same_dtype(const char* op, const Ins& in, DType t) {
              dtype_name(t));
 }
 
-void unary(const char* name, UnaryOp op, const Ins& in, Outs& out, const UnaryParams& p = {}) {
+// Bool never; FLOAT ops only floating dtypes (what the CPU's TR_DISPATCH_<set> accepts).
+void check_dtype_set(const char* name, DtypeSet s, DType t) {
+  if ((s == DtypeSet::FLOAT && !is_floating(t)) || t == DType::Bool) throw_dtype_unsupported(name, t);
+}
+
+void unary(const char* name, UnaryOp op, DtypeSet s, const Ins& in, Outs& out, const PointwiseParams& p) {
   const DType t = in[0].dtype();
-  const bool float_only = int(op) >= int(UnaryOp::Exp);
-  if ((float_only && !is_floating(t)) || t == DType::Bool) throw_dtype_unsupported(name, t);
+  check_dtype_set(name, s, t);
   TR_CHECK(out[0].dtype() == t, name, ": output dtype ", dtype_name(out[0].dtype()), " differs from input dtype ",
            dtype_name(t));
   DeviceGuard g(out[0]);
   for (auto& a : elementwise_args(out[0], {in[0]})) launch_unary(op, t, p, a);
 }
 
-void binary(const char* name, BinaryOp op, const Ins& in, Outs& out, double alpha = 1.0) {
+void binary(const char* name, BinaryOp op, DtypeSet s, const Ins& in, Outs& out, const PointwiseParams& p) {
   const DType t = out[0].dtype();
-  if (t == DType::Bool) throw_dtype_unsupported(name, t);
+  check_dtype_set(name, s, t);
   check_same_dtype(name, in, t);
   DeviceGuard g(out[0]);
-  for (auto& a : elementwise_args(out[0], {in[0], in[1]})) launch_binary(op, t, alpha, a);
+  for (auto& a : elementwise_args(out[0], {in[0], in[1]})) launch_binary(op, t, p, a);
 }
 
 void compare(const char* name, CompareOp op, const Ins& in, Outs& out) {
@@ -57,68 +62,27 @@ void cast_into(const Tensor& out, const Tensor& in) {
   }
 }
 
-#define TR_CUDA_UNARY(NAME, OP)                                                                         \
-  void NAME##_cuda(const Ins& in, Outs& out, const Attrs&) { unary(#NAME, UnaryOp::OP, in, out); } \
-  TR_REGISTER_KERNEL(NAME, CUDA, NAME##_cuda);
-
-TR_CUDA_UNARY(neg, Neg)
-TR_CUDA_UNARY(abs, Abs)
-TR_CUDA_UNARY(sign, Sign)
-TR_CUDA_UNARY(relu, Relu)
-TR_CUDA_UNARY(exp, Exp)
-TR_CUDA_UNARY(log, Log)
-TR_CUDA_UNARY(sqrt, Sqrt)
-TR_CUDA_UNARY(rsqrt, Rsqrt)
-TR_CUDA_UNARY(sin, Sin)
-TR_CUDA_UNARY(cos, Cos)
-TR_CUDA_UNARY(erf, Erf)
-TR_CUDA_UNARY(tanh, Tanh)
-TR_CUDA_UNARY(sigmoid, Sigmoid)
-TR_CUDA_UNARY(silu, Silu)
-
-void gelu_cuda(const Ins& in, Outs& out, const Attrs& a) {
-  unary("gelu", a.s("approximate") == "tanh" ? UnaryOp::GeluTanh : UnaryOp::GeluErf, in, out);
-}
-TR_REGISTER_KERNEL(gelu, CUDA, gelu_cuda);
-
-void softplus_cuda(const Ins& in, Outs& out, const Attrs& a) {
-  unary("softplus", UnaryOp::Softplus, in, out, UnaryParams{a.f("beta"), a.f("threshold"), false, false});
-}
-TR_REGISTER_KERNEL(softplus, CUDA, softplus_cuda);
-
-void clamp_cuda(const Ins& in, Outs& out, const Attrs& a) {
-  unary("clamp", UnaryOp::Clamp, in, out, UnaryParams{a.f("min"), a.f("max"), a.b("has_min"), a.b("has_max")});
-}
-TR_REGISTER_KERNEL(clamp, CUDA, clamp_cuda);
-
-void add_cuda(const Ins& in, Outs& out, const Attrs& a) { binary("add", BinaryOp::Add, in, out, a.f("alpha")); }
-void sub_cuda(const Ins& in, Outs& out, const Attrs& a) { binary("sub", BinaryOp::Sub, in, out, a.f("alpha")); }
-void mul_cuda(const Ins& in, Outs& out, const Attrs&) { binary("mul", BinaryOp::Mul, in, out); }
-void div_cuda(const Ins& in, Outs& out, const Attrs&) { binary("div", BinaryOp::Div, in, out); }
-// a 0-dim exponent takes torch's special cases (sqrt for 0.5, products for 2 and 3), as on the CPU
-void pow_cuda(const Ins& in, Outs& out, const Attrs&) {
-  binary("pow", in[1].dim() == 0 ? BinaryOp::PowScalar : BinaryOp::Pow, in, out);
-}
-void maximum_cuda(const Ins& in, Outs& out, const Attrs&) { binary("maximum", BinaryOp::Maximum, in, out); }
-void minimum_cuda(const Ins& in, Outs& out, const Attrs&) { binary("minimum", BinaryOp::Minimum, in, out); }
-TR_REGISTER_KERNEL(add, CUDA, add_cuda);
-TR_REGISTER_KERNEL(sub, CUDA, sub_cuda);
-TR_REGISTER_KERNEL(mul, CUDA, mul_cuda);
-TR_REGISTER_KERNEL(div, CUDA, div_cuda);
-TR_REGISTER_KERNEL(pow, CUDA, pow_cuda);
-TR_REGISTER_KERNEL(maximum, CUDA, maximum_cuda);
-TR_REGISTER_KERNEL(minimum, CUDA, minimum_cuda);
-
-#define TR_CUDA_COMPARE(NAME, OP)                                                                         \
-  void NAME##_cuda(const Ins& in, Outs& out, const Attrs&) { compare(#NAME, CompareOp::OP, in, out); } \
-  TR_REGISTER_KERNEL(NAME, CUDA, NAME##_cuda);
-
-TR_CUDA_COMPARE(eq, Eq)
-TR_CUDA_COMPARE(ne, Ne)
-TR_CUDA_COMPARE(lt, Lt)
-TR_CUDA_COMPARE(le, Le)
-TR_CUDA_COMPARE(gt, Gt)
-TR_CUDA_COMPARE(ge, Ge)
+// The table ops: params read from attrs `a` (and inputs `in`) on the host, as on the CPU.
+#define TR_UNARY_OP(NAME, OP, DTYPES, AUTOCAST, PARAMS, FORMULA, F32X8)                      \
+  void NAME##_forward_cuda(const Ins& in, Outs& out, const Attrs& a) {                       \
+    unary(#NAME, UnaryOp::OP, DtypeSet::DTYPES, in, out, PointwiseParams{TR_UNPAREN PARAMS}); \
+  }                                                                                          \
+  TR_REGISTER_KERNEL(NAME, CUDA, NAME##_forward_cuda);
+#include "ops/unary_ops.def"
+#define TR_BINARY_OP(NAME, OP, DTYPES, AUTOCAST, PARAMS, FORMULA)                               \
+  void NAME##_forward_cuda(const Ins& in, Outs& out, const Attrs& a) {                          \
+    binary(#NAME, BinaryOp::OP, DtypeSet::DTYPES, in, out, PointwiseParams{TR_UNPAREN PARAMS}); \
+  }                                                                                             \
+  TR_REGISTER_KERNEL(NAME, CUDA, NAME##_forward_cuda);
+#include "ops/binary_ops.def"
+#define TR_COMPARE_OP(NAME, OP, OPERATOR)                                                                  \
+  void NAME##_forward_cuda(const Ins& in, Outs& out, const Attrs&) { compare(#NAME, CompareOp::OP, in, out); } \
+  TR_REGISTER_KERNEL(NAME, CUDA, NAME##_forward_cuda);
+#include "ops/compare_ops.def"
+#define TR_PREDICATE_OP(NAME, OP, FORMULA)                                                          \
+  void NAME##_forward_cuda(const Ins& in, Outs& out, const Attrs&) { predicate(PredicateOp::OP, in, out); } \
+  TR_REGISTER_KERNEL(NAME, CUDA, NAME##_forward_cuda);
+#include "ops/predicate_ops.def"
 
 void logical_and_cuda(const Ins& in, Outs& out, const Attrs&) {
   // non-bool inputs count as x != 0, as on the CPU
@@ -128,13 +92,6 @@ void logical_and_cuda(const Ins& in, Outs& out, const Attrs&) {
   for (auto& args : elementwise_args(out[0], {a, b})) launch_logical_and(args);
 }
 TR_REGISTER_KERNEL(logical_and, CUDA, logical_and_cuda);
-
-void logical_not_cuda(const Ins& in, Outs& out, const Attrs&) { predicate(PredicateOp::LogicalNot, in, out); }
-void isnan_cuda(const Ins& in, Outs& out, const Attrs&) { predicate(PredicateOp::IsNan, in, out); }
-void isfinite_cuda(const Ins& in, Outs& out, const Attrs&) { predicate(PredicateOp::IsFinite, in, out); }
-TR_REGISTER_KERNEL(logical_not, CUDA, logical_not_cuda);
-TR_REGISTER_KERNEL(isnan, CUDA, isnan_cuda);
-TR_REGISTER_KERNEL(isfinite, CUDA, isfinite_cuda);
 
 void where_cuda(const Ins& in, Outs& out, const Attrs&) {
   TR_CHECK(in[0].dtype() == DType::Bool, "where: condition must be bool, got ", dtype_name(in[0].dtype()));

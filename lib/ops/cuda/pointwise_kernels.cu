@@ -1,6 +1,6 @@
 // CUDA kernels of the pointwise ops: one functor per op family (the op picked at run time,
-// so each family is one kernel per dtype), each calling the scalar formulas of
-// ops/scalar_math.h that the CPU kernels use.
+// so each family is one kernel per dtype) whose switch has a case per line of the family's table
+// (ops/*_ops.def), calling the scalar formulas of ops/scalar_math.h that the CPU kernels use.
 // The integer instantiations of the scalar formulas mirror the CPU's: math::abs / sign compare
 // unsigned values with 0 (186), math::pow_scalar converts 0.5 to an integer (173).
 #pragma nv_diag_suppress 186
@@ -12,7 +12,8 @@ namespace tr::cuda {
 
 namespace {
 
-// y = op(x) computed in acc_t<T>; the float-only ops exist for f16/bf16/f32/f64.
+// y = op(x) computed in acc_t<T>: the formula of the op's line in unary_ops.def. FLOAT ops have
+// no case body in integer types (the launcher rejects them there).
 template <typename T>
 struct UnaryFn {
   using A = acc_t<T>;
@@ -22,60 +23,37 @@ struct UnaryFn {
   __device__ T operator()(T xs) const {
     A x = A(xs);
     switch (op) {
-      case UnaryOp::Neg: return T(math::neg(x));
-      case UnaryOp::Abs: return T(math::abs(x));
-      case UnaryOp::Sign: return T(math::sign(x));
-      case UnaryOp::Relu: return T(math::relu(x));
-      case UnaryOp::Clamp: return T(math::clamp(x, p0, p1, b0, b1));
-      default: break;
-    }
-    if constexpr (std::is_floating_point_v<A>) {
-      switch (op) {
-        case UnaryOp::Exp: return T(math::exp(x));
-        case UnaryOp::Log: return T(math::log(x));
-        case UnaryOp::Sqrt: return T(math::sqrt(x));
-        case UnaryOp::Rsqrt: return T(math::rsqrt(x));
-        case UnaryOp::Sin: return T(math::sin(x));
-        case UnaryOp::Cos: return T(math::cos(x));
-        case UnaryOp::Erf: return T(math::erf(x));
-        case UnaryOp::Tanh: return T(math::tanh(x));
-        case UnaryOp::Sigmoid: return T(math::sigmoid(x));
-        case UnaryOp::Silu: return T(math::silu(x));
-        case UnaryOp::GeluErf: return T(math::gelu_erf(x));
-        case UnaryOp::GeluTanh: return T(math::gelu_tanh(x));
-        case UnaryOp::Softplus: return T(math::softplus(x, p0, p1));
-        default: break;
-      }
+#define TR_UNARY_OP(NAME, OP, DTYPES, AUTOCAST, PARAMS, FORMULA, F32X8)  \
+  case UnaryOp::OP:                                                      \
+    if constexpr (computes_in<A>(DtypeSet::DTYPES)) return T(FORMULA);   \
+    break;
+#include "ops/unary_ops.def"
     }
     return xs;  // unreachable: the launcher checks op against dtype
   }
 };
 
-// y = op(x0, x1) computed in acc_t<T>.
+// y = op(x0, x1) computed in acc_t<T>: the formula of the op's line in binary_ops.def.
 template <typename T>
 struct BinaryFn {
   using A = acc_t<T>;
   BinaryOp op;
-  A alpha;
+  A p0, p1;
+  bool b0, b1;
   __device__ T operator()(T as, T bs) const {
     A x = A(as), y = A(bs);
     switch (op) {
-      case BinaryOp::Add: return T(math::add(x, y, alpha));
-      case BinaryOp::Sub: return T(math::sub(x, y, alpha));
-      case BinaryOp::Mul: return T(math::mul(x, y));
-      case BinaryOp::Div: return T(math::div(x, y));
-      case BinaryOp::Pow:
-        // integer pow is double pow truncated, as std::pow(int, int) on the CPU
-        if constexpr (std::is_integral_v<A>) return T(A(math::pow(double(x), double(y))));
-        else return T(math::pow(x, y));
-      case BinaryOp::PowScalar: return T(math::pow_scalar(x, y));
-      case BinaryOp::Maximum: return T(math::maximum(x, y));
-      case BinaryOp::Minimum: return T(math::minimum(x, y));
+#define TR_BINARY_OP(NAME, OP, DTYPES, AUTOCAST, PARAMS, FORMULA)           \
+  case BinaryOp::OP:                                                        \
+    if constexpr (computes_in<A>(DtypeSet::DTYPES)) return T(FORMULA);      \
+    break;
+#include "ops/binary_ops.def"
     }
-    return as;
+    return as;  // unreachable: the launcher checks op against dtype
   }
 };
 
+// bool y = x0 OPERATOR x1 in acc_t<T> (compare_ops.def).
 template <typename T>
 struct CompareFn {
   using A = acc_t<T>;
@@ -83,29 +61,25 @@ struct CompareFn {
   __device__ bool operator()(T as, T bs) const {
     A a = A(as), b = A(bs);
     switch (op) {
-      case CompareOp::Eq: return a == b;
-      case CompareOp::Ne: return a != b;
-      case CompareOp::Lt: return a < b;
-      case CompareOp::Le: return a <= b;
-      case CompareOp::Gt: return a > b;
-      case CompareOp::Ge: return a >= b;
+#define TR_COMPARE_OP(NAME, OP, OPERATOR) \
+  case CompareOp::OP: return a OPERATOR b;
+#include "ops/compare_ops.def"
     }
     return false;
   }
 };
 
+// bool y = formula(x), x in acc_t<T> (predicate_ops.def).
 template <typename T>
 struct PredicateFn {
   using A = acc_t<T>;
   PredicateOp op;
   __device__ bool operator()(T xs) const {
+    A x = A(xs);
     switch (op) {
-      case PredicateOp::LogicalNot: return !(float(xs) != 0.0f);
-      case PredicateOp::IsNan: return A(xs) != A(xs);
-      case PredicateOp::IsFinite:
-        // x - x is 0 for finite x and NaN for inf and NaN
-        if constexpr (std::is_floating_point_v<A>) return A(xs) - A(xs) == A(0);
-        else return true;
+#define TR_PREDICATE_OP(NAME, OP, FORMULA) \
+  case PredicateOp::OP: return FORMULA;
+#include "ops/predicate_ops.def"
     }
     return false;
   }
@@ -161,7 +135,7 @@ __global__ void cast_kernel(ElementwiseArgs a, DType dst) {
 
 }  // namespace
 
-void launch_unary(UnaryOp op, DType t, const UnaryParams& p, const ElementwiseArgs& a) {
+void launch_unary(UnaryOp op, DType t, const PointwiseParams& p, const ElementwiseArgs& a) {
   TR_DISPATCH_NUMERIC(t, "unary op", [&] {
     using A = acc_t<scalar_t>;
     UnaryFn<scalar_t> f{op, A(p.p0), A(p.p1), p.b0, p.b1};
@@ -169,10 +143,10 @@ void launch_unary(UnaryOp op, DType t, const UnaryParams& p, const ElementwiseAr
   });
 }
 
-void launch_binary(BinaryOp op, DType t, double alpha, const ElementwiseArgs& a) {
+void launch_binary(BinaryOp op, DType t, const PointwiseParams& p, const ElementwiseArgs& a) {
   TR_DISPATCH_NUMERIC(t, "binary op", [&] {
     using A = acc_t<scalar_t>;
-    BinaryFn<scalar_t> f{op, A(alpha)};
+    BinaryFn<scalar_t> f{op, A(p.p0), A(p.p1), p.b0, p.b1};
     launch_elementwise<scalar_t, scalar_t, scalar_t>("binary_kernel", a, f);
   });
 }
