@@ -15,7 +15,6 @@
 #include "data/synthetic_dataset.h"
 #include "data/text_dataset.h"
 #include "io/safetensors.h"
-#include "nn/losses.h"
 #include "ops/ops.h"
 #include "optim/clip_grad.h"
 #include "optim/scheduler_config.h"
@@ -192,7 +191,7 @@ std::pair<Tensor, Tensor> Trainer::loss_and_correct(const Tensor& logits, const 
   Tensor tg = target.reshape({-1});
   TR_CHECK(lg.size(0) == tg.size(0), "the model output ", logits.sizes(), " does not match the targets ",
            target.sizes(), " (expected [batch, classes] logits, or [batch, T, vocab] for a language model)");
-  Tensor loss = nn::cross_entropy_loss(lg, tg);
+  Tensor loss = cross_entropy(lg, tg);
   Tensor correct;
   {
     NoGradGuard ng;
