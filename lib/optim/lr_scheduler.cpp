@@ -8,6 +8,7 @@
 #include <cmath>
 #include <numbers>
 #include "core/error.h"
+#include "optim/optimizer_registry.h"
 
 namespace tr::optim {
 
@@ -34,6 +35,14 @@ T field(const json& s, const char* key, const std::string& who) {
   } catch (const json::exception& e) {
     throw Error(str(who, ".load_state_dict: key '", key, "': ", e.what()));
   }
+}
+
+// The group option OneCycleLR's cycle_momentum moves: what the optimizer's registration names.
+std::string momentum_key_of(const Optimizer& opt) {
+  const OptimizerType* type = optimizer_type_of(opt);
+  TR_CHECK(type && !type->momentum_key.empty(), "OneCycleLR: optimizer ", opt.type_name(),
+           " has no momentum to cycle (its registration names no momentum_key); set cycle_momentum = false");
+  return type->momentum_key;
 }
 
 }  // namespace
@@ -486,15 +495,12 @@ OneCycleLR::OneCycleLR(Optimizer& opt, OneCycleOptions o)
     base_lrs_[i] = g["initial_lr"];  // the base constructor read initial_lr before it was set here
   }
   if (cycle_momentum_) {
-    const Options& d = opt.defaults();
-    TR_CHECK(d.count("momentum") || d.count("beta1"), "OneCycleLR: optimizer ", opt.type_name(),
-             " must support momentum (\"momentum\" or \"beta1\") with cycle_momentum enabled");
-    use_beta1_ = d.count("beta1") > 0;
+    momentum_key_ = momentum_key_of(opt);
     std::vector<double> maxm = per_group(o.max_momentum, "max_momentum");
     std::vector<double> basem = per_group(o.base_momentum, "base_momentum");
     for (size_t i = 0; i < groups.size(); ++i) {
       Options& g = groups[i].options;
-      g[use_beta1_ ? "beta1" : "momentum"] = maxm[i];
+      g[momentum_key_] = maxm[i];
       g["max_momentum"] = maxm[i];
       g["base_momentum"] = basem[i];
     }
@@ -532,7 +538,7 @@ std::vector<double> OneCycleLR::get_lr() {
       start_step = ph.end_step;
     }
     lrs.push_back(lr);
-    if (cycle_momentum_) g[use_beta1_ ? "beta1" : "momentum"] = momentum;
+    if (cycle_momentum_) g[momentum_key_] = momentum;
   }
   return lrs;
 }
@@ -550,7 +556,7 @@ json OneCycleLR::state_dict() const {
   s["_schedule_phases"] = phases;
   s["anneal_strategy"] = anneal_strategy_;
   s["cycle_momentum"] = cycle_momentum_;
-  s["use_beta1"] = use_beta1_;
+  s["use_beta1"] = momentum_key_ == "beta1";
   return s;
 }
 
@@ -562,7 +568,10 @@ void OneCycleLR::load_state_dict(const json& s) {
   TR_CHECK(anneal_strategy_ == "cos" || anneal_strategy_ == "linear", who, ".load_state_dict: anneal_strategy '",
            anneal_strategy_, "'");
   cycle_momentum_ = field<bool>(s, "cycle_momentum", who);
-  use_beta1_ = field<bool>(s, "use_beta1", who);
+  const bool use_beta1 = field<bool>(s, "use_beta1", who);
+  momentum_key_ = cycle_momentum_ ? momentum_key_of(*opt_) : "";
+  TR_CHECK(!cycle_momentum_ || use_beta1 == (momentum_key_ == "beta1"), who, ".load_state_dict: the state cycles ",
+           use_beta1 ? "beta1" : "momentum", ", this optimizer's momentum is '", momentum_key_, "'");
   std::vector<Phase> phases;
   for (const json& p : field<json>(s, "_schedule_phases", who))
     phases.push_back({field<double>(p, "end_step", who), field<std::string>(p, "start_lr", who),

@@ -261,8 +261,8 @@ struct OneCycleOptions {
 
 // lr: initial_lr = max_lr / div_factor -> max_lr -> min_lr = initial_lr / final_div_factor
 // (three_phase: initial_lr -> max_lr -> initial_lr -> min_lr), annealed by cos or linear.
-// With cycle_momentum the group's momentum (SGD, key "momentum") or beta1 (Adam, key "beta1")
-// moves inversely between max_momentum and base_momentum. Group options gain initial_lr, max_lr,
+// With cycle_momentum the group option its optimizer's registration names as momentum_key (SGD:
+// "momentum", Adam: "beta1") moves inversely between max_momentum and base_momentum. Group options gain initial_lr, max_lr,
 // min_lr (and max_momentum, base_momentum), as torch's param groups do.
 // Stepping past total_steps is an error.
 class OneCycleLR : public LRScheduler {
@@ -287,7 +287,7 @@ class OneCycleLR : public LRScheduler {
   std::vector<Phase> phases_;
   std::string anneal_strategy_;
   bool cycle_momentum_;
-  bool use_beta1_ = false;
+  std::string momentum_key_;  // what cycle_momentum moves ("" without it)
 };
 
 // ---- SequentialLR: schedulers[i] runs from milestones[i-1] on ----
