@@ -17,7 +17,7 @@
 #include "io/safetensors.h"
 #include "ops/ops.h"
 #include "optim/clip_grad.h"
-#include "optim/scheduler_config.h"
+#include "optim/scheduler_registry.h"
 #include "train/optimizer_setup.h"
 #include "train/progress.h"
 #include "train/stop_signal.h"
