@@ -12,6 +12,8 @@
 #include "core/cuda_hooks.h"
 #include "core/rng.h"
 #include "data/idx_dataset.h"
+#include "data/random_crop.h"
+#include "data/random_horizontal_flip.h"
 #include "data/synthetic_dataset.h"
 #include "data/text_dataset.h"
 #include "io/safetensors.h"
