@@ -1,25 +1,32 @@
+// The subcommands of `trainer`: run, eval, summary, checkpoint verify, export, info, demo.
 #include "app/commands.h"
 #include <omp.h>
 #include <chrono>
 #include <cstdio>
-#include "core/grad_mode.h"
-#include "core/cuda_hooks.h"
-#include "core/rng.h"
-#include "ops/init.h"
-#include "ops/ops.h"
+#include <filesystem>
 #include "config/run_config.h"
-#include "nn/model_file.h"
+#include "core/cuda_hooks.h"
+#include "core/grad_mode.h"
+#include "core/rng.h"
 #include "distributed/launcher.h"
 #include "io/checkpoint_dir.h"
 #include "io/safetensors.h"
+#include "nn/model_file.h"
+#include "ops/init.h"
+#include "ops/ops.h"
+#include "toml/toml_table.h"
 #include "train/stop_signal.h"
 #include "train/trainer.h"
-#include "toml/toml_table.h"
-#include <filesystem>
 
 namespace tr::app {
 
 namespace {
+
+std::string fmt_g9(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
 
 void info() {
   std::printf("trainer (C++ tensor + autograd core)\n");
@@ -31,8 +38,8 @@ void info() {
   else std::printf("cuda devices: 0 (%s)\n", cuda::unavailable_reason().c_str());
 }
 
-// A two-layer MLP learning a noisy two-spirals problem with plain SGD: exercises the tensor
-// core, autograd and the init functions end to end until `trainer run` exists.
+// A two-layer MLP learning a noisy two-spirals problem with plain SGD, written against the tensor
+// core, autograd and the init functions alone (no config, no Trainer): a smoke test of the core.
 int demo(int steps, uint64_t seed) {
   manual_seed(seed);
   Generator gen(seed);
@@ -136,7 +143,8 @@ void eval(const std::string& path, const std::string& checkpoint, const std::vec
   if (std::filesystem::is_directory(w)) w += "/model.safetensors";
   t.load_weights(w);
   train::EvalResult r = t.evaluate();
-  std::printf("{\"split\":\"eval\",\"loss\":%.9g,\"accuracy\":%.9g,\"count\":%lld}\n", r.loss, r.accuracy,
+  std::string accuracy = r.accuracy ? str(",\"accuracy\":", fmt_g9(*r.accuracy)) : "";
+  std::printf("{\"split\":\"eval\",\"loss\":%s%s,\"count\":%lld}\n", fmt_g9(r.loss).c_str(), accuracy.c_str(),
               (long long)r.count);
 }
 
