@@ -1,4 +1,4 @@
-// The kinds a config names, through the real binary: the [loss] section (default,
+// The kinds a config names, through the real binary: `trainer list`, the [loss] section (default,
 // non-default keys, a regression loss without accuracy, errors), the resolved config, and a
 // checkpoint written before [loss] existed resuming exactly.
 #include <sstream>
@@ -16,6 +16,34 @@ std::vector<std::string> lines_of(const std::string& s) {
 }
 
 }  // namespace
+
+TEST_CASE("trainer list prints every registered name of each kind with its keys", "[integration][registry]") {
+  fs::path d = fresh_dir("list");
+  Result all = trainer(d, "list");
+  INFO(all.out);
+  REQUIRE(all.code == 0);
+  for (const char* kind : {"layers (", "ops (", "optimizers (", "schedulers (", "datasets (", "transforms (", "losses ("})
+    CHECK_THAT(all.out, Contains(kind));
+  Result opt = trainer(d, "list optimizers");
+  INFO(opt.out);
+  REQUIRE(opt.code == 0);
+  CHECK_THAT(opt.out, Contains("optimizers ([optimizer] type):"));
+  CHECK(std::regex_search(opt.out, std::regex("\n  sgd +lr = 0.01, momentum = 0, dampening = 0, weight_decay = 0, "
+                                              "nesterov = false, maximize = false\n")));
+  CHECK(std::regex_search(opt.out, std::regex("\n  adamw +lr = 0.001, betas = \\[0.9, 0.999\\], eps = 1e-08, "
+                                              "weight_decay = 0.01")));
+  CHECK_THAT(opt.out, !Contains("cosine"));
+  CHECK_THAT(trainer(d, "list schedulers").out, Contains("onecycle") && Contains("max_lr (required"));
+  CHECK_THAT(trainer(d, "list datasets").out, Contains("synthetic") && Contains("num_classes = 10"));
+  CHECK_THAT(trainer(d, "list transforms").out, Contains("random_horizontal_flip") && Contains("p = 0.5"));
+  CHECK_THAT(trainer(d, "list losses").out, Contains("cross_entropy") && Contains("label_smoothing = 0.0"));
+  CHECK_THAT(trainer(d, "list layers").out, Contains("linear") && Contains("out_features"));
+  CHECK(std::regex_search(trainer(d, "list ops").out, std::regex("\n  mm +2 inputs, kernels: cpu[ a-z]*, differentiable, "
+                                                               "autocast: lower precision\n")));
+  Result bad = trainer(d, "list optimiser");
+  CHECK(bad.code != 0);
+  CHECK_THAT(bad.out, Contains("unknown kind 'optimiser'; did you mean 'optimizers'?") && Contains("losses"));
+}
 
 TEST_CASE("[loss]: cross_entropy by default, its keys, a regression loss, errors", "[integration][losses]") {
   fs::path d = fresh_dir("loss");
