@@ -193,7 +193,7 @@ struct Kind {
 const std::vector<Kind>& kinds() {
   static const std::vector<Kind> k = {
       {"layers", "model files: [[layers]] type", [] { return entries_of<nn::LayerType>([](auto& e) { return e.doc; }); }},
-      {"ops", "the op registry (not named by configs)", [] { return entries_of<OpDef>(describe_op); }},
+      {"ops", "the core's op registry, not named by configs", [] { return entries_of<OpDef>(describe_op); }},
       {"optimizers", "[optimizer] type", [] { return entries_of<optim::OptimizerType>([](auto& e) { return e.doc(); }); }},
       {"schedulers", "[scheduler] type", [] { return entries_of<optim::SchedulerType>([](auto& e) { return e.doc; }); }},
       {"datasets", "[data] dataset", [] { return entries_of<data::DatasetType>([](auto& e) { return e.doc; }); }},
