@@ -26,8 +26,6 @@
 // scheduler, then load the optimizer's state, then the scheduler's.
 #pragma once
 #include <cstdint>
-#include <functional>
-#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
