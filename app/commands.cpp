@@ -1,26 +1,42 @@
+// The subcommands of `trainer`: run, eval, summary, list, checkpoint verify, export, info, demo.
 #include "app/commands.h"
 #include <omp.h>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include "core/grad_mode.h"
-#include "core/cuda_hooks.h"
-#include "ops/cuda_info.h"
-#include "core/rng.h"
-#include "ops/init.h"
-#include "ops/ops.h"
+#include <filesystem>
+#include <functional>
 #include "config/run_config.h"
-#include "nn/model_file.h"
+#include "core/cuda_hooks.h"
+#include "core/grad_mode.h"
+#include "core/rng.h"
+#include "data/dataset_registry.h"
+#include "data/transforms.h"
 #include "distributed/launcher.h"
 #include "io/checkpoint_dir.h"
 #include "io/safetensors.h"
+#include "nn/layer_registry.h"
+#include "nn/loss.h"
+#include "nn/model_file.h"
+#include "ops/cuda_info.h"
+#include "ops/init.h"
+#include "ops/ops.h"
+#include "ops/registry.h"
+#include "optim/optimizer_registry.h"
+#include "optim/scheduler_registry.h"
+#include "toml/toml_table.h"
 #include "train/stop_signal.h"
 #include "train/trainer.h"
-#include "toml/toml_table.h"
-#include <filesystem>
 
 namespace tr::app {
 
 namespace {
+
+std::string fmt_g9(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
 
 void info() {
   std::printf("trainer (C++ tensor + autograd core)\n");
@@ -32,8 +48,8 @@ void info() {
   else std::printf("cuda devices: 0 (%s)\n", cuda::unavailable_reason().c_str());
 }
 
-// A two-layer MLP learning a noisy two-spirals problem with plain SGD: exercises the tensor
-// core, autograd and the init functions end to end until `trainer run` exists.
+// A two-layer MLP learning a noisy two-spirals problem with plain SGD, written against the tensor
+// core, autograd and the init functions alone (no config, no Trainer): a smoke test of the core.
 int demo(int steps, uint64_t seed) {
   manual_seed(seed);
   Generator gen(seed);
@@ -137,8 +153,76 @@ void eval(const std::string& path, const std::string& checkpoint, const std::vec
   if (std::filesystem::is_directory(w)) w += "/model.safetensors";
   t.load_weights(w);
   train::EvalResult r = t.evaluate();
-  std::printf("{\"split\":\"eval\",\"loss\":%.9g,\"accuracy\":%.9g,\"count\":%lld}\n", r.loss, r.accuracy,
+  std::string accuracy = r.accuracy ? str(",\"accuracy\":", fmt_g9(*r.accuracy)) : "";
+  std::printf("{\"split\":\"eval\",\"loss\":%s%s,\"count\":%lld}\n", fmt_g9(r.loss).c_str(), accuracy.c_str(),
               (long long)r.count);
+}
+
+namespace {
+
+// One line about an op for `trainer list ops`: arity, kernels, autograd and autocast.
+std::string describe_op(const OpDef& d) {
+  std::string s = d.num_inputs < 0 ? "variadic" : str(d.num_inputs, d.num_inputs == 1 ? " input" : " inputs");
+  if (d.kind == OpKind::View) s += ", view";
+  std::string kernels;
+  if (d.kernels[int(DeviceType::CPU)]) kernels += "cpu";
+  if (d.kernels[int(DeviceType::CUDA)]) kernels += kernels.empty() ? "cuda" : " cuda";
+  if (!kernels.empty()) s += ", kernels: " + kernels;
+  s += d.backward ? ", differentiable" : d.differentiable ? ", no backward" : ", not differentiable";
+  if (d.autocast == amp::CastPolicy::LowerPrecision) s += ", autocast: lower precision";
+  if (d.autocast == amp::CastPolicy::Fp32) s += ", autocast: f32";
+  if (d.autocast == amp::CastPolicy::Promote) s += ", autocast: promote";
+  return s;
+}
+
+using ListEntries = std::vector<std::pair<std::string, std::string>>;  // name, doc line
+
+template <typename T, typename Doc>
+ListEntries entries_of(Doc doc) {
+  ListEntries r;
+  for (const auto& [name, e] : Registry<T>::get().all()) r.emplace_back(name, doc(e));
+  return r;
+}
+
+// Every kind a config can name, with the section or key that names it.
+struct Kind {
+  const char* name;
+  const char* where;
+  std::function<ListEntries()> entries;
+};
+
+const std::vector<Kind>& kinds() {
+  static const std::vector<Kind> k = {
+      {"layers", "model files: [[layers]] type", [] { return entries_of<nn::LayerType>([](auto& e) { return e.doc; }); }},
+      {"ops", "the core's op registry, not named by configs", [] { return entries_of<OpDef>(describe_op); }},
+      {"optimizers", "[optimizer] type", [] { return entries_of<optim::OptimizerType>([](auto& e) { return e.doc(); }); }},
+      {"schedulers", "[scheduler] type", [] { return entries_of<optim::SchedulerType>([](auto& e) { return e.doc; }); }},
+      {"datasets", "[data] dataset", [] { return entries_of<data::DatasetType>([](auto& e) { return e.doc; }); }},
+      {"transforms", "[data] transforms = [{type = ...}]",
+       [] { return entries_of<data::TransformType>([](auto& e) { return e.doc; }); }},
+      {"losses", "[loss] type", [] { return entries_of<nn::LossType>([](auto& e) { return e.doc; }); }},
+  };
+  return k;
+}
+
+}  // namespace
+
+// `trainer list [kind]`: every registered name of a kind (all kinds without one) with its keys.
+void list(const std::string& kind) {
+  std::vector<std::string> names;
+  for (const auto& k : kinds()) names.push_back(k.name);
+  if (!kind.empty() && std::find(names.begin(), names.end(), kind) == names.end()) {
+    const std::string near = nearest_name(kind, names);
+    throw Error(str("trainer list: unknown kind '", kind, "'", near.empty() ? "" : "; did you mean '" + near + "'?",
+                    " (known: ", names, ")"));
+  }
+  bool first = true;
+  for (const auto& k : kinds()) {
+    if (!kind.empty() && kind != k.name) continue;
+    std::printf("%s%s (%s):\n", first ? "" : "\n", k.name, k.where);
+    first = false;
+    for (const auto& [name, doc] : k.entries()) std::printf("  %-24s %s\n", name.c_str(), doc.c_str());
+  }
 }
 
 // `trainer checkpoint verify <dir>`: sizes, checksums and safetensors headers, without a model.
@@ -208,6 +292,14 @@ void register_commands(CLI::App& app) {
     c->add_option("checkpoint", dir, "checkpoint directory")->required();
     c->add_option("out", out, "output .safetensors file")->required();
     c->callback([] { export_weights(dir, out); });
+  }
+  {
+    std::string kind_names;
+    for (const auto& k : kinds()) kind_names += (kind_names.empty() ? "" : ", ") + std::string(k.name);
+    auto* c = app.add_subcommand("list", "print every registered name of a kind with the keys it takes");
+    static std::string kind;
+    c->add_option("kind", kind, kind_names + " (default: all)");
+    c->callback([] { list(kind); });
   }
   app.add_subcommand("info", "print build and device information")->callback(info);
 

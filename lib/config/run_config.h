@@ -1,12 +1,19 @@
 // The run config: TOML -> typed, validated structs with defaults, `--set section.key=value`
 // overrides, and the fully resolved config written back as TOML. Unknown keys are errors with
 // file:line:column and the nearest valid key; wrong types name the key and the expected type.
+// The kinds a config names (optimizer, dataset, transforms, loss; the scheduler and layers too)
+// are looked up in their registries, whose builders read their own keys: the optimizer's when the
+// config is loaded, the dataset's, transforms' and loss's when the run is set up
+// (train/run_setup.h), each recording what it read so that to_toml writes the resolved config.
 #pragma once
 #include <toml++/toml.h>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
+#include "optim/optimizer.h"
+#include "toml/toml_table.h"
 
 namespace tr::config {
 
@@ -25,54 +32,38 @@ struct ModelSection {
   bool is_inline = false;
 };
 
-// One entry of [data] transforms: a random augmentation of the training images (data/transforms.h).
-struct TransformSpec {
-  std::string type;             // random_crop | random_horizontal_flip
-  std::vector<int64_t> size;    // random_crop: [h, w]; empty: the input's size
-  int64_t padding = 0;          // random_crop
-  double fill = 0.0;            // random_crop: padded pixels, in [0, 1] pixel units (before normalize)
-  double p = 0.5;               // random_horizontal_flip
-};
-
+// The common keys of [data]; the rest of the table belongs to the dataset's builder
+// (data/dataset_registry.h) and to `transforms` (data/transforms.h), read at setup.
 struct DataSection {
-  std::string dataset = "idx";  // idx | text | synthetic
+  std::string dataset = "idx";  // a registered dataset
   int64_t batch_size = 64;
   int64_t eval_batch_size = 0;  // 0: batch_size
   bool shuffle = true;
   bool drop_last = false;
   int64_t workers = 0;
-  // idx
-  std::string train_images, train_labels, test_images, test_labels;
-  std::vector<double> normalize;  // [mean, std] or empty
-  std::vector<TransformSpec> transforms;  // training images only, in order
-  // text
-  std::vector<std::string> paths;  // files or globs; empty: Debian's fortunes
-  int64_t block_size = 128;
-  double eval_fraction = 0.1;
-  // synthetic
-  int64_t num_classes = 10;
-  int64_t train_size = 4096;
-  int64_t eval_size = 1024;
+  std::optional<TomlTable> table;  // [data], the keys above read (finish() comes after the builders)
+  toml::table resolved;            // what the dataset and transform builders read, defaults included
 };
 
+// [optimizer]: a registered optimizer (optim/optimizer_registry.h) and its hyperparameters.
 struct OptimizerSection {
   std::string type = "sgd";
-  double lr = 0.01;
-  double momentum = 0.0;
-  double dampening = 0.0;
-  double weight_decay = 0.0;  // adamw: 0.01 unless set (torch's default)
-  bool nesterov = false;
-  std::vector<double> betas = {0.9, 0.999};
-  double eps = 1e-8;
-  bool amsgrad = false;
-  bool maximize = false;
+  optim::Options hyperparameters;  // every one of the type's, defaults included (Options keys)
   // [[optimizer.groups]]: rules that carve parameter groups out of the model (optim/param_groups.h),
   // kept as TOML (in RunConfig::source) and checked when the optimizer is built, before the first step.
   const toml::array* groups = nullptr;
+  toml::table resolved;  // type and hyperparameters as TOML writes them, defaults included
+};
+
+// [loss]: a registered loss (nn/loss.h); its keys are read by the loss's builder at setup.
+struct LossSection {
+  std::string type = "cross_entropy";
+  std::optional<TomlTable> table;
+  toml::table resolved;  // what the builder read, defaults included
 };
 
 struct SchedulerSection {
-  // [scheduler] as written (optim/scheduler_config.h validates it against the optimizer's groups);
+  // [scheduler] as written (optim/scheduler_registry.h builds and checks it against the optimizer's groups);
   // empty: a constant learning rate.
   const toml::table* table = nullptr;  // in RunConfig::source
   bool enabled() const { return table && !table->empty(); }
@@ -140,6 +131,7 @@ struct RunConfig {
   DataSection data;
   OptimizerSection optimizer;
   SchedulerSection scheduler;
+  LossSection loss;
   TrainSection train;
   LogSection log;
   CheckpointSection checkpoint;
@@ -150,11 +142,11 @@ struct RunConfig {
 };
 
 // Loads `path`, applies overrides ("section.key=value", value parsed as TOML, else a string),
-// validates and fills defaults.
+// validates and fills defaults (the dataset's, transforms' and loss's keys: at setup).
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides = {});
 // Applies one "a.b.c=value" override to a table (creating tables on the way).
 void apply_override(toml::table& t, const std::string& assignment);
-// The resolved config (every key, defaults included) as TOML.
+// The resolved config (every key, defaults included) as TOML; complete once the run is set up.
 std::string to_toml(const RunConfig& c);
 
 }  // namespace tr::config

@@ -72,9 +72,14 @@ class Registry {
 };
 
 // Registers one entry at static-initialisation time (a namespace-scope `static const` object).
+// Each kind wraps it in a macro (TR_REGISTER_LAYER, TR_REGISTER_OPTIMIZER, ...) that names the
+// object after the line: TR_REGISTRY_CONCAT(tr_loss_registrar_, __LINE__).
 template <typename T>
 struct Registrar {
   Registrar(const char* name, T entry) { Registry<T>::get().add(name, std::move(entry)); }
 };
+
+#define TR_REGISTRY_CONCAT_(a, b) a##b
+#define TR_REGISTRY_CONCAT(a, b) TR_REGISTRY_CONCAT_(a, b)
 
 }  // namespace tr

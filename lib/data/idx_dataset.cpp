@@ -1,5 +1,7 @@
-// IDX reader (zlib, chunked reads) and the image/label dataset built on it.
+// IDX reader (zlib, chunked reads), the image/label dataset built on it and its registration as
+// the dataset "idx".
 #include "data/idx_dataset.h"
+#include "data/dataset_registry.h"
 #include <zlib.h>
 #include <algorithm>
 #include <cerrno>
@@ -191,5 +193,37 @@ std::string IdxDataset::describe() const {
   if (normalize_) s += str(", normalize=(", normalize_->mean, ", ", normalize_->std, ")");
   return s + ")";
 }
+
+namespace {
+
+DatasetSplits build_idx(const TomlTable& t, const DatasetContext& ctx) {
+  const std::string dir = std::string(IdxDataset::kFashionMnistDir) + "/";
+  auto path = [&](const char* key, const char* file) {  // recorded as resolved
+    std::string p = resolve_path(t.get_string(key, dir + file), ctx.config_dir);
+    t.record(key, p);
+    return p;
+  };
+  const std::string train_images = path("train_images", "train-images-idx3-ubyte.gz");
+  const std::string train_labels = path("train_labels", "train-labels-idx1-ubyte.gz");
+  const std::string test_images = path("test_images", "t10k-images-idx3-ubyte.gz");
+  const std::string test_labels = path("test_labels", "t10k-labels-idx1-ubyte.gz");
+  DatasetSplits s;
+  std::optional<IdxDataset::Normalize> norm;
+  if (t.has("normalize")) {
+    std::vector<double> n = t.get_floats("normalize");
+    if (n.size() != 2 || n[1] <= 0) t.fail("normalize", "must be [mean, std] with std > 0");
+    norm = IdxDataset::Normalize{float(n[0]), float(n[1])};
+    s.pixel_mean = n[0];
+    s.pixel_std = n[1];
+  }
+  s.train = std::make_shared<IdxDataset>(train_images, train_labels, norm);
+  s.eval = std::make_shared<IdxDataset>(test_images, test_labels, norm);
+  return s;
+}
+
+}  // namespace
+
+TR_REGISTER_DATASET("idx", {build_idx, "train_images, train_labels, test_images, test_labels (default: Debian's "
+                                       "Fashion-MNIST), normalize = [mean, std]"});
 
 }  // namespace tr::data

@@ -1,7 +1,9 @@
-// Gaussian blobs from Philox streams, generated once into contiguous tensors.
+// Gaussian blobs from Philox streams, generated once into contiguous tensors; the registration as
+// the dataset "synthetic".
 // philox.h first: its unqualified log/sqrt/cos must not see tr::log(Tensor) etc. from ops.h.
 #include "core/philox.h"
 #include "data/synthetic_dataset.h"
+#include "data/dataset_registry.h"
 #include <algorithm>
 #include <cstring>
 
@@ -73,5 +75,27 @@ std::string SyntheticDataset::describe() const {
              " classes, gaussian blobs, seed=", opts_.seed, ", separation=", opts_.separation, ", noise=", opts_.noise,
              ")");
 }
+
+namespace {
+
+// Inputs of the model's shape; the eval split has its own seed.
+DatasetSplits build_synthetic(const TomlTable& t, const DatasetContext& ctx) {
+  SyntheticDataset::Options o;
+  o.input_shape = ctx.input_shape;
+  o.num_classes = t.get_int("num_classes", 10);
+  o.size = t.get_int("train_size", 4096);
+  o.seed = ctx.seed;
+  DatasetSplits s;
+  s.train = std::make_shared<SyntheticDataset>(o);
+  o.size = t.get_int("eval_size", 1024);
+  o.seed = ctx.seed + 1000003;
+  s.eval = std::make_shared<SyntheticDataset>(o);
+  return s;
+}
+
+}  // namespace
+
+TR_REGISTER_DATASET("synthetic", {build_synthetic, "num_classes = 10, train_size = 4096, eval_size = 1024 (inputs "
+                                                   "of the model's input shape)"});
 
 }  // namespace tr::data

@@ -1,5 +1,7 @@
-// Byte-level text corpus: glob expansion, file concatenation, train/eval split by position, windows.
+// Byte-level text corpus: glob expansion, file concatenation, train/eval split by position, windows;
+// its registration as the dataset "text".
 #include "data/text_dataset.h"
+#include "data/dataset_registry.h"
 #include <glob.h>
 #include <cstring>
 #include <filesystem>
@@ -129,5 +131,29 @@ std::string TextDataset::describe() const {
              ", block_size=", opts_.block_size, ", ", size(), opts_.overlapping ? " overlapping" : " non-overlapping",
              " windows)");
 }
+
+namespace {
+
+DatasetSplits build_text(const TomlTable& t, const DatasetContext& ctx) {
+  TextDataset::Options o;
+  o.paths = t.get_strings("paths", {});
+  o.block_size = t.get_int("block_size", o.block_size);
+  o.eval_fraction = t.get_float("eval_fraction", o.eval_fraction);
+  if (!(o.eval_fraction > 0 && o.eval_fraction < 1)) t.fail("eval_fraction", "must be in (0, 1)");
+  if (ctx.input_shape != Shape{o.block_size})
+    t.fail("block_size", str("is ", o.block_size, ", but the model expects per-sample input ", ctx.input_shape,
+                             " (set the model's input to [block_size])"));
+  auto train = std::make_shared<TextDataset>(o);
+  o.train = false;
+  DatasetSplits s;
+  s.eval = std::make_shared<TextDataset>(train->corpus(), o);
+  s.train = train;
+  return s;
+}
+
+}  // namespace
+
+TR_REGISTER_DATASET("text", {build_text, "paths (files or globs; default: Debian's fortunes), block_size = 128, "
+                                         "eval_fraction = 0.1"});
 
 }  // namespace tr::data

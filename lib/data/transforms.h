@@ -1,13 +1,17 @@
-// Random augmentations of image batches [B, C, H, W] (f32), torchvision's RandomCrop (with
-// padding) and RandomHorizontalFlip. A sample's draws are a pure function of (seed, epoch, dataset
-// index, transform position), so a batch is identical whatever the worker count, rank split or
-// resume point, and no generator state needs checkpointing.
+// Random augmentations of training batches and their registry behind [data] transforms =
+// [{type = ...}]: Registry<TransformType>, each transform registered from its own file
+// (random_crop.cpp, random_horizontal_flip.cpp). A sample's draws are a pure function of (seed,
+// epoch, dataset index, transform position), so a batch is identical whatever the worker count,
+// rank split or resume point, and no generator state needs checkpointing.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
+#include "core/registry.h"
 #include "core/tensor.h"
+#include "toml/toml_table.h"
 
 namespace tr::data {
 
@@ -21,35 +25,37 @@ class Transform {
   virtual std::string describe() const = 0;
 };
 
-// RandomCrop(size, padding, fill): pad every side by `padding` with `fill`, then cut a size[0] x
-// size[1] window at a uniformly drawn offset (top in [0, H + 2p - h], left in [0, W + 2p - w]).
-class RandomCrop : public Transform {
- public:
-  RandomCrop(int64_t height, int64_t width, int64_t padding, float fill = 0.0f);
-  Tensor apply(const Tensor& images, const std::vector<int64_t>& indices, int64_t epoch, uint64_t seed,
-               uint64_t stream) const override;
-  std::string describe() const override;
+using TransformPtr = std::shared_ptr<const Transform>;
 
- private:
-  int64_t height_, width_, padding_;
-  float fill_;
+// What a transform's builder gets besides its table.
+struct TransformContext {
+  Shape sample;         // the dataset's per-sample input shape
+  std::string dataset;  // its name, for messages
+  double pixel_mean = 0.0, pixel_std = 1.0;  // the dataset's pixel normalisation (DatasetSplits)
 };
 
-// RandomHorizontalFlip(p): mirrors the width axis of each sample with probability p.
-class RandomHorizontalFlip : public Transform {
- public:
-  explicit RandomHorizontalFlip(double p = 0.5);
-  Tensor apply(const Tensor& images, const std::vector<int64_t>& indices, int64_t epoch, uint64_t seed,
-               uint64_t stream) const override;
-  std::string describe() const override;
+struct TransformType {
+  std::function<TransformPtr(const TomlTable& t, const TransformContext& ctx)> build;
+  std::string doc;  // one line: the keys it takes
 
- private:
-  double p_;
+  static constexpr const char* kRegistryKind = "transform";
 };
+
+#define TR_REGISTER_TRANSFORM(NAME, ...) \
+  static const ::tr::Registrar<::tr::data::TransformType> TR_REGISTRY_CONCAT(tr_transform_registrar_, __LINE__)(NAME, __VA_ARGS__)
+
+// The transforms a [data] table lists under `transforms` (none without the key), in order.
+std::vector<TransformPtr> build_transforms(const TomlTable& data, const TransformContext& ctx);
+// For image transforms, once every key is read: reports an unknown key (t.finish()) first, then
+// throws unless the samples are images [C, H, W].
+void expect_image_samples(const TomlTable& t, const TransformContext& ctx, const std::string& type);
 
 // The transforms in order; stream k for the k-th.
-Tensor apply_transforms(const std::vector<std::shared_ptr<const Transform>>& transforms, Tensor images,
+Tensor apply_transforms(const std::vector<TransformPtr>& transforms, Tensor images,
                         const std::vector<int64_t>& indices, int64_t epoch, uint64_t seed);
+
+// Throws unless `x` is a CPU f32 image batch [B, C, H, W] (what transforms apply to).
+void check_image_batch(const Tensor& x, const char* who);
 
 // The uniform draw in [0, 1) number `k` (0..3) of sample `index` in `epoch` for `stream`.
 double sample_uniform(uint64_t seed, uint64_t stream, int64_t epoch, int64_t index, int k);

@@ -194,7 +194,8 @@ std::optional<int64_t> checkpoint_step(const std::string& name) {
 // ---- CheckpointWriter ----
 
 CheckpointWriter::CheckpointWriter(std::string root, std::string name) : root_(std::move(root)), name_(std::move(name)) {
-  TR_CHECK(checkpoint_step(name_), "CheckpointWriter: checkpoint name '", name_, "' is not step_<N>");
+  TR_CHECK(checkpoint_step(name_) || name_ == kFinalCheckpointName, "CheckpointWriter: checkpoint name '", name_,
+           "' is not step_<N> (nor ", kFinalCheckpointName, ")");
   std::error_code ec;
   fs::create_directories(root_, ec);
   TR_CHECK(!ec, "checkpoint: cannot create '", root_, "': ", ec.message());
@@ -281,7 +282,8 @@ std::string CheckpointWriter::commit(json state) {
     tmp_.clear();
   }
 
-  // 4. latest, replaced atomically
+  // 4. latest, replaced atomically (a step's checkpoint only: `latest` is where a resume starts)
+  if (!checkpoint_step(name_)) return final_dir;
   std::string latest_tmp = (fs::path(root_) / (kTmpPrefix + "latest" + pid_suffix())).string();
   write_durable(latest_tmp, name_ + "\n");
   rename_or_throw(latest_tmp, (fs::path(root_) / kCheckpointLatestFile).string());

@@ -4,6 +4,8 @@
 //                               state.json (the caller's state + {"files": {name: {crc32, size}}}),
 //                               COMPLETE  ({"state.json": {crc32, size}}), written last
 //   <root>/latest               "step_<N>\n": the checkpoint committed most recently
+//   <root>/final/               the weights at the end of a run, written the same way; never
+//                               `latest`, listed or pruned
 //   <root>/.tmp-<what>-<pid>    work in progress of process <pid> (or leftovers of a dead one)
 //
 // A checkpoint is built in a temporary directory, every file fsynced, then renamed into place and
@@ -22,6 +24,7 @@ namespace tr::io {
 inline constexpr const char* kCheckpointStateFile = "state.json";
 inline constexpr const char* kCheckpointCompleteFile = "COMPLETE";
 inline constexpr const char* kCheckpointLatestFile = "latest";
+inline constexpr const char* kFinalCheckpointName = "final";
 
 std::string checkpoint_name(int64_t step);                        // "step_120"
 std::optional<int64_t> checkpoint_step(const std::string& name);  // 120 for "step_120", else nullopt
@@ -36,7 +39,8 @@ struct CheckpointInfo {
 // should write into a root.
 class CheckpointWriter {
  public:
-  // name must be step_<N>. Creates root and the temporary directory <root>/.tmp-<name>-<pid>.
+  // name must be step_<N> or kFinalCheckpointName. Creates root and the temporary directory
+  // <root>/.tmp-<name>-<pid>.
   CheckpointWriter(std::string root, std::string name);
   // Without commit(): removes the temporary directory; nothing becomes visible.
   ~CheckpointWriter();
@@ -50,7 +54,7 @@ class CheckpointWriter {
 
   // Records every file's crc32 and size under state["files"] (replacing any "files" key), writes
   // state.json and COMPLETE, fsyncs all, renames the directory to <root>/<name> (replacing an
-  // existing one), fsyncs root, then points `latest` at it. Returns the checkpoint's path.
+  // existing one), fsyncs root, then points `latest` at it (a step_<N>). Returns the checkpoint's path.
   std::string commit(nlohmann::json state = nlohmann::json::object());
   bool committed() const { return committed_; }
 

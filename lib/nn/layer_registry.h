@@ -32,9 +32,7 @@ struct LayerType {
 ModulePtr build_layer(const TomlTable& t, ShapeInfo& io);
 
 #define TR_REGISTER_LAYER(TYPE, DOC, FN) \
-  static const ::tr::Registrar<::tr::nn::LayerType> TR_LAYER_CONCAT(tr_layer_registrar_, __LINE__)(TYPE, {FN, DOC})
-#define TR_LAYER_CONCAT2(a, b) a##b
-#define TR_LAYER_CONCAT(a, b) TR_LAYER_CONCAT2(a, b)
+  static const ::tr::Registrar<::tr::nn::LayerType> TR_REGISTRY_CONCAT(tr_layer_registrar_, __LINE__)(TYPE, {FN, DOC})
 
 // Errors raised while building a layer: "<file:line:col>: layer 3 (conv2d): <msg>".
 [[noreturn]] void layer_error(const TomlTable& t, const std::string& msg);

@@ -96,9 +96,10 @@ Tensor bmm(const Tensor& a, const Tensor& b);
 Tensor matmul(const Tensor& a, const Tensor& b);  // torch.matmul semantics, batch broadcasting
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
 
-// ---- softmax family ----
+// ---- softmax family and normalisation ----
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
+// (x - E[x]) / sqrt(Var[x] + eps) * weight + bias over the trailing normalized_shape dims.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
 // torch.nn.functional.batch_norm over dim 1 of x [N, C, *]: y = (x - mean) / sqrt(var + eps) * weight + bias.
@@ -154,9 +155,23 @@ Tensor randperm(int64_t n, Generator* gen = nullptr);
 Tensor dropout_mask(const Tensor& like, double p, Generator* gen = nullptr);
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);
 
-// ---- losses used by the core tests ----
-Tensor cross_entropy(const Tensor& logits, const Tensor& target);
-Tensor mse_loss(const Tensor& a, const Tensor& b);
+// ---- losses (torch.nn.functional; lib/ops/loss.cpp). reduction: "mean" | "sum" | "none" ----
+// Logits [N, C] (or [C], or [N, C, d1, ...] with the classes in dim 1) against
+//  - class indices (integer) of shape [N] ([] / [N, d1, ...]): loss_i = (1-ls) (-log p_i[t_i])
+//    + ls/C * sum_c (-log p_i[c]); targets equal to ignore_index contribute 0, and "mean" divides by
+//    the number of targets that are not ignored (nan when all are);
+//  - probabilities (floating, the input's shape): loss_i = -sum_c ((1-ls) y_ic + ls/C) log p_ic,
+//    "mean" over the N*d1*... rows (ignore_index does not apply).
+// For a GPT, pass logits [B*T, V] and targets [B*T]. Out-of-range class indices are an error.
+Tensor cross_entropy(const Tensor& input, const Tensor& target, int64_t ignore_index = -100,
+                     double label_smoothing = 0.0, const std::string& reduction = "mean");
+// (x - y)^2, same shapes.
+Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
+// Numerically stable -[pw y log s(x) + (1-y) log(1-s(x))], s = sigmoid, computed as torch does:
+// (1-y) x + lw (m + log(exp(-m) + exp(-x-m))), m = max(-x, 0), lw = 1 + (pw - 1) y (1 without pos_weight).
+// pos_weight broadcasts against the input (one weight per class in the last dim).
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const std::string& reduction = "mean",
+                                        const Tensor& pos_weight = Tensor());
 
 // ---- comparisons of whole tensors ----
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);

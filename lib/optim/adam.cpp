@@ -1,7 +1,9 @@
+// Adam's and AdamW's update and their registrations as the optimizers "adam" and "adamw".
 #include "optim/adam.h"
 #include <cmath>
 #include "core/grad_mode.h"
 #include "ops/ops.h"
+#include "optim/optimizer_registry.h"
 
 namespace tr::optim {
 
@@ -82,5 +84,46 @@ void Adam::do_step() {
     }
   }
 }
+
+namespace {
+
+AdamOptions adam_options(const Options& d) {
+  AdamOptions o;
+  o.lr = d.at("lr");
+  o.beta1 = d.at("beta1");
+  o.beta2 = d.at("beta2");
+  o.eps = d.at("eps");
+  o.weight_decay = d.at("weight_decay");
+  o.amsgrad = d.at("amsgrad") != 0;
+  o.maximize = d.at("maximize") != 0;
+  return o;
+}
+
+using H = Hyperparameter;
+
+// torch's defaults; AdamW differs in weight_decay (0.01) and in its constant keys
+std::vector<Hyperparameter> adam_hyperparameters(double weight_decay) {
+  return {H::number("lr", 1e-3, 0),
+          H::pair("betas", {"beta1", "beta2"}, {0.9, 0.999}, 0, 1, /*hi_open=*/true),
+          H::number("eps", 1e-8, 0),
+          H::number("weight_decay", weight_decay, 0),
+          H::boolean("amsgrad", false),
+          H::boolean("maximize", false)};
+}
+
+}  // namespace
+
+TR_REGISTER_OPTIMIZER("adam", {"Adam", adam_hyperparameters(0.0),
+                               [](std::vector<ParamGroup> groups, const Options& d) -> std::unique_ptr<Optimizer> {
+                                 return std::make_unique<Adam>(std::move(groups), adam_options(d));
+                               },
+                               {{"foreach", nullptr}, {"capturable", false}, {"differentiable", false}, {"fused", false}},
+                               "beta1"});
+TR_REGISTER_OPTIMIZER("adamw", {"AdamW", adam_hyperparameters(0.01),
+                                [](std::vector<ParamGroup> groups, const Options& d) -> std::unique_ptr<Optimizer> {
+                                  return std::make_unique<AdamW>(std::move(groups), adam_options(d));
+                                },
+                                {{"foreach", nullptr}, {"capturable", false}},
+                                "beta1"});
 
 }  // namespace tr::optim

@@ -1,4 +1,6 @@
-// Learning-rate schedulers (torch.optim.lr_scheduler, torch 1.13 semantics and numbers).
+// LRScheduler: the base of the learning-rate schedulers (torch.optim.lr_scheduler, torch 1.13
+// semantics and numbers); each scheduler is one file in optim/schedulers/ (class, builder from
+// TOML, registration: optim/scheduler_registry.h).
 //
 // As in torch, a scheduler wraps an optimizer and
 //   - at construction records each group's "initial_lr" (group.options, set only if absent) as
@@ -24,17 +26,23 @@
 // scheduler, then load the optimizer's state, then the scheduler's.
 #pragma once
 #include <cstdint>
-#include <functional>
-#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-#include "optim/lambda_expr.h"
+#include "core/error.h"
 #include "optim/optimizer.h"
 
 namespace tr::optim {
+
+class SequentialLR;
+
+// Python's a // b (floor division), as torch's schedulers compute with it.
+inline int64_t py_floordiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
 
 class LRScheduler {
  public:
@@ -81,6 +89,20 @@ class LRScheduler {
   std::vector<double> group_lrs() const;
   // A value per group: one value for all, or one per group; `what` names it in the error.
   std::vector<double> per_group(const std::vector<double>& v, const std::string& what) const;
+  // A typed field of a state dict (for load_state_dict); a missing key or a wrong type names the
+  // scheduler and the key.
+  template <typename T>
+  T field(const nlohmann::json& s, const char* key) const {
+    const std::string who = type_name();
+    TR_CHECK(s.is_object(), who, ".load_state_dict: expected a JSON object, got ", s.type_name());
+    auto it = s.find(key);
+    TR_CHECK(it != s.end(), who, ".load_state_dict: missing key '", key, "'");
+    try {
+      return it->get<T>();
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(str(who, ".load_state_dict: key '", key, "': ", e.what()));
+    }
+  }
 
   Optimizer* opt_;
   std::vector<double> base_lrs_;
@@ -93,227 +115,6 @@ class LRScheduler {
  private:
   void do_step(std::optional<int64_t> epoch);
   friend class SequentialLR;  // rewinds and re-initialises its children, as torch does
-};
-
-// ---- LambdaLR: lr = base_lr * lambda(last_epoch) ----
-
-// What LambdaLR's expression variables mean (see lambda_expr.h for the names). With e = last_epoch:
-//   interval "epoch": epoch = e, step = e * steps_per_epoch (the optimizer steps before epoch e)
-//   interval "step":  step = e,  epoch = floor(e / steps_per_epoch) (the epoch step e belongs to)
-// last_epoch = e always (torch's lambda argument); base_lr is the group's base lr; the totals are
-// the run's. Inside SequentialLR, e restarts at 0 at the child's milestone (as in torch).
-struct LambdaContext {
-  std::string interval = "epoch";
-  int64_t steps_per_epoch = 1;
-  int64_t total_steps = 0;
-  int64_t total_epochs = 0;
-  int64_t warmup_steps = 0;
-};
-
-class LambdaLR : public LRScheduler {
- public:
-  // One expression for all groups or one per group; each is parsed here (errors name the group).
-  LambdaLR(Optimizer& opt, const std::vector<std::string>& lambdas, LambdaContext ctx = {});
-  // C++ callables of last_epoch (torch's Python lambdas); state_dict stores null for them.
-  LambdaLR(Optimizer& opt, std::vector<std::function<double(int64_t)>> lambdas);
-  std::string type_name() const override { return "LambdaLR"; }
-
-  // Takes effect from the next step.
-  void set_context(const LambdaContext& ctx);
-  const LambdaContext& context() const { return ctx_; }
-  void set_interval(const std::string& interval) override;
-  // The variables the expression of group `g` sees at last_epoch `e`.
-  LambdaVars variables(size_t g, int64_t e) const;
-
-  // lr_lambdas: the expressions (null for C++ callables). As torch, loading keeps this
-  // scheduler's lambdas.
-  nlohmann::json state_dict() const override;
-
- protected:
-  std::vector<double> get_lr() override;
-
- private:
-  struct Fn {  // an expression, or else a C++ callable
-    std::shared_ptr<LambdaExpr> expr;
-    std::function<double(int64_t)> fn;
-  };
-  double factor(size_t g, int64_t e) const;
-  std::vector<Fn> fns_;
-  LambdaContext ctx_;
-};
-
-// ---- StepLR: lr *= gamma every step_size epochs ----
-class StepLR : public LRScheduler {
- public:
-  StepLR(Optimizer& opt, int64_t step_size, double gamma = 0.1);
-  std::string type_name() const override { return "StepLR"; }
-  nlohmann::json state_dict() const override;
-  void load_state_dict(const nlohmann::json& s) override;
-
- protected:
-  std::vector<double> get_lr() override;
-  std::optional<std::vector<double>> closed_form_lr() const override;
-
- private:
-  int64_t step_size_;
-  double gamma_;
-};
-
-// ---- MultiStepLR: lr *= gamma^(count) at each milestone (a milestone may repeat) ----
-class MultiStepLR : public LRScheduler {
- public:
-  MultiStepLR(Optimizer& opt, const std::vector<int64_t>& milestones, double gamma = 0.1);
-  std::string type_name() const override { return "MultiStepLR"; }
-  // milestones as torch's Counter: {"<milestone>": count}.
-  nlohmann::json state_dict() const override;
-  void load_state_dict(const nlohmann::json& s) override;
-
- protected:
-  std::vector<double> get_lr() override;
-  std::optional<std::vector<double>> closed_form_lr() const override;
-
- private:
-  std::map<int64_t, int64_t> milestones_;  // milestone -> count
-  double gamma_;
-};
-
-// ---- ConstantLR: lr = base_lr * factor until total_iters, then base_lr ----
-class ConstantLR : public LRScheduler {
- public:
-  ConstantLR(Optimizer& opt, double factor = 1.0 / 3, int64_t total_iters = 5);
-  std::string type_name() const override { return "ConstantLR"; }
-  nlohmann::json state_dict() const override;
-  void load_state_dict(const nlohmann::json& s) override;
-
- protected:
-  std::vector<double> get_lr() override;
-  std::optional<std::vector<double>> closed_form_lr() const override;
-
- private:
-  double factor_;
-  int64_t total_iters_;
-};
-
-// ---- LinearLR: factor goes linearly from start_factor to end_factor over total_iters ----
-class LinearLR : public LRScheduler {
- public:
-  LinearLR(Optimizer& opt, double start_factor = 1.0 / 3, double end_factor = 1.0, int64_t total_iters = 5);
-  std::string type_name() const override { return "LinearLR"; }
-  nlohmann::json state_dict() const override;
-  void load_state_dict(const nlohmann::json& s) override;
-
- protected:
-  std::vector<double> get_lr() override;
-  std::optional<std::vector<double>> closed_form_lr() const override;
-
- private:
-  double start_factor_, end_factor_;
-  int64_t total_iters_;
-};
-
-// ---- ExponentialLR: lr *= gamma every epoch ----
-class ExponentialLR : public LRScheduler {
- public:
-  ExponentialLR(Optimizer& opt, double gamma);
-  std::string type_name() const override { return "ExponentialLR"; }
-  nlohmann::json state_dict() const override;
-  void load_state_dict(const nlohmann::json& s) override;
-
- protected:
-  std::vector<double> get_lr() override;
-  std::optional<std::vector<double>> closed_form_lr() const override;
-
- private:
-  double gamma_;
-};
-
-// ---- CosineAnnealingLR: eta_min + (base_lr - eta_min) * (1 + cos(pi * e / T_max)) / 2 ----
-// step() uses torch's recursive form (which, past T_max, climbs back up: SGDR without restarts).
-class CosineAnnealingLR : public LRScheduler {
- public:
-  CosineAnnealingLR(Optimizer& opt, int64_t T_max, double eta_min = 0.0);
-  std::string type_name() const override { return "CosineAnnealingLR"; }
-  nlohmann::json state_dict() const override;
-  void load_state_dict(const nlohmann::json& s) override;
-
- protected:
-  std::vector<double> get_lr() override;
-  std::optional<std::vector<double>> closed_form_lr() const override;
-
- private:
-  int64_t T_max_;
-  double eta_min_;
-};
-
-// ---- OneCycleLR (per optimizer step) ----
-struct OneCycleOptions {
-  std::vector<double> max_lr;  // one for all groups or one per group (required)
-  int64_t total_steps = 0;     // required (torch: total_steps or epochs * steps_per_epoch)
-  double pct_start = 0.3;
-  std::string anneal_strategy = "cos";  // "cos" | "linear"
-  bool cycle_momentum = true;
-  std::vector<double> base_momentum = {0.85};
-  std::vector<double> max_momentum = {0.95};
-  double div_factor = 25.0;
-  double final_div_factor = 1e4;
-  bool three_phase = false;
-};
-
-// lr: initial_lr = max_lr / div_factor -> max_lr -> min_lr = initial_lr / final_div_factor
-// (three_phase: initial_lr -> max_lr -> initial_lr -> min_lr), annealed by cos or linear.
-// With cycle_momentum the group's momentum (SGD, key "momentum") or beta1 (Adam, key "beta1")
-// moves inversely between max_momentum and base_momentum. Group options gain initial_lr, max_lr,
-// min_lr (and max_momentum, base_momentum), as torch's param groups do.
-// Stepping past total_steps is an error.
-class OneCycleLR : public LRScheduler {
- public:
-  OneCycleLR(Optimizer& opt, OneCycleOptions o);
-  std::string type_name() const override { return "OneCycleLR"; }
-  // torch's keys (total_steps, _schedule_phases, cycle_momentum, use_beta1) plus anneal_strategy
-  // (torch stores the function anneal_func).
-  nlohmann::json state_dict() const override;
-  void load_state_dict(const nlohmann::json& s) override;
-
- protected:
-  std::vector<double> get_lr() override;
-
- private:
-  struct Phase {
-    double end_step;
-    std::string start_lr, end_lr, start_momentum, end_momentum;  // group option keys
-  };
-  double anneal(double start, double end, double pct) const;
-  int64_t total_steps_;
-  std::vector<Phase> phases_;
-  std::string anneal_strategy_;
-  bool cycle_momentum_;
-  bool use_beta1_ = false;
-};
-
-// ---- SequentialLR: schedulers[i] runs from milestones[i-1] on ----
-// torch 1.13 semantics: at construction the group lrs go back to initial_lr, every child's
-// last_epoch is rewound by one and only the first child re-does its initial step; at a milestone
-// the next child is stepped with step(0) (closed form where it has one), afterwards with step().
-// Its state_dict has torch's keys: _schedulers (the children's), _milestones, last_epoch, _last_lr.
-class SequentialLR : public LRScheduler {
- public:
-  SequentialLR(Optimizer& opt, std::vector<std::unique_ptr<LRScheduler>> schedulers, std::vector<int64_t> milestones);
-  std::string type_name() const override { return "SequentialLR"; }
-  void step() override;
-  void step(int64_t epoch) override;  // an error, as in torch (SequentialLR.step takes no epoch)
-  void optimizer_stepped() override;
-  void set_interval(const std::string& interval) override;
-  const std::vector<std::unique_ptr<LRScheduler>>& schedulers() const { return schedulers_; }
-  const std::vector<int64_t>& milestones() const { return milestones_; }
-  nlohmann::json state_dict() const override;
-  void load_state_dict(const nlohmann::json& s) override;
-
- protected:
-  std::vector<double> get_lr() override;  // not used
-
- private:
-  std::vector<std::unique_ptr<LRScheduler>> schedulers_;
-  std::vector<int64_t> milestones_;
 };
 
 }  // namespace tr::optim

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <set>
 #include "core/grad_mode.h"
+#include "optim/optimizer_registry.h"
 
 namespace tr::optim {
 
@@ -9,19 +10,14 @@ using json = nlohmann::json;
 
 namespace {
 
-const std::set<std::string> kBoolKeys = {"nesterov", "amsgrad", "maximize"};
-
-// torch 1.13's group keys that do not change the math here (foreach only picks an implementation
-// with the same update), with torch's default values.
-json torch_constant_keys(const std::string& type) {
-  if (type == "SGD") return {{"foreach", nullptr}, {"differentiable", false}};
-  if (type == "Adam") return {{"foreach", nullptr}, {"capturable", false}, {"differentiable", false}, {"fused", false}};
-  if (type == "AdamW") return {{"foreach", nullptr}, {"capturable", false}};
-  return json::object();
-}
-
-bool is_constant_key(const std::string& k) {
-  return k == "foreach" || k == "capturable" || k == "differentiable" || k == "fused";
+// How state_dict writes each Options key: torch's form from the optimizer's registration (bools,
+// betas as one pair); keys no hyperparameter describes (initial_lr, max_lr, ...) are numbers.
+const Hyperparameter* hyperparameter_of(const OptimizerType* type, const std::string& option_key) {
+  if (!type) return nullptr;
+  for (const auto& h : type->hyperparameters)
+    for (const auto& k : h.option_keys())
+      if (k == option_key) return &h;
+  return nullptr;
 }
 
 std::string group_label(const std::vector<ParamGroup>& groups, size_t i) {
@@ -41,22 +37,25 @@ std::pair<int64_t, std::string> parse_tensor_name(const std::string& name) {
 
 // The saved hyperparameters of one group, checked against the optimizer's keys.
 Options load_group_options(const Optimizer& opt, size_t gi, const json& g) {
+  const OptimizerType* type = optimizer_type_of(opt);
   const auto& groups = opt.param_groups();
   Options o = groups[gi].options;
   for (auto& [k, v] : g.items()) {
-    if (k == "params" || k == "name" || is_constant_key(k)) continue;
+    if (k == "params" || k == "name" || (type && type->torch_constants.contains(k))) continue;
     const std::string where = str("optimizer state: ", group_label(groups, gi), ": hyperparameter '", k, "'");
-    if (k == "betas") {
-      TR_CHECK(o.count("beta1") && o.count("beta2"), where, " is not one of ", opt.type_name(), "'s");
+    const Hyperparameter* h = type ? type->find(k) : nullptr;
+    if (h && h->form == Hyperparameter::Form::Pair) {
       TR_CHECK(v.is_array() && v.size() == 2 && v[0].is_number() && v[1].is_number(), where,
                " must be a list of two numbers, got ", v.dump());
-      o["beta1"] = v[0].get<double>();
-      o["beta2"] = v[1].get<double>();
+      o[h->elements[0]] = v[0].get<double>();
+      o[h->elements[1]] = v[1].get<double>();
       continue;
     }
-    TR_CHECK(o.count(k) && k != "beta1" && k != "beta2", where, " is not one of ", opt.type_name(),
-             "'s (is this another optimizer's state?)");
-    if (kBoolKeys.count(k)) {
+    // a pair's elements are saved as the pair only (torch's betas)
+    const Hyperparameter* owner = hyperparameter_of(type, k);
+    TR_CHECK(o.count(k) && !(owner && owner->form == Hyperparameter::Form::Pair), where, " is not one of ",
+             opt.type_name(), "'s (is this another optimizer's state?)");
+    if (h && h->form == Hyperparameter::Form::Bool) {
       TR_CHECK(v.is_boolean() || v.is_number(), where, " must be a boolean, got ", v.dump());
       o[k] = v.is_boolean() ? (v.get<bool>() ? 1.0 : 0.0) : (v.get<double>() != 0 ? 1.0 : 0.0);
     } else {
@@ -73,14 +72,17 @@ OptimizerState state_dict(const Optimizer& opt) {
   OptimizerState s;
   s.step_count = opt.step_count();
   int64_t index = 0;
+  const OptimizerType* type = optimizer_type_of(opt);
   for (auto& g : opt.param_groups()) {
-    json jg = torch_constant_keys(opt.type_name());
+    json jg = type ? type->torch_constants : json::object();
     for (auto& [k, v] : g.options) {
-      if (k == "beta1" || k == "beta2") continue;
-      if (kBoolKeys.count(k)) jg[k] = v != 0;
-      else jg[k] = v;
+      const Hyperparameter* h = hyperparameter_of(type, k);
+      if (!h) jg[k] = v;
+      else if (h->form == Hyperparameter::Form::Bool) jg[k] = v != 0;
+      else if (h->form == Hyperparameter::Form::Number) jg[k] = v;
+      else if (g.options.count(h->elements[0]) && g.options.count(h->elements[1]))
+        jg[h->key] = {g.options.at(h->elements[0]), g.options.at(h->elements[1])};
     }
-    if (g.options.count("beta1")) jg["betas"] = {g.options.at("beta1"), g.options.at("beta2")};
     jg["name"] = g.name;
     json ids = json::array();
     for (auto& p : g.params) {

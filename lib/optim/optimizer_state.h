@@ -4,8 +4,9 @@
 //
 //   param_groups: [{"lr": 0.1, "momentum": 0.9, ..., "nesterov": false, "foreach": null,
 //                   "differentiable": false, "name": "default", "params": [0, 1, 2]}, ...]
-//                 (Adam/AdamW: "betas": [b1, b2]; torch's constant keys foreach, capturable,
-//                 differentiable, fused are written with torch's defaults and ignored on load)
+//                 (each hyperparameter in the TOML form its registration gives, e.g. Adam's
+//                 "betas": [b1, b2]; torch's constant keys of the optimizer's registration, e.g.
+//                 foreach, capturable, are written with torch's values and ignored on load)
 //   tensors:      "state.<index>.<key>", e.g. "state.0.momentum_buffer", "state.3.exp_avg",
 //                 "state.3.step" (0-dim f32). torch's momentum_buffer = None (SGD without
 //                 momentum) has no tensor.

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include "nn/layer_registry.h"
+#include "optim/optimizer_registry.h"
 #include "toml/toml_table.h"
 
 namespace tr::optim {
@@ -115,17 +116,8 @@ std::vector<ParamGroup> build_param_groups(const nn::Module& model, const std::v
   return groups;
 }
 
-std::vector<std::string> group_hyperparameter_keys(const std::string& type) {
-  if (type == "sgd") return {"lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize"};
-  if (type == "adam" || type == "adamw") return {"lr", "betas", "eps", "weight_decay", "amsgrad", "maximize"};
-  TR_CHECK(type.empty(), "unknown optimizer type '", type, "' (expected sgd, adam or adamw)");
-  return {"lr", "momentum", "dampening", "weight_decay", "nesterov", "betas", "eps", "amsgrad", "maximize"};
-}
-
 std::vector<GroupRule> parse_group_rules(const toml::array& groups, const std::string& file,
                                          const std::string& type) {
-  const std::vector<std::string> keys = group_hyperparameter_keys(type);
-  const std::vector<std::string> all_keys = group_hyperparameter_keys("");
   std::vector<GroupRule> rules;
   std::set<std::string> names{"default"};
   for (size_t i = 0; i < groups.size(); ++i) {
@@ -141,36 +133,7 @@ std::vector<GroupRule> parse_group_rules(const toml::array& groups, const std::s
     if (t.has("match")) r.match = t.get_strings("match");
     if (t.has("modules")) r.modules = t.get_strings("modules");
     if (t.has("param_names")) r.param_names = t.get_strings("param_names");
-
-    // keys of another optimizer type get their own message (finish() would call them unknown)
-    for (auto& [k, v] : *tt) {
-      std::string key(k.str());
-      if (std::find(all_keys.begin(), all_keys.end(), key) != all_keys.end() &&
-          std::find(keys.begin(), keys.end(), key) == keys.end())
-        t.fail(key, str("is not a hyperparameter of ", type, " (its keys: ", keys, ")"));
-    }
-    auto nonneg = [&](const std::string& key) {
-      double v = t.get_float(key);
-      if (!(v >= 0)) t.fail(key, str("must be >= 0, got ", v));
-      r.options[key] = v;
-    };
-    for (auto& key : keys) {
-      if (!t.has(key)) continue;
-      if (key == "nesterov" || key == "amsgrad" || key == "maximize") {
-        r.options[key] = t.get_bool(key, false) ? 1.0 : 0.0;
-      } else if (key == "betas") {
-        std::vector<double> b = t.get_floats(key);
-        if (b.size() != 2) t.fail(key, str("must be a list of two numbers [beta1, beta2], got ", b.size()));
-        for (int j = 0; j < 2; ++j)
-          if (!(b[j] >= 0 && b[j] < 1)) t.fail(key, str("beta", j + 1, " must be in [0, 1), got ", b[j]));
-        r.options["beta1"] = b[0];
-        r.options["beta2"] = b[1];
-      } else if (key == "dampening") {
-        r.options[key] = t.get_float(key);
-      } else {
-        nonneg(key);  // lr, momentum, weight_decay, eps
-      }
-    }
+    r.options = read_hyperparameters(t, type, /*with_defaults=*/false);
     t.finish();
     if (r.match.empty() && r.modules.empty() && r.param_names.empty())
       throw Error(str(t.location(), ": ", t.what(), " selects no parameters: give match, modules or param_names"));

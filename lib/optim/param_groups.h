@@ -45,16 +45,12 @@ struct GroupRule {
 std::vector<ParamGroup> build_param_groups(const nn::Module& model, const std::vector<GroupRule>& rules,
                                            std::vector<std::string>* warnings = nullptr);
 
-// The hyperparameter keys a group table may set for an optimizer type ("sgd", "adam", "adamw";
-// "" for every optimizer's keys), as written in TOML (betas, not beta1/beta2).
-std::vector<std::string> group_hyperparameter_keys(const std::string& optimizer_type = "");
-
-// Parses [[optimizer.groups]] tables: name, match, modules, param_names and hyperparameters
-// (lr, momentum, dampening, weight_decay, nesterov, betas = [b1, b2], eps, amsgrad, maximize).
-// With an optimizer type, a key of another optimizer is an error. Errors carry file:line:col;
-// unknown keys name the nearest valid key.
+// Parses [[optimizer.groups]] tables: name, match, modules, param_names and any hyperparameter of
+// the registered optimizer `optimizer_type` in its TOML form (optim/optimizer_registry.h); another
+// optimizer's key is an error naming this one's keys. Errors carry file:line:col; unknown keys
+// name the nearest valid key.
 std::vector<GroupRule> parse_group_rules(const toml::array& groups, const std::string& file,
-                                         const std::string& optimizer_type = "");
+                                         const std::string& optimizer_type);
 
 // Module kinds compare case-insensitively and without underscores: "batch_norm2d", "BatchNorm2d"
 // and "batchnorm2d" are one kind. This is that normal form.

@@ -1,6 +1,8 @@
+// SGD's update and its registration as the optimizer "sgd".
 #include "optim/sgd.h"
 #include "core/grad_mode.h"
 #include "ops/ops.h"
+#include "optim/optimizer_registry.h"
 
 namespace tr::optim {
 
@@ -62,5 +64,31 @@ void SGD::do_step() {
     }
   }
 }
+
+namespace {
+
+std::unique_ptr<Optimizer> build_sgd(std::vector<ParamGroup> groups, const Options& d) {
+  SGDOptions o;
+  o.lr = d.at("lr");
+  o.momentum = d.at("momentum");
+  o.dampening = d.at("dampening");
+  o.weight_decay = d.at("weight_decay");
+  o.nesterov = d.at("nesterov") != 0;
+  o.maximize = d.at("maximize") != 0;
+  return std::make_unique<SGD>(std::move(groups), o);
+}
+
+using H = Hyperparameter;
+
+}  // namespace
+
+// lr's default is the run config's 0.01 (torch's SGD has none)
+TR_REGISTER_OPTIMIZER("sgd", {"SGD",
+                              {H::number("lr", 0.01, 0), H::number("momentum", 0, 0), H::number("dampening", 0),
+                               H::number("weight_decay", 0, 0), H::boolean("nesterov", false),
+                               H::boolean("maximize", false)},
+                              build_sgd,
+                              {{"foreach", nullptr}, {"differentiable", false}},
+                              "momentum"});
 
 }  // namespace tr::optim

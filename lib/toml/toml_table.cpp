@@ -1,7 +1,9 @@
 #include "toml/toml_table.h"
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 
 namespace tr {
 
@@ -12,6 +14,30 @@ std::string toml_location(const toml::node& n, const std::string& file) {
 
 TomlTable::TomlTable(const toml::table& t, std::string file, std::string what)
     : t_(&t), file_(std::move(file)), what_(std::move(what)) {}
+
+namespace {
+
+template <typename V>
+toml::array to_array(const std::vector<V>& v) {
+  toml::array a;
+  for (const auto& x : v) a.push_back(x);
+  return a;
+}
+
+}  // namespace
+
+template <typename V>
+const V& TomlTable::recorded(const std::string& key, const V& v) const {
+  if (!resolved_) return v;
+  if constexpr (std::is_same_v<V, std::vector<int64_t>> || std::is_same_v<V, std::vector<double>> ||
+                std::is_same_v<V, std::vector<std::string>>)
+    resolved_->insert_or_assign(key, to_array(v));
+  else
+    resolved_->insert_or_assign(key, v);
+  return v;
+}
+
+void TomlTable::record(const std::string& key, const std::string& value) const { recorded(key, value); }
 
 std::string TomlTable::location() const { return toml_location(*t_, file_); }
 
@@ -46,32 +72,36 @@ const toml::node& TomlTable::require(const std::string& key, const char* type) c
 
 int64_t TomlTable::get_int(const std::string& key) const {
   const toml::node& n = require(key, "an integer");
-  if (auto v = n.value_exact<int64_t>()) return *v;
+  if (auto v = n.value_exact<int64_t>()) return recorded(key, *v);
   type_error(key, "an integer");
 }
-int64_t TomlTable::get_int(const std::string& key, int64_t dflt) const { return has(key) ? get_int(key) : dflt; }
+int64_t TomlTable::get_int(const std::string& key, int64_t dflt) const {
+  return has(key) ? get_int(key) : recorded(key, dflt);
+}
 
 double TomlTable::get_float(const std::string& key) const {
   const toml::node& n = require(key, "a number");
-  if (auto v = n.value<double>(); v && (n.is_floating_point() || n.is_integer())) return *v;
+  if (auto v = n.value<double>(); v && (n.is_floating_point() || n.is_integer())) return recorded(key, *v);
   type_error(key, "a number");
 }
-double TomlTable::get_float(const std::string& key, double dflt) const { return has(key) ? get_float(key) : dflt; }
+double TomlTable::get_float(const std::string& key, double dflt) const {
+  return has(key) ? get_float(key) : recorded(key, dflt);
+}
 
 bool TomlTable::get_bool(const std::string& key, bool dflt) const {
-  if (!has(key)) return dflt;
+  if (!has(key)) return recorded(key, dflt);
   const toml::node& n = require(key, "a boolean");
-  if (auto v = n.value_exact<bool>()) return *v;
+  if (auto v = n.value_exact<bool>()) return recorded(key, *v);
   type_error(key, "a boolean (true or false)");
 }
 
 std::string TomlTable::get_string(const std::string& key) const {
   const toml::node& n = require(key, "a string");
-  if (auto v = n.value_exact<std::string>()) return *v;
+  if (auto v = n.value_exact<std::string>()) return recorded(key, *v);
   type_error(key, "a string");
 }
 std::string TomlTable::get_string(const std::string& key, const std::string& dflt) const {
-  return has(key) ? get_string(key) : dflt;
+  return has(key) ? get_string(key) : recorded(key, dflt);
 }
 
 std::string TomlTable::get_choice(const std::string& key, const std::vector<std::string>& choices,
@@ -93,15 +123,15 @@ std::vector<int64_t> TomlTable::get_ints(const std::string& key) const {
       if (!v) type_error(key, "a list of integers");
       r.push_back(*v);
     }
-    return r;
+    return recorded(key, r);
   }
   type_error(key, "a list of integers");
 }
 
 std::vector<int64_t> TomlTable::get_pair(const std::string& key, std::vector<int64_t> dflt) const {
-  if (!has(key)) return dflt;
+  if (!has(key)) return recorded(key, dflt);
   const toml::node& n = require(key, "an integer or a list of two integers");
-  if (auto v = n.value_exact<int64_t>()) return {*v, *v};
+  if (auto v = n.value_exact<int64_t>()) return recorded(key, std::vector<int64_t>{*v, *v});
   if (n.is_array()) {
     auto r = get_ints(key);
     if (r.size() == 2) return r;
@@ -118,9 +148,13 @@ std::vector<double> TomlTable::get_floats(const std::string& key) const {
       if (!v || !(e.is_floating_point() || e.is_integer())) type_error(key, "a list of numbers");
       r.push_back(*v);
     }
-    return r;
+    return recorded(key, r);
   }
   type_error(key, "a list of numbers");
+}
+
+std::vector<double> TomlTable::get_floats(const std::string& key, const std::vector<double>& dflt) const {
+  return has(key) ? get_floats(key) : recorded(key, dflt);
 }
 
 std::vector<std::string> TomlTable::get_strings(const std::string& key) const {
@@ -132,16 +166,27 @@ std::vector<std::string> TomlTable::get_strings(const std::string& key) const {
       if (!v) type_error(key, "a list of strings");
       r.push_back(*v);
     }
-    return r;
+    return recorded(key, r);
   }
-  if (auto v = n.value_exact<std::string>()) return {*v};  // a single string is a list of one
+  if (auto v = n.value_exact<std::string>()) return recorded(key, std::vector<std::string>{*v});  // a list of one
   type_error(key, "a list of strings");
+}
+
+std::vector<std::string> TomlTable::get_strings(const std::string& key, const std::vector<std::string>& dflt) const {
+  return has(key) ? get_strings(key) : recorded(key, dflt);
 }
 
 std::optional<TomlTable> TomlTable::get_table(const std::string& key) const {
   const toml::node* n = node(key);
   if (!n) return std::nullopt;
-  if (const toml::table* t = n->as_table()) return TomlTable(*t, file_, what_ + "." + key);
+  if (const toml::table* t = n->as_table()) {
+    TomlTable sub(*t, file_, what_ + "." + key);
+    if (resolved_) {
+      resolved_->insert_or_assign(key, toml::table{});
+      sub.resolved_ = resolved_->get(key)->as_table();
+    }
+    return sub;
+  }
   type_error(key, "a table");
 }
 
@@ -149,10 +194,19 @@ std::vector<TomlTable> TomlTable::get_tables(const std::string& key) const {
   const toml::node& n = require(key, "an array of tables");
   std::vector<TomlTable> r;
   if (const toml::array* a = n.as_array()) {
+    toml::array* out = nullptr;  // the recorded tables (node addresses in a toml::array are stable)
+    if (resolved_) {
+      resolved_->insert_or_assign(key, toml::array{});
+      out = resolved_->get(key)->as_array();
+    }
     for (size_t i = 0; i < a->size(); ++i) {
       const toml::table* t = (*a)[i].as_table();
       if (!t) type_error(key, "an array of tables");
       r.emplace_back(*t, file_, str(what_, ".", key, "[", i, "]"));
+      if (out) {
+        out->push_back(toml::table{});
+        r.back().resolved_ = out->back().as_table();
+      }
     }
     return r;
   }
@@ -180,6 +234,13 @@ toml::table parse_toml_file(const std::string& path) {
     const auto& s = e.source();
     throw Error(str(path, ":", s.begin.line, ":", s.begin.column, ": TOML syntax error: ", e.description()));
   }
+}
+
+std::string resolve_path(const std::string& p, const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (p.empty() || fs::path(p).is_absolute() || fs::exists(p)) return p;
+  fs::path alt = fs::path(dir) / p;
+  return fs::exists(alt) ? alt.string() : p;
 }
 
 }  // namespace tr

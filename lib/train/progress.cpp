@@ -77,11 +77,11 @@ void Progress::show(int64_t step, int64_t epoch, const std::vector<double>& lrs)
   std::fflush(stdout);
 }
 
-void Progress::eval(int64_t step, int64_t epoch, double loss, double accuracy) {
+void Progress::eval(int64_t step, int64_t epoch, double loss, std::optional<double> accuracy) {
   if (quiet_) return;
   char buf[160];
-  std::snprintf(buf, sizeof buf, "eval  step %lld  epoch %lld  loss %.4f  accuracy %.4f", (long long)step,
-                (long long)epoch, loss, accuracy);
+  int n = std::snprintf(buf, sizeof buf, "eval  step %lld  epoch %lld  loss %.4f", (long long)step, (long long)epoch, loss);
+  if (accuracy && n > 0 && size_t(n) < sizeof buf) std::snprintf(buf + n, sizeof buf - size_t(n), "  accuracy %.4f", *accuracy);
   message(buf);
 }
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,8 +31,8 @@ class Progress {
   // Prints what the mode shows for this step (the live line, or a plain line when a log is due);
   // call before train_line, which closes the window.
   void show(int64_t step, int64_t epoch, const std::vector<double>& lrs);
-  // An eval result line for the console (ends a live line first).
-  void eval(int64_t step, int64_t epoch, double loss, double accuracy);
+  // An eval result line for the console (ends a live line first); accuracy where the loss has one.
+  void eval(int64_t step, int64_t epoch, double loss, std::optional<double> accuracy);
   void message(const std::string& text);  // a line for the console unless quiet
   bool quiet() const { return quiet_; }
   // The open window's sums (loss, grad norm, samples, steps), saved in checkpoints so that the

@@ -1,27 +1,24 @@
-// Trainer: builds the model, data, optimizer and LR scheduler of a run config (every config error
-// surfaces here, before the first step) and runs the training loop: gradient accumulation,
-// clipping, optimizer and scheduler steps, evaluation, metrics.jsonl, progress, final weights.
+// Trainer: runs the training loop over the parts of a run (train/run_setup.h builds them from the
+// config): gradient accumulation, clipping, optimizer and scheduler steps, evaluation, metrics
+// sinks, progress, checkpoint cadence, signals, the final weights.
 #pragma once
 #include <nlohmann/json.hpp>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
-#include "amp/grad_scaler.h"
+#include <vector>
 #include "config/run_config.h"
-#include "data/dataloader.h"
-#include "distributed/ddp.h"
-#include "distributed/env.h"
-#include "distributed/process_group.h"
-#include "distributed/tcp_store.h"
-#include "nn/model_file.h"
-#include "optim/lr_scheduler.h"
-#include "optim/optimizer.h"
+#include "io/metrics_sink.h"
+#include "train/progress.h"
+#include "train/run_setup.h"
+#include "train/stop_signal.h"
 
 namespace tr::train {
 
 struct EvalResult {
   double loss = 0;
-  double accuracy = 0;
+  std::optional<double> accuracy;  // for a classification loss
   int64_t count = 0;  // predictions scored (samples, or tokens for a language model)
 };
 
@@ -33,8 +30,6 @@ struct FitResult {
   bool stopped_at_step = false;  // stop_at_step: the same, on request
 };
 
-// Where a run stands between two optimizer steps: what a checkpoint must restore besides the
-// model, optimizer and scheduler.
 // What train_step did.
 struct StepResult {
   double loss = 0;        // this rank's part of the step's mean loss
@@ -42,6 +37,8 @@ struct StepResult {
   bool stepped = true;    // false: the GradScaler skipped the optimizer step (inf/NaN gradients)
 };
 
+// Where a run stands between two optimizer steps: what a checkpoint must restore besides the
+// model, optimizer and scheduler.
 struct TrainPosition {
   int64_t step = 0;   // optimizer steps done
   int64_t epoch = 0;  // the loader's epoch ...
@@ -50,7 +47,8 @@ struct TrainPosition {
 
 class Trainer {
  public:
-  explicit Trainer(config::RunConfig cfg);
+  // Sets the run up (every config error surfaces here, before the first step).
+  explicit Trainer(config::RunConfig cfg) : run_(std::move(cfg)) {}
   // Resumes from a checkpoint before training: "auto" (the newest valid checkpoint of this run, if
   // any) or a checkpoint directory. Call before fit().
   void resume_from(std::string spec) { resume_ = std::move(spec); }
@@ -61,56 +59,65 @@ class Trainer {
   EvalResult evaluate();
   // Loads weights written by a run (model.safetensors) into the model.
   void load_weights(const std::string& path);
-  nn::Model& model() { return model_; }
-  optim::Optimizer& optimizer() { return *optimizer_; }
-  optim::LRScheduler* scheduler() { return scheduler_.get(); }
-  int64_t total_steps() const { return total_steps_; }
-  // Rank 0 of a data-parallel run (or the only process) writes metrics, logs and checkpoints.
-  bool is_main() const { return env_.rank == 0; }
-  const distributed::DistEnv& dist_env() const { return env_; }
-  int64_t steps_per_epoch() const { return steps_per_epoch_; }
+  const Run& run() const { return run_; }
 
  private:
-  // loss and the number of correct predictions for one batch
-  std::pair<Tensor, Tensor> loss_and_correct(const Tensor& logits, const Tensor& target) const;
-  void log_line(const std::string& json);
+  // The loop's state during fit().
+  struct Loop {
+    TrainPosition start;  // where fit() began: a resumed checkpoint's position, or zero
+    int64_t step = 0, epoch = 0;
+    bool saved_last = false;  // the newest checkpoint is at the current step
+    std::chrono::steady_clock::time_point t0;  // when training began (FitResult::seconds)
+    FitResult result;
+  };
+
+  // ---- fit(), in order ----
+  void prepare_run_dir();
+  // The state.json of the checkpoint resume_from() names, restored; null when training from scratch.
+  nlohmann::json restore_if_asked();
+  void write_resolved_config();
+  void open_metrics(const nlohmann::json& resumed);
+  void open_progress(const TrainPosition& start, const nlohmann::json& resumed);
+  // The steps of one epoch; false when the run stops (signal or stop_at_step) inside it.
+  bool train_epoch(Loop& l, StopSignal& stop);
+  // The micro-batches of the next optimizer step (fewer at the end of an epoch; none after it).
+  bool next_micro_batches(std::vector<data::Batch>& micro);
+  // Logging, mid-epoch eval and checkpoints after a step; false when the run stops here.
+  bool after_step(Loop& l, const std::vector<data::Batch>& micro, const StepResult& sr, StopSignal& stop);
+  // Eval, the epoch's scheduler step and checkpoint; false when the step budget ended inside the epoch.
+  bool end_epoch(Loop& l);
+  // The final checkpoint and weights, the closing message.
+  void finish(Loop& l);
+
   // One optimizer step over `accumulate` micro-batches, the forward under autocast and the
   // backward through the GradScaler when [amp] asks for them.
   StepResult train_step(const std::vector<data::Batch>& micro);
-  std::string checkpoint_root() const { return cfg_.run_dir() + "/checkpoints"; }
-  // Writes runs/<name>/checkpoints/step_<N>/ for `pos`; `window` is the progress window's state.
-  // (every rank calls it; rank 0 writes, then all meet at a barrier)
-  void save_checkpoint(const TrainPosition& pos, const nlohmann::json& window);
-  void write_checkpoint(const std::string& name, const TrainPosition& pos, const nlohmann::json& window, bool is_best);
+  void eval_and_log(Loop& l);
+  void log_record(const std::string& json);
+  // Sums `values` over the ranks (a no-op in a single process).
+  void allreduce_sum(std::vector<double>& values);
+
+  // ---- checkpoints (trainer_checkpoint.cpp) ----
+  std::string checkpoint_root() const { return run_.cfg.run_dir() + "/checkpoints"; }
+  // Writes runs/<name>/checkpoints/step_<N>/ for `pos` (every rank calls it; rank 0 writes, then
+  // all meet at a barrier).
+  void save_checkpoint(const TrainPosition& pos);
+  void write_checkpoint(const std::string& name, const TrainPosition& pos, bool is_best);
+  // checkpoints/final/model.safetensors: the weights alone, through the checkpoint writer.
+  void write_final_weights(int64_t step);
   // Restores model, optimizer, scheduler and RNG from `dir`; returns its state.json.
   nlohmann::json restore_checkpoint(const std::string& dir);
   // The checkpoint directory `resume_` names, or none (auto with no checkpoint yet).
   std::optional<std::string> resume_dir() const;
+  // Records written to the metrics sink so far (a checkpoint's metrics_lines).
+  int64_t metrics_records() const { return metrics_ ? metrics_->records() : resumed_records_; }
 
-  DType amp_dtype() const;  // [amp] dtype
-  // Joins the process group of a data-parallel run and wraps the model in DDP.
-  void init_distributed();
-  // Sums `values` over the ranks (a no-op in a single process).
-  void allreduce_sum(std::vector<double>& values);
-
-  config::RunConfig cfg_;
-  distributed::DistEnv env_;
-  std::unique_ptr<distributed::TCPStoreServer> store_server_;  // hand-started ranks: rank 0 hosts the store
-  std::unique_ptr<distributed::Store> store_;
-  std::unique_ptr<distributed::ProcessGroup> pg_;
-  std::unique_ptr<distributed::DistributedDataParallel> ddp_;
-  Device device_;
-  nn::Model model_;
-  std::shared_ptr<const data::Dataset> train_set_, eval_set_;
-  std::unique_ptr<optim::Optimizer> optimizer_;
-  std::unique_ptr<optim::LRScheduler> scheduler_;
-  amp::GradScaler scaler_{amp::GradScalerOptions{.enabled = false}};
-  std::unique_ptr<data::DataLoader> loader_;
-  int64_t steps_per_epoch_ = 0, total_steps_ = 0;
-  std::FILE* metrics_ = nullptr;
-  int64_t metrics_lines_ = 0;  // lines written to metrics.jsonl (a resume truncates it to a checkpoint's count)
+  Run run_;
   std::string resume_;
   int64_t stop_at_step_ = 0;
+  std::unique_ptr<io::MetricsSink> metrics_;  // metrics.jsonl ([log] jsonl)
+  int64_t resumed_records_ = 0;               // the checkpoint's metrics_lines, without a sink
+  std::unique_ptr<Progress> progress_;
   EvalResult last_eval_;
   bool evaluated_since_checkpoint_ = false;
   std::optional<double> best_metric_;  // [checkpoint] keep_best: the best value so far ...

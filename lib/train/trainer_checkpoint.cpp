@@ -19,12 +19,13 @@ namespace tr::train {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-void Trainer::save_checkpoint(const TrainPosition& pos, const json& window) {
+void Trainer::save_checkpoint(const TrainPosition& pos) {
   // keep_best: this checkpoint holds the best eval so far when the eval just before it improved
   bool is_best = false;
-  const auto& k = cfg_.checkpoint;
+  const auto& k = run_.cfg.checkpoint;
   if (!k.keep_best.empty() && evaluated_since_checkpoint_) {
-    double v = k.keep_best == "eval.loss" ? last_eval_.loss : last_eval_.accuracy;
+    // (eval.accuracy is refused by the config for losses without accuracy)
+    double v = k.keep_best == "eval.loss" ? last_eval_.loss : last_eval_.accuracy.value_or(0.0);
     bool better = !best_metric_ || (k.keep_best == "eval.loss" ? v < *best_metric_ : v > *best_metric_);
     if (better) {
       best_metric_ = v;
@@ -33,17 +34,17 @@ void Trainer::save_checkpoint(const TrainPosition& pos, const json& window) {
   }
   evaluated_since_checkpoint_ = false;
 
-  const std::string name = str("step_", pos.step);
-  if (is_main()) write_checkpoint(name, pos, window, is_best);
+  const std::string name = io::checkpoint_name(pos.step);
+  if (run_.is_main()) write_checkpoint(name, pos, is_best);
   // no rank goes on (and might read it, or be killed) before the checkpoint is complete
-  if (pg_) pg_->barrier();
+  if (run_.pg) run_.pg->barrier();
 }
 
-void Trainer::write_checkpoint(const std::string& name, const TrainPosition& pos, const json& window, bool is_best) {
-  const auto& k = cfg_.checkpoint;
+void Trainer::write_checkpoint(const std::string& name, const TrainPosition& pos, bool is_best) {
+  const auto& k = run_.cfg.checkpoint;
   io::CheckpointWriter w(checkpoint_root(), name);
-  io::save_safetensors(w.path_for("model.safetensors"), model_.net->state_dict());
-  optim::OptimizerState os = optim::state_dict(*optimizer_);
+  io::save_safetensors(w.path_for("model.safetensors"), run_.model.net->state_dict());
+  optim::OptimizerState os = optim::state_dict(*run_.optimizer);
   io::NamedTensorList opt_tensors(os.tensors.begin(), os.tensors.end());
   io::save_safetensors(w.path_for("optimizer.safetensors"), opt_tensors);
   GeneratorState rng = default_generator().get_state();
@@ -54,21 +55,29 @@ void Trainer::write_checkpoint(const std::string& name, const TrainPosition& pos
       {"epoch", pos.epoch},
       {"batch", pos.batch},
       {"rng", {{"seed", rng.seed}, {"offset", rng.offset}}},
-      {"optimizer", {{"type", optimizer_->type_name()}, {"param_groups", os.param_groups}, {"step_count", os.step_count}}},
-      {"scheduler", scheduler_ ? scheduler_->state_dict() : json(nullptr)},
-      {"scaler", scaler_.is_enabled() ? json{{"state", scaler_.state_dict()}, {"skipped_steps", scaler_.skipped_steps()}}
-                                      : json(nullptr)},
-      {"progress_window", window},
-      {"metrics_lines", metrics_lines_},
-      {"world_size", env_.world_size},
+      {"optimizer",
+       {{"type", run_.optimizer->type_name()}, {"param_groups", os.param_groups}, {"step_count", os.step_count}}},
+      {"scheduler", run_.scheduler ? run_.scheduler->state_dict() : json(nullptr)},
+      {"scaler", run_.scaler.is_enabled()
+                     ? json{{"state", run_.scaler.state_dict()}, {"skipped_steps", run_.scaler.skipped_steps()}}
+                     : json(nullptr)},
+      {"progress_window", progress_->window_state()},
+      {"metrics_lines", metrics_records()},
+      {"world_size", run_.env.world_size},
       {"best", best_metric_ ? json{{"metric", k.keep_best}, {"value", *best_metric_}, {"checkpoint", best_checkpoint_}}
                             : json(nullptr)},
-      {"config", config::to_toml(cfg_)},
+      {"config", config::to_toml(run_.cfg)},
   };
   w.commit(state);
   std::optional<std::string> keep;
   if (!best_checkpoint_.empty()) keep = best_checkpoint_;
   io::prune(checkpoint_root(), int(k.keep_last), keep);
+}
+
+void Trainer::write_final_weights(int64_t step) {
+  io::CheckpointWriter w(checkpoint_root(), io::kFinalCheckpointName);
+  io::save_safetensors(w.path_for("model.safetensors"), run_.model.net->state_dict(), {{"step", std::to_string(step)}});
+  w.commit({{"step", step}, {"weights_only", true}});
 }
 
 std::optional<std::string> Trainer::resume_dir() const {
@@ -86,11 +95,13 @@ std::optional<std::string> Trainer::resume_dir() const {
 
 json Trainer::restore_checkpoint(const std::string& dir) {
   json state = io::load_checkpoint_state(dir);
+  TR_CHECK(state.contains("config"), "cannot resume from ", dir, ": it holds weights only (no training state)");
   // the config: anything but cadence and length must be as saved
   toml::table saved = toml::parse(state.at("config").get<std::string>());
-  toml::table now = toml::parse(config::to_toml(cfg_));
+  toml::table now = toml::parse(config::to_toml(run_.cfg));
   std::string refused, accepted;
-  for (auto& c : config::diff_configs(saved, now)) (c.harmless ? accepted : refused) += "\n  " + c.str();
+  for (auto& c : config::diff_configs(saved, now, run_.cfg.source.get()))
+    (c.harmless ? accepted : refused) += "\n  " + c.str();
   TR_CHECK(refused.empty(), "cannot resume from ", dir, ": the config differs from the checkpoint's in keys that change the run:",
            refused, accepted.empty() ? "" : "\n(also changed, harmless:" + accepted + ")");
   if (!accepted.empty()) std::fprintf(stderr, "resuming with changed settings:%s\n", accepted.c_str());
@@ -99,25 +110,25 @@ json Trainer::restore_checkpoint(const std::string& dir) {
   auto tensors = io::load_safetensors(dir + "/model.safetensors");
   nn::StateDict sd;
   for (auto& [n, t] : tensors) sd.emplace_back(n, t);
-  model_.net->load_state_dict(sd, true);
+  run_.model.net->load_state_dict(sd, true);
   // optimizer, then scheduler (torch's order: the scheduler's construction set the lrs already)
   const json& o = state.at("optimizer");
-  TR_CHECK(o.at("type").get<std::string>() == optimizer_->type_name(), "cannot resume from ", dir, ": it holds ",
-           o.at("type").get<std::string>(), " state, the config builds ", optimizer_->type_name());
+  TR_CHECK(o.at("type").get<std::string>() == run_.optimizer->type_name(), "cannot resume from ", dir, ": it holds ",
+           o.at("type").get<std::string>(), " state, the config builds ", run_.optimizer->type_name());
   optim::OptimizerState os;
   os.param_groups = o.at("param_groups");
   os.step_count = o.at("step_count").get<int64_t>();
   for (auto& [n, t] : io::load_safetensors(dir + "/optimizer.safetensors")) os.tensors[n] = t;
-  optim::load_state_dict(*optimizer_, os);
-  if (scheduler_) {
+  optim::load_state_dict(*run_.optimizer, os);
+  if (run_.scheduler) {
     TR_CHECK(!state.at("scheduler").is_null(), "cannot resume from ", dir, ": it has no scheduler state");
-    scheduler_->load_state_dict(state.at("scheduler"));
+    run_.scheduler->load_state_dict(state.at("scheduler"));
   }
-  if (scaler_.is_enabled()) {
+  if (run_.scaler.is_enabled()) {
     TR_CHECK(state.contains("scaler") && !state.at("scaler").is_null(), "cannot resume from ", dir,
              ": it has no GradScaler state");
-    scaler_.load_state_dict(state.at("scaler").at("state"));
-    scaler_.set_skipped_steps(state.at("scaler").at("skipped_steps").get<int64_t>());
+    run_.scaler.load_state_dict(state.at("scaler").at("state"));
+    run_.scaler.set_skipped_steps(state.at("scaler").at("skipped_steps").get<int64_t>());
   }
   default_generator().set_state({state.at("rng").at("seed").get<uint64_t>(), state.at("rng").at("offset").get<uint64_t>()});
   if (state.contains("best") && !state.at("best").is_null()) {

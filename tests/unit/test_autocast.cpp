@@ -9,7 +9,6 @@
 #include "ops/autocast.h"
 #include "autograd/engine.h"
 #include "core/grad_mode.h"
-#include "nn/losses.h"
 #include "ops/ops.h"
 
 using namespace tr;
@@ -59,7 +58,7 @@ TEST_CASE("autocast: each op family's output dtype (CPU, bfloat16)", "[amp][auto
     Tensor c = conv2d(img, k, Tensor(), {1, 1}, {1, 1});  // bf16 [2, 4, 6, 6]
     CHECK(batch_norm(c, zeros({4}), ones({4}), ones({4}), zeros({4}), true).output.dtype() == DType::F32);
     CHECK(cross_entropy(h, tensor({0, 1, 2, 0}, DType::I64)).dtype() == DType::F32);
-    CHECK(nn::mse_loss(h, zeros({4, 3}), "mean").dtype() == DType::F32);
+    CHECK(mse_loss(h, zeros({4, 3}), "mean").dtype() == DType::F32);
     CHECK((h + ones({4, 3})).dtype() == DType::F32);      // bf16 + f32 promotes
     CHECK(cat({h, ones({4, 3})}, 1).dtype() == DType::F32);
     CHECK(mm(a.to(DType::F64), b.to(DType::F64)).dtype() == DType::F64);  // f64 is never cast
@@ -125,7 +124,7 @@ TEST_CASE("autocast: a small network equals torch 1.13's CPU autocast (bfloat16)
     h2 = linear(relu(h1), w2, b2);
     n2 = layer_norm(h2, {12}, g, beta);
     logits = linear(n2, w3);
-    loss = nn::cross_entropy_loss(logits, y);
+    loss = cross_entropy(logits, y);
     conv = conv2d(fx(f.at("img"), {2, 3, 7, 7}), fx(f.at("cw"), {5, 3, 3, 3}), fx(f.at("cb"), {5}), {1, 1}, {1, 1});
   }
   const json& dt = f.at("dtypes");

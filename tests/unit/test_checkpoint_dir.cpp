@@ -299,6 +299,29 @@ TEST_CASE("checkpoint: the writer's argument checks", "[checkpoint]") {
   CHECK(r.state["files"]["notes.txt"]["size"] == 5);
 }
 
+TEST_CASE("checkpoint: the final weights go through the writer but are never latest, listed or pruned", "[checkpoint]") {
+  TempDir tmp;
+  std::string root = (tmp.path / "ckpt").string();
+  save_ckpt(root, 3);
+  CheckpointWriter w(root, kFinalCheckpointName);
+  save_safetensors(w.path_for("model.safetensors"), {{"w", full({2}, 1.0f)}}, {{"step", "3"}});
+  std::string dir = w.commit({{"step", 3}});
+  CHECK(dir == (fs::path(root) / "final").string());
+  CHECK(verify_checkpoint(dir).ok);
+  CHECK(read_latest(root) == "step_3");
+  REQUIRE(list_checkpoints(root).size() == 1);
+  CHECK(list_checkpoints(root)[0].name == "step_3");
+  save_ckpt(root, 4);
+  prune(root, 1);
+  CHECK(fs::exists(dir + "/model.safetensors"));
+  CHECK(newest_valid_checkpoint(root) == (fs::path(root) / "step_4").string());
+  // written again (a resumed run's end): replaced whole
+  CheckpointWriter again(root, kFinalCheckpointName);
+  save_safetensors(again.path_for("model.safetensors"), {{"w", full({2}, 2.0f)}}, {{"step", "5"}});
+  again.commit({{"step", 5}});
+  CHECK(load_checkpoint_state(dir).at("step") == 5);
+}
+
 TEST_CASE("checkpoint: clean_temporaries removes what dead writers left", "[checkpoint]") {
   TempDir tmp;
   std::string root = (tmp.path / "ckpt").string();

@@ -1,4 +1,4 @@
-// LR schedulers (lib/optim/lr_scheduler.h, lambda_expr.h, scheduler_config.h): the seeds' LambdaLR
+// LR schedulers (lib/optim/lr_scheduler.h, schedulers/, lambda_expr.h, scheduler_registry.h): the seeds' LambdaLR
 // examples, equality with torch 1.13 on tests/fixtures/scheduler_fixtures.json (written by
 // make_scheduler_fixtures.py beside it; rtol 1e-12), state_dict keys and round trips, and errors.
 #include <catch2/catch.hpp>
@@ -10,7 +10,16 @@
 #include "ops/ops.h"
 #include "optim/adam.h"
 #include "optim/lr_scheduler.h"
-#include "optim/scheduler_config.h"
+#include "optim/scheduler_registry.h"
+#include "optim/schedulers/constant_lr.h"
+#include "optim/schedulers/cosine_annealing_lr.h"
+#include "optim/schedulers/exponential_lr.h"
+#include "optim/schedulers/lambda_lr.h"
+#include "optim/schedulers/linear_lr.h"
+#include "optim/schedulers/multi_step_lr.h"
+#include "optim/schedulers/one_cycle_lr.h"
+#include "optim/schedulers/sequential_lr.h"
+#include "optim/schedulers/step_lr.h"
 #include "optim/sgd.h"
 
 using json = nlohmann::json;

@@ -482,7 +482,7 @@ std::vector<std::string> names_in(const nn::Module& m, const optim::ParamGroup& 
   return r;
 }
 
-std::vector<optim::GroupRule> parse_rules(const std::string& src, const std::string& type = "") {
+std::vector<optim::GroupRule> parse_rules(const std::string& src, const std::string& type = "sgd") {
   static toml::table doc;  // the rules' TOML nodes must outlive the parse for error locations
   doc = toml::parse(std::string_view(src), std::string_view("run.toml"));
   const toml::array* a = doc["optimizer"]["groups"].as_array();
@@ -661,7 +661,7 @@ nesterov = false
   CHECK_THAT(err("name = 'x'\nmatch = ['*']\n[[optimizer.groups]]\nname = 'x'\nmatch = ['*']\n"),
              Contains("run.toml:5:") && Contains("used by another param group"));
   CHECK_THAT(err("name = 'x'\nmatch = [1]\n"), Contains("'match' must be a list of strings"));
-  CHECK_THAT(err("name = 'x'\nmatch = ['*']\n", "rmsprop"), Contains("unknown optimizer type 'rmsprop'"));
+  CHECK_THAT(err("name = 'x'\nmatch = ['*']\n", "rmsprop"), Contains("unknown optimizer 'rmsprop'") && Contains("known: adam, adamw, sgd"));
 }
 
 // ---------------------------------------------------------------- gradient clipping

@@ -18,7 +18,9 @@
 #include "nn/layers/sequential.h"
 #include "nn/layers/token_embedding.h"
 #include "nn/layers/transformer_block.h"
-#include "nn/losses.h"
+#include "nn/losses/bce_with_logits_loss.h"
+#include "nn/losses/cross_entropy_loss.h"
+#include "nn/losses/mse_loss.h"
 #include "ops/ops.h"
 
 using json = nlohmann::json;
@@ -389,7 +391,7 @@ TEST_CASE("TOML GPT: token_position_embedding, repeat of transformer_block, line
   Tensor logits = (*gpt)(ids);
   CHECK(logits.sizes() == Shape{3, 6, 13});
   Tensor targets = randint(0, 13, {3, 6});
-  Tensor loss = nn::cross_entropy_loss(logits.reshape({-1, 13}), targets.reshape({-1}));
+  Tensor loss = cross_entropy(logits.reshape({-1, 13}), targets.reshape({-1}));
   CHECK(std::abs(loss.item() - std::log(13.0)) < 1.5);  // near chance
   loss.backward();
   for (auto& [n, p] : gpt->named_parameters()) {
@@ -449,7 +451,7 @@ TEST_CASE("losses: gradcheck and gradgradcheck (f64)", "[layers][transformer][lo
   for (std::string red : {"mean", "sum", "none"}) {
     for (double ls : {0.0, 0.2}) {
       INFO("cross_entropy " << red << " ls " << ls);
-      TensorFn f = [&](const Tensors& in) { return Tensors{nn::cross_entropy_loss(in[0], t, -100, ls, red)}; };
+      TensorFn f = [&](const Tensors& in) { return Tensors{cross_entropy(in[0], t, -100, ls, red)}; };
       require_gradcheck(f, {x}, /*second_order=*/true);
     }
   }
@@ -457,19 +459,19 @@ TEST_CASE("losses: gradcheck and gradgradcheck (f64)", "[layers][transformer][lo
     INFO("cross_entropy [N, C, d] with ignore_index = 1");
     Tensor x3 = randn({2, 3, 4}, DType::F64).requires_grad_(true);
     Tensor t3 = tensor({{0, 1, 2, 2}, {1, 1, 0, 2}}, DType::I64);
-    TensorFn f = [&](const Tensors& in) { return Tensors{nn::cross_entropy_loss(in[0], t3, 1, 0.1, "none")}; };
+    TensorFn f = [&](const Tensors& in) { return Tensors{cross_entropy(in[0], t3, 1, 0.1, "none")}; };
     require_gradcheck(f, {x3}, true);
   }
   {
     INFO("cross_entropy with probabilities");
     Tensor p = softmax(randn({5, 4}, DType::F64), 1).requires_grad_(true);
-    TensorFn f = [&](const Tensors& in) { return Tensors{nn::cross_entropy_loss(in[0], in[1], -100, 0.1)}; };
+    TensorFn f = [&](const Tensors& in) { return Tensors{cross_entropy(in[0], in[1], -100, 0.1)}; };
     require_gradcheck(f, {x, p}, true);
   }
   Tensor y = randn({5, 4}, DType::F64).requires_grad_(true);
   for (std::string red : {"mean", "sum", "none"}) {
     INFO("mse " << red);
-    TensorFn f = [&](const Tensors& in) { return Tensors{nn::mse_loss(in[0], in[1], red)}; };
+    TensorFn f = [&](const Tensors& in) { return Tensors{mse_loss(in[0], in[1], red)}; };
     require_gradcheck(f, {x, y}, true);
   }
   // BCE: logits including 0 exactly and far out; soft labels; pos_weight per class (gradient too)
@@ -485,16 +487,16 @@ TEST_CASE("losses: gradcheck and gradgradcheck (f64)", "[layers][transformer][lo
   Tensor pw = tensor({0.5, 1.0, 2.0, 4.0}, DType::F64).requires_grad_(true);
   for (std::string red : {"mean", "sum", "none"}) {
     INFO("bce " << red);
-    TensorFn f = [&](const Tensors& in) { return Tensors{nn::binary_cross_entropy_with_logits(in[0], in[1], red)}; };
+    TensorFn f = [&](const Tensors& in) { return Tensors{binary_cross_entropy_with_logits(in[0], in[1], red)}; };
     require_gradcheck(f, {z, lab}, true);
     TensorFn g = [&](const Tensors& in) {
-      return Tensors{nn::binary_cross_entropy_with_logits(in[0], in[1], red, in[2])};
+      return Tensors{binary_cross_entropy_with_logits(in[0], in[1], red, in[2])};
     };
     require_gradcheck(g, {z, lab, pw}, true);
   }
   // exact derivative at x = 0: sigmoid(0) - y
   Tensor z0 = zeros({1}, DType::F64).requires_grad_(true);
-  nn::binary_cross_entropy_with_logits(z0, ones({1}, DType::F64)).backward();
+  binary_cross_entropy_with_logits(z0, ones({1}, DType::F64)).backward();
   CHECK(z0.grad().item() == Approx(-0.5).epsilon(1e-15));
 }
 
@@ -502,15 +504,15 @@ TEST_CASE("losses: values by hand, modules, special cases", "[layers][transforme
   Tensor x = tensor({{1.0, 2.0, 3.0}, {1.0, 1.0, 1.0}}, DType::F64);
   Tensor t = tensor({2, 0}, DType::I64);
   double l0 = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)) - 3.0, l1 = std::log(3.0);
-  CHECK(nn::cross_entropy_loss(x, t).item() == Approx((l0 + l1) / 2).epsilon(1e-14));
-  CHECK(nn::cross_entropy_loss(x, t, -100, 0.0, "sum").item() == Approx(l0 + l1).epsilon(1e-14));
-  CHECK(nn::cross_entropy_loss(x, tensor({2, -100}, DType::I64)).item() == Approx(l0).epsilon(1e-14));
+  CHECK(cross_entropy(x, t).item() == Approx((l0 + l1) / 2).epsilon(1e-14));
+  CHECK(cross_entropy(x, t, -100, 0.0, "sum").item() == Approx(l0 + l1).epsilon(1e-14));
+  CHECK(cross_entropy(x, tensor({2, -100}, DType::I64)).item() == Approx(l0).epsilon(1e-14));
   // all targets ignored: mean is 0/0 = nan (as torch), sum is 0
-  CHECK(std::isnan(nn::cross_entropy_loss(x, tensor({-100, -100}, DType::I64)).item()));
-  CHECK(nn::cross_entropy_loss(x, tensor({-100, -100}, DType::I64), -100, 0.1, "sum").item() == 0.0);
+  CHECK(std::isnan(cross_entropy(x, tensor({-100, -100}, DType::I64)).item()));
+  CHECK(cross_entropy(x, tensor({-100, -100}, DType::I64), -100, 0.1, "sum").item() == 0.0);
   // the module form
   nn::CrossEntropyLoss ce(-100, 0.1, "sum");
-  CHECK(ce(x, t).item() == Approx(nn::cross_entropy_loss(x, t, -100, 0.1, "sum").item()).epsilon(1e-15));
+  CHECK(ce(x, t).item() == Approx(cross_entropy(x, t, -100, 0.1, "sum").item()).epsilon(1e-15));
   CHECK(ce.repr() == "CrossEntropyLoss(label_smoothing=0.1, reduction=sum)");
   CHECK(nn::MSELoss("sum")(tensor({1.0, 2.0}), tensor({0.0, 4.0})).item() == 5.0);
   nn::BCEWithLogitsLoss bce("mean", tensor({2.0, 3.0}));
@@ -518,31 +520,31 @@ TEST_CASE("losses: values by hand, modules, special cases", "[layers][transforme
   CHECK(bce(tensor({0.0, 0.0}), tensor({1.0, 0.0})).item() == Approx((2.0 + 1.0) * std::log(2.0) / 2).epsilon(1e-6));
   // extreme logits stay finite
   Tensor big = tensor({1000.0, -1000.0}, DType::F64);
-  Tensor lb = nn::binary_cross_entropy_with_logits(big, tensor({0.0, 1.0}, DType::F64), "none");
+  Tensor lb = binary_cross_entropy_with_logits(big, tensor({0.0, 1.0}, DType::F64), "none");
   CHECK(lb.tolist() == std::vector<double>{1000.0, 1000.0});
-  CHECK(nn::binary_cross_entropy_with_logits(big, tensor({1.0, 0.0}, DType::F64), "sum").item() == 0.0);
+  CHECK(binary_cross_entropy_with_logits(big, tensor({1.0, 0.0}, DType::F64), "sum").item() == 0.0);
 }
 
 TEST_CASE("losses: errors name the shapes, dtypes and values", "[layers][transformer][losses]") {
   Tensor x = randn({4, 5});
-  std::string msg = error_of([&] { nn::cross_entropy_loss(x, zeros({4, 2}, DType::I64)); });
+  std::string msg = error_of([&] { cross_entropy(x, zeros({4, 2}, DType::I64)); });
   CHECK_THAT(msg, Contains("target of shape [4, 2] does not match input of shape [4, 5]"));
   CHECK_THAT(msg, Contains("expected class indices of shape [4]"));
-  msg = error_of([&] { nn::cross_entropy_loss(x, tensor({0, 7, 1, 2}, DType::I64)); });
+  msg = error_of([&] { cross_entropy(x, tensor({0, 7, 1, 2}, DType::I64)); });
   CHECK_THAT(msg, Contains("target 7 is out of bounds for 5 classes"));
-  CHECK_THAT(error_of([&] { nn::cross_entropy_loss(x, tensor({0, -3, 1, 2}, DType::I64)); }), Contains("target -3"));
-  CHECK_THAT(error_of([&] { nn::cross_entropy_loss(x, zeros({4}, DType::Bool)); }), Contains("got bool"));
-  CHECK_THAT(error_of([&] { nn::cross_entropy_loss(x, zeros({4, 4})); }),
+  CHECK_THAT(error_of([&] { cross_entropy(x, tensor({0, -3, 1, 2}, DType::I64)); }), Contains("target -3"));
+  CHECK_THAT(error_of([&] { cross_entropy(x, zeros({4}, DType::Bool)); }), Contains("got bool"));
+  CHECK_THAT(error_of([&] { cross_entropy(x, zeros({4, 4})); }),
              Contains("probability targets must have the input's shape [4, 5], got [4, 4]"));
-  CHECK_THAT(error_of([&] { nn::cross_entropy_loss(zeros({4}, DType::I64), zeros({}, DType::I64)); }),
+  CHECK_THAT(error_of([&] { cross_entropy(zeros({4}, DType::I64), zeros({}, DType::I64)); }),
              Contains("input must be a floating tensor, got int64"));
-  CHECK_THAT(error_of([&] { nn::cross_entropy_loss(x, zeros({4}, DType::I64), -100, 0.0, "avg"); }),
+  CHECK_THAT(error_of([&] { cross_entropy(x, zeros({4}, DType::I64), -100, 0.0, "avg"); }),
              Contains("reduction is 'avg', expected one of 'mean', 'sum', 'none'"));
-  CHECK_THAT(error_of([&] { nn::mse_loss(x, randn({4, 1}), "mean"); }),
+  CHECK_THAT(error_of([&] { mse_loss(x, randn({4, 1}), "mean"); }),
              Contains("target of shape [4, 1] does not match input of shape [4, 5]"));
-  CHECK_THAT(error_of([&] { nn::binary_cross_entropy_with_logits(x, zeros({4, 5}, DType::I64)); }),
+  CHECK_THAT(error_of([&] { binary_cross_entropy_with_logits(x, zeros({4, 5}, DType::I64)); }),
              Contains("target must be a floating tensor"));
-  CHECK_THAT(error_of([&] { nn::binary_cross_entropy_with_logits(x, zeros({4, 5}), "mean", ones({3})); }),
+  CHECK_THAT(error_of([&] { binary_cross_entropy_with_logits(x, zeros({4, 5}), "mean", ones({3})); }),
              Contains("pos_weight"));
   CHECK_THAT(error_of([] { nn::MSELoss("average"); }), Contains("'average'"));
 }
@@ -663,7 +665,7 @@ std::vector<std::string> run_module_case(const json& c) {
     loss = sum(out * decode(obj.at("weight")));
   } else {
     int64_t V = out.size(-1);
-    loss = nn::cross_entropy_loss(out.reshape({-1, V}), decode(obj.at("target")).reshape({-1}));
+    loss = cross_entropy(out.reshape({-1, V}), decode(obj.at("target")).reshape({-1}));
     if (auto e = compare(loss, obj.at("loss"), rtol, atol); !e.empty()) bad.push_back("loss: " + e);
   }
   auto named = m->named_parameters();
@@ -692,11 +694,11 @@ std::vector<std::string> run_loss_case(const json& c) {
   Tensor pw = c.at("pos_weight").is_null() ? Tensor() : decode(c.at("pos_weight"));
   Tensor out;
   if (loss == "cross_entropy")
-    out = nn::cross_entropy_loss(x, y, a.value("ignore_index", int64_t(-100)), a.value("label_smoothing", 0.0), red);
+    out = cross_entropy(x, y, a.value("ignore_index", int64_t(-100)), a.value("label_smoothing", 0.0), red);
   else if (loss == "mse")
-    out = nn::mse_loss(x, y, red);
+    out = mse_loss(x, y, red);
   else
-    out = nn::binary_cross_entropy_with_logits(x, y, red, pw);
+    out = binary_cross_entropy_with_logits(x, y, red, pw);
   if (auto e = compare(out, c.at("output"), rtol, atol); !e.empty()) bad.push_back("output: " + e);
   Tensors wrt{x};
   if (y.requires_grad()) wrt.push_back(y);

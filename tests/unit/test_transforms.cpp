@@ -5,6 +5,8 @@
 #include <map>
 #include "data/dataloader.h"
 #include "data/synthetic_dataset.h"
+#include "data/random_crop.h"
+#include "data/random_horizontal_flip.h"
 #include "data/transforms.h"
 
 using namespace tr;

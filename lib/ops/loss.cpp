@@ -1,8 +1,10 @@
-#include "nn/losses.h"
+// The losses of torch.nn.functional: cross_entropy (class indices or probabilities, ignore_index,
+// label smoothing), mse_loss and binary_cross_entropy_with_logits, as compositions of ops. They
+// run in f32 under autocast (torch's fp32 list). The loss modules (nn/losses/) call these.
 #include "ops/autocast.h"
 #include "ops/ops.h"
 
-namespace tr::nn {
+namespace tr {
 
 namespace {
 
@@ -35,7 +37,7 @@ Shape index_target_shape(const Tensor& input) {
 
 // Cross entropy against probabilities y (the input's shape): -sum_c ((1-ls) y + ls/C) log p.
 Tensor cross_entropy_probs(const Tensor& input, const Tensor& target, double ls, Reduction r) {
-  TR_CHECK(target.sizes() == input.sizes(), "cross_entropy_loss: probability targets must have the input's shape ",
+  TR_CHECK(target.sizes() == input.sizes(), "cross_entropy: probability targets must have the input's shape ",
            input.sizes(), ", got ", target.sizes());
   int64_t cdim = input.dim() == 1 ? 0 : 1;
   int64_t C = input.size(cdim);
@@ -49,9 +51,9 @@ Tensor cross_entropy_probs(const Tensor& input, const Tensor& target, double ls,
 
 }  // namespace
 
-Tensor cross_entropy_loss(const Tensor& input_arg, const Tensor& target_arg, int64_t ignore_index, double ls,
+Tensor cross_entropy(const Tensor& input_arg, const Tensor& target_arg, int64_t ignore_index, double ls,
                           const std::string& reduction) {
-  const char* fn = "cross_entropy_loss";
+  const char* fn = "cross_entropy";
   // autocast: losses run in f32 (torch's fp32 op list)
   const Tensor input = amp::autocast_arg(amp::CastPolicy::Fp32, input_arg), target = amp::autocast_arg(amp::CastPolicy::Fp32, target_arg);
   Reduction r = parse_reduction(reduction, fn);
@@ -160,40 +162,4 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input_arg, const Tensor& t
   return reduce(l, r);
 }
 
-// ---- modules ----
-
-Loss::Loss(std::string type_name, std::string red) : Module(std::move(type_name)), reduction(std::move(red)) {
-  parse_reduction(reduction, this->type_name().c_str());
-}
-
-Tensor Loss::forward(const std::vector<Tensor>& xs) {
-  TR_CHECK(xs.size() == 2, type_name(), ": expected 2 inputs (input, target), got ", xs.size());
-  return forward(xs[0], xs[1]);
-}
-
-CrossEntropyLoss::CrossEntropyLoss(int64_t ii, double ls, std::string red)
-    : Loss("CrossEntropyLoss", std::move(red)), ignore_index(ii), label_smoothing(ls) {
-  TR_CHECK(ls >= 0.0 && ls <= 1.0, "CrossEntropyLoss: label_smoothing must be in [0, 1], got ", ls);
-}
-Tensor CrossEntropyLoss::forward(const Tensor& input, const Tensor& target) {
-  return cross_entropy_loss(input, target, ignore_index, label_smoothing, reduction);
-}
-std::string CrossEntropyLoss::extra_repr() const {
-  std::string s;
-  if (ignore_index != -100) s += str("ignore_index=", ignore_index);
-  if (label_smoothing != 0.0) s += str(s.empty() ? "" : ", ", "label_smoothing=", label_smoothing);
-  if (reduction != "mean") s += str(s.empty() ? "" : ", ", "reduction=", reduction);
-  return s;
-}
-
-MSELoss::MSELoss(std::string red) : Loss("MSELoss", std::move(red)) {}
-Tensor MSELoss::forward(const Tensor& input, const Tensor& target) { return mse_loss(input, target, reduction); }
-
-BCEWithLogitsLoss::BCEWithLogitsLoss(std::string red, Tensor pw) : Loss("BCEWithLogitsLoss", std::move(red)) {
-  if (pw.defined()) pos_weight = register_buffer("pos_weight", pw);
-}
-Tensor BCEWithLogitsLoss::forward(const Tensor& input, const Tensor& target) {
-  return binary_cross_entropy_with_logits(input, target, reduction, pos_weight);
-}
-
-}  // namespace tr::nn
+}  // namespace tr

@@ -1,0 +1,49 @@
+// JsonlMetricsSink: metrics.jsonl, appended line by line, cut back to a checkpoint's line count on resume.
+#include "io/metrics_sink.h"
+#include <unistd.h>
+#include <filesystem>
+#include <fstream>
+#include "core/error.h"
+
+namespace tr::io {
+
+namespace {
+
+// Keeps the first `lines` lines of a metrics file (what a checkpoint saw) and drops the rest,
+// which a resumed run writes again. One truncate(2) at the end of line `lines`: a kill at any
+// moment leaves either the old file or the kept lines (rewriting the file could lose them all).
+void truncate_lines(const std::string& path, int64_t lines) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return;
+  std::string line;
+  int64_t keep = 0;
+  for (int64_t i = 0; i < lines && std::getline(in, line); ++i) keep += int64_t(line.size()) + 1;
+  in.close();
+  const int64_t size = int64_t(std::filesystem::file_size(path));
+  if (keep > size) keep = size;  // a last line without its newline
+  if (keep < size) TR_CHECK(::truncate(path.c_str(), off_t(keep)) == 0, "cannot truncate ", path, " to ", lines, " lines");
+}
+
+}  // namespace
+
+JsonlMetricsSink::JsonlMetricsSink(std::string path, bool write_file, int64_t resumed_records)
+    : path_(std::move(path)), records_(resumed_records < 0 ? 0 : resumed_records) {
+  if (!write_file) return;
+  if (resumed_records >= 0) truncate_lines(path_, resumed_records);
+  file_ = std::fopen(path_.c_str(), resumed_records < 0 ? "w" : "a");
+  TR_CHECK(file_, "cannot write ", path_);
+}
+
+JsonlMetricsSink::~JsonlMetricsSink() {
+  if (file_) std::fclose(file_);
+}
+
+void JsonlMetricsSink::write(const std::string& record) {
+  ++records_;
+  if (!file_) return;
+  std::fputs(record.c_str(), file_);
+  std::fputc('\n', file_);
+  std::fflush(file_);
+}
+
+}  // namespace tr::io

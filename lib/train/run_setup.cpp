@@ -1,0 +1,150 @@
+// Run::Run: one step per part of the run, each reading its section of the config.
+#include "train/run_setup.h"
+#include <omp.h>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include "core/cuda_hooks.h"
+#include "core/rng.h"
+#include "data/transforms.h"
+#include "optim/optimizer_registry.h"
+#include "optim/param_groups.h"
+#include "optim/scheduler_registry.h"
+
+namespace tr::train {
+
+namespace {
+
+Device pick_device(const std::string& spec) {
+  if (spec == "auto") return cuda::is_available() ? Device("cuda") : kCPU;
+  return Device(spec);
+}
+
+nn::Model build_model(const config::RunConfig& cfg) {
+  if (!cfg.model.is_inline) return nn::load_model_file(cfg.model.file);
+  TomlTable t(*cfg.model.inline_model, cfg.path, "[model]");
+  return nn::build_model(t);
+}
+
+// The registered dataset of [data], its samples checked against the model's input.
+data::DatasetSplits build_data(config::RunConfig& cfg, const TomlTable& t, const nn::Model& model) {
+  data::DatasetContext ctx;
+  ctx.seed = uint64_t(cfg.run.seed);
+  ctx.input_shape = model.input.shape;
+  ctx.config_dir = std::filesystem::path(cfg.path).parent_path().string();
+  data::DatasetSplits d = Registry<data::DatasetType>::get().at(cfg.data.dataset).build(t, ctx);
+  const Shape sample = d.train->get(0).input.sizes();
+  TR_CHECK(sample == model.input.shape, cfg.path, ": the model expects per-sample input ", model.input.str(),
+           " but the ", cfg.data.dataset, " data gives ", sample);
+  return d;
+}
+
+// Joins the process group of a data-parallel run and wraps the model in DDP.
+void init_distributed(Run& r) {
+  const auto& dc = r.cfg.dist;
+  r.store = distributed::connect_store(r.env, &r.store_server);
+  distributed::ProcessGroupOptions po;
+  po.backend = dc.backend == "auto" ? (r.device.is_cpu() ? "gloo" : "nccl") : dc.backend;
+  po.rank = r.env.rank;
+  po.size = r.env.world_size;
+  po.timeout = std::chrono::milliseconds(int64_t(dc.timeout_s * 1000));
+  po.prefix = str("run", r.env.restart_count);
+  po.hostname = r.env.master_addr == "127.0.0.1" || r.env.master_addr == "localhost" ? "127.0.0.1" : "";
+  r.pg = distributed::make_process_group(*r.store, po);
+  distributed::DDPOptions o;
+  o.bucket_mb = dc.bucket_mb;
+  o.broadcast_buffers = dc.broadcast_buffers;
+  o.find_unused_parameters = dc.find_unused_parameters;
+  r.ddp = std::make_unique<distributed::DistributedDataParallel>(*r.model.net, *r.pg, o);
+}
+
+// Parameter groups from [[optimizer.groups]], then the registered optimizer with [optimizer]'s
+// hyperparameters as every group's defaults; its constructor's checks get the section's location.
+std::unique_ptr<optim::Optimizer> build_optimizer(const config::RunConfig& cfg, nn::Module& model) {
+  const auto& oc = cfg.optimizer;
+  static const toml::array no_rules;
+  std::vector<std::string> warnings;
+  std::vector<optim::ParamGroup> groups = optim::build_param_groups(
+      model, optim::parse_group_rules(oc.groups ? *oc.groups : no_rules, cfg.path, oc.type), &warnings);
+  for (auto& w : warnings) std::fprintf(stderr, "warning: %s: %s\n", cfg.path.c_str(), w.c_str());
+  try {
+    return Registry<optim::OptimizerType>::get().at(oc.type).build(std::move(groups), oc.hyperparameters);
+  } catch (const Error& e) {
+    throw Error(str(cfg.path, ": [optimizer]: ", e.what()));
+  }
+}
+
+// Mixed precision's loss scaler. No process group: DDP has averaged the gradients before
+// unscale_, so an inf/NaN on any rank is on every rank and all ranks skip the same steps.
+amp::GradScaler build_scaler(const config::AmpSection& a) {
+  if (!a.enabled) return amp::GradScaler(amp::GradScalerOptions{.enabled = false});
+  return amp::GradScaler({a.init_scale, a.growth_factor, a.backoff_factor, a.growth_interval, a.scaler});
+}
+
+// The training loader: batch_size samples per micro-batch (the global batch: each rank takes its
+// slice of every batch), with [data] transforms.
+std::unique_ptr<data::DataLoader> build_loader(const Run& r, std::vector<data::TransformPtr> transforms) {
+  const auto& d = r.cfg.data;
+  data::DataLoaderOptions lo;
+  lo.batch_size = d.batch_size;
+  lo.shuffle = d.shuffle;
+  lo.drop_last = d.drop_last;
+  lo.seed = uint64_t(r.cfg.run.seed);
+  lo.num_workers = int(d.workers);
+  lo.world_size = r.env.world_size;
+  lo.rank = r.env.rank;
+  TR_CHECK(d.batch_size % r.env.world_size == 0, r.cfg.path, ": [data] batch_size = ", d.batch_size,
+           " is the global batch and must be divisible by the number of ranks (", r.env.world_size, ")");
+  lo.transforms = std::move(transforms);
+  auto loader = std::make_unique<data::DataLoader>(r.data.train, lo);
+  TR_CHECK(loader->size() > 0, r.cfg.path, ": the training set (", r.data.train->size(), " samples) gives no batch of ",
+           lo.batch_size, (lo.drop_last ? " with drop_last" : ""));
+  return loader;
+}
+
+std::unique_ptr<optim::LRScheduler> build_scheduler(const Run& r) {
+  if (!r.cfg.scheduler.enabled()) return nullptr;
+  optim::SchedulerContext sc;
+  sc.total_steps = r.total_steps;
+  sc.steps_per_epoch = r.steps_per_epoch;
+  sc.epochs = r.epochs();
+  sc.file = r.cfg.path;
+  return optim::make_scheduler(*r.cfg.scheduler.table, *r.optimizer, sc);
+}
+
+RunLoss build_loss(config::RunConfig& cfg) {
+  TomlTable t = *cfg.loss.table;
+  t.record_into(cfg.loss.resolved);
+  const nn::LossType& type = t.get_registered<nn::LossType>("type", cfg.loss.type);
+  nn::LossPtr loss = type.build(t);
+  t.finish();
+  return RunLoss(loss, type.classification);
+}
+
+}  // namespace
+
+Run::Run(config::RunConfig c) : cfg(std::move(c)), env(distributed::read_dist_env()) {
+  if (cfg.run.threads > 0) omp_set_num_threads(int(cfg.run.threads));
+  device = pick_device(cfg.run.device);
+  manual_seed(uint64_t(cfg.run.seed));
+  model = build_model(cfg);
+  // [data]: the dataset's keys and transforms are read here, recorded in cfg.data.resolved
+  TomlTable data_table = *cfg.data.table;
+  data_table.record_into(cfg.data.resolved);
+  data = build_data(cfg, data_table, model);
+  std::vector<data::TransformPtr> transforms =
+      data::build_transforms(data_table, {model.input.shape, cfg.data.dataset, data.pixel_mean, data.pixel_std});
+  data_table.finish();
+  loss = build_loss(cfg);
+  if (!device.is_cpu()) model.net->to(device);
+  if (env.active()) init_distributed(*this);
+  optimizer = build_optimizer(cfg, *model.net);
+  scaler = build_scaler(cfg.amp);
+  loader = build_loader(*this, std::move(transforms));
+  const int64_t acc = cfg.train.accumulate;
+  steps_per_epoch = (loader->size() + acc - 1) / acc;  // a last, shorter accumulation closes each epoch
+  total_steps = cfg.train.steps > 0 ? cfg.train.steps : steps_per_epoch * cfg.train.epochs;
+  scheduler = build_scheduler(*this);
+}
+
+}  // namespace tr::train

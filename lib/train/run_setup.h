@@ -1,0 +1,52 @@
+// Run setup: every part of a training run built from its config, in dependency order — threads
+// and seed, device, model, datasets (they need the model's input shape), DDP, param groups and
+// optimizer, GradScaler, training loader (with transforms), LR scheduler, loss. Every config error
+// surfaces here, before the first step. The builders of registered kinds record the keys they
+// read in `cfg`, so config::to_toml(cfg) is the fully resolved config afterwards. The Trainer
+// (train/trainer.h) runs the loop over these parts.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include "amp/grad_scaler.h"
+#include "config/run_config.h"
+#include "data/dataloader.h"
+#include "data/dataset_registry.h"
+#include "distributed/ddp.h"
+#include "distributed/env.h"
+#include "distributed/process_group.h"
+#include "distributed/tcp_store.h"
+#include "nn/model_file.h"
+#include "optim/lr_scheduler.h"
+#include "optim/optimizer.h"
+#include "train/run_loss.h"
+
+namespace tr::train {
+
+struct Run {
+  explicit Run(config::RunConfig cfg);
+  Run(const Run&) = delete;
+  Run& operator=(const Run&) = delete;
+
+  config::RunConfig cfg;
+  distributed::DistEnv env;
+  Device device;
+  nn::Model model;
+  data::DatasetSplits data;
+  // data parallel (env.active()): rank 0 of hand-started ranks hosts the store; the process group; DDP
+  std::unique_ptr<distributed::TCPStoreServer> store_server;
+  std::unique_ptr<distributed::Store> store;
+  std::unique_ptr<distributed::ProcessGroup> pg;
+  std::unique_ptr<distributed::DistributedDataParallel> ddp;
+  std::unique_ptr<optim::Optimizer> optimizer;
+  amp::GradScaler scaler{amp::GradScalerOptions{.enabled = false}};
+  std::unique_ptr<data::DataLoader> loader;  // the training loader: batch_size samples a micro-batch
+  int64_t steps_per_epoch = 0, total_steps = 0;
+  std::unique_ptr<optim::LRScheduler> scheduler;  // null without [scheduler]
+  RunLoss loss;
+
+  int64_t epochs() const { return (total_steps + steps_per_epoch - 1) / steps_per_epoch; }
+  DType amp_dtype() const { return cfg.amp.dtype == "fp16" ? DType::F16 : DType::BF16; }  // [amp] dtype
+  bool is_main() const { return env.rank == 0; }  // rank 0 (or the only process) writes the run directory
+};
+
+}  // namespace tr::train
