@@ -11,34 +11,6 @@ bin=$(realpath "${1:-build/trainer}")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export OMP_NUM_THREADS=2
-cat > "$work/synthetic.toml" <<'TOML'
-[run]
-seed = 3
-[model]
-input = [8]
-[[model.layers]]
-type = "linear"
-out_features = 16
-[[model.layers]]
-type = "relu"
-[[model.layers]]
-type = "dropout"
-p = 0.1
-[[model.layers]]
-type = "linear"
-out_features = 3
-[data]
-dataset = "synthetic"
-num_classes = 3
-train_size = 512
-eval_size = 128
-batch_size = 32
-[optimizer]
-lr = 0.1
-momentum = 0.9
-[train]
-epochs = 2
-TOML
 common=(--set train.steps=30 --set train.epochs=1 --set train.log_every=1 --set train.eval_every=10
         --set train.eval_batches=4 --set log.progress=none --set run.out_dir="$work/runs")
 run() {  # name config [extra args...]
@@ -57,6 +29,6 @@ run() {  # name config [extra args...]
 run fmnist_mlp configs/fmnist_mlp.toml
 run fmnist_cnn configs/fmnist_cnn.toml
 run gpt_char configs/gpt_char.toml
-run synthetic "$work/synthetic.toml"
+run synthetic configs/synthetic.toml
 run cnn_bf16 configs/fmnist_cnn.toml --set amp.enabled=true --set amp.dtype=bf16
 run mlp_2ranks configs/fmnist_mlp.toml --nproc 2

@@ -60,36 +60,8 @@ inline std::string read(const fs::path& p) {
 
 inline const std::string kRepo = TRAINER_SOURCE_DIR;
 
-// A small synthetic classification run (fast, deterministic).
-inline const char* kSyntheticConfig = R"(
-[run]
-seed = 3
-[model]
-input = [8]
-[[model.layers]]
-type = "linear"
-out_features = 16
-[[model.layers]]
-type = "relu"
-[[model.layers]]
-type = "dropout"
-p = 0.1
-[[model.layers]]
-type = "linear"
-out_features = 3
-[data]
-dataset = "synthetic"
-num_classes = 3
-train_size = 512
-eval_size = 128
-batch_size = 32
-[optimizer]
-lr = 0.1
-momentum = 0.9
-[train]
-epochs = 2
-log_every = 4
-)";
+// A small synthetic classification run (fast, deterministic): configs/synthetic.toml.
+inline const std::string kSyntheticConfig = read(kRepo + "/configs/synthetic.toml");
 
 // kSyntheticConfig without its dropout layer: micro-batches see the forward passes of one batch.
 inline std::string synthetic_config_without_dropout() {

@@ -107,7 +107,7 @@ match = ["*.bias"]
     Result r = trainer(d, "run syn.toml");
     INFO(r.out);
     CHECK(r.code != 0);
-    CHECK_THAT(r.out, Contains("syn.toml:30:") && Contains("param group 1 ('biases')") && Contains("position 15"));
+    CHECK_THAT(r.out, Contains("syn.toml:31:") && Contains("param group 1 ('biases')") && Contains("position 15"));
     CHECK(!fs::exists(d / "runs/syn/metrics.jsonl"));
   }
   SECTION("an unknown scheduler key names the nearest valid key") {
