@@ -3,6 +3,7 @@
 // the optimizer's hyperparameter descriptions, recording of resolved keys, the resume rules of
 // config_diff, and how a run's loss meets a model's output.
 #include <catch2/catch.hpp>
+#include "unit/error_of.h"
 #include "config/config_diff.h"
 #include "data/dataset_registry.h"
 #include "data/synthetic_dataset.h"
@@ -20,6 +21,7 @@
 #include "unit/temp_dir.h"
 
 using namespace tr;
+using tr::test::error_of;
 using Catch::Matchers::Contains;
 using V = std::vector<std::string>;
 
@@ -33,15 +35,6 @@ std::string unknown_error(const std::string& text, const std::string& key) {
   TomlTable tt(t, "cfg.toml", "[section]");
   try {
     tt.get_registered<T>(key);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
   } catch (const Error& e) {
     return e.what();
   }

@@ -3,6 +3,7 @@
 // errors, and numbers against PyTorch from tests/fixtures/transformer_fixtures.json (written by
 // make_transformer_fixtures.py beside it).
 #include <catch2/catch.hpp>
+#include "unit/error_of.h"
 #include "unit/fixtures.h"
 #include <cmath>
 #include <fstream>
@@ -25,6 +26,7 @@
 
 using json = nlohmann::json;
 using namespace tr;
+using tr::test::error_of;
 using Catch::Matchers::Contains;
 
 namespace {
@@ -47,16 +49,6 @@ nn::ModulePtr build_toml(const std::string& src, nn::ShapeInfo& io) {
 std::string build_error(const std::string& src, nn::ShapeInfo io) {
   try {
     build_toml(src, io);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
   } catch (const Error& e) {
     return e.what();
   }
