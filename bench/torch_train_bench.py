@@ -4,6 +4,7 @@ Same architectures, batch sizes and optimizers as configs/fmnist_mlp.toml, confi
 and configs/gpt_char.toml; random data of the right shapes (data loading is not what is timed).
 Prints one JSON line per model: samples/s (tokens/s for the GPT) over the timed steps.
 Usage: OPENBLAS_NUM_THREADS=B python3 torch_train_bench.py --threads T [--steps N] [--only mlp,cnn,gpt] [--amp bf16]
+       python3 torch_train_bench.py --device cuda [--amp bf16|fp16]   (on a GPU host's torch)
 """
 import argparse
 import json
@@ -38,7 +39,7 @@ class Attn(nn.Module):
         q, k, v = self.c_attn(x).split(c, dim=2)
         q, k, v = (z.view(b, t, self.h, c // self.h).transpose(1, 2) for z in (q, k, v))
         att = (q @ k.transpose(-2, -1)) / math.sqrt(c // self.h)
-        mask = torch.triu(torch.ones(t, t, dtype=torch.bool), 1)
+        mask = torch.triu(torch.ones(t, t, dtype=torch.bool, device=x.device), 1)
         att = F.softmax(att.masked_fill(mask, float('-inf')), dim=-1)
         return self.c_proj((att @ v).transpose(1, 2).contiguous().view(b, t, c))
 
@@ -62,11 +63,11 @@ class GPT(nn.Module):
         self.ln_f, self.head = nn.LayerNorm(c), nn.Linear(c, vocab, bias=False)
 
     def forward(self, idx):
-        pos = torch.arange(idx.shape[1])
+        pos = torch.arange(idx.shape[1], device=idx.device)
         return self.head(self.ln_f(self.h(self.wte(idx) + self.wpe(pos))))
 
 
-def bench(name, steps, warmup, amp=None):
+def bench(name, steps, warmup, amp=None, device="cpu"):
     torch.manual_seed(0)
     if name == "gpt":
         model, bs = GPT(), 32
@@ -80,16 +81,28 @@ def bench(name, steps, warmup, amp=None):
         x = torch.rand(bs, 1, 28, 28)
         y = torch.randint(0, 10, (bs,))
         per_sample = 1
+    model, x, y = model.to(device), x.to(device), y.to(device)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp, torch.float32)
+    scaler = torch.cuda.amp.GradScaler() if amp == "fp16" else None
     model.train()
     for i in range(warmup + steps):
         if i == warmup:
+            if device != "cpu":
+                torch.cuda.synchronize()
             t0 = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp == "bf16"):
+        with torch.autocast(device.split(":")[0], dtype=dtype, enabled=amp is not None):
             out = model(x)
             loss = F.cross_entropy(out.reshape(-1, out.shape[-1]).float(), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+    if device != "cpu":
+        torch.cuda.synchronize()
     dt = time.perf_counter() - t0
     return steps * bs * per_sample / dt
 
@@ -99,16 +112,19 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--only", default="mlp,cnn,gpt")
-    p.add_argument("--amp", choices=["bf16"], default=None, help="forward under CPU autocast (torch 1.13: bf16 only)")
+    p.add_argument("--amp", choices=["bf16", "fp16"], default=None,
+                   help="forward under autocast (torch 1.13's CPU autocast: bf16 only)")
+    p.add_argument("--device", default="cpu")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     import os
     for name in a.only.split(","):
         steps = a.steps if name != "cnn" else max(10, a.steps // 2)
-        v = bench(name, steps, warmup=3, amp=a.amp)
+        v = bench(name, steps, warmup=3, amp=a.amp, device=a.device)
         print(json.dumps({"model": name, "impl": "torch", "value": round(v, 1),
                           "unit": "tokens/s" if name == "gpt" else "samples/s",
-                          "setting": f"omp={a.threads} openblas={os.environ.get('OPENBLAS_NUM_THREADS', 'all')}",
+                          "setting": a.device if a.device != "cpu" else
+                          f"omp={a.threads} openblas={os.environ.get('OPENBLAS_NUM_THREADS', 'all')}",
                           "amp": a.amp or "off"}),
               flush=True)
 

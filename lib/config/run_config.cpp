@@ -59,6 +59,9 @@ void load_run(RunConfig& c, const TomlTable& t) {
   if (c.run.device != "auto" && c.run.device != "cpu" && c.run.device.rfind("cuda", 0) != 0)
     t.fail("device", str("is '", c.run.device, "', expected auto, cpu, cuda or cuda:N"));
   c.run.threads = t.get_int("threads", c.run.threads);
+  c.run.cudnn_benchmark = t.get_bool("cudnn_benchmark", c.run.cudnn_benchmark);
+  c.run.deterministic = t.get_bool("deterministic", c.run.deterministic);
+  if (t.has("allow_tf32")) c.run.allow_tf32 = t.get_bool("allow_tf32", false);
   TR_CHECK(!c.run.name.empty() && c.run.name.find('/') == std::string::npos, c.path, ": [run] name '", c.run.name,
            "' must be a non-empty name without '/'");
   t.finish();
@@ -268,8 +271,12 @@ toml::table amp_toml(const AmpSection& a) {
 
 std::string to_toml(const RunConfig& c) {
   toml::table root;
-  root.insert("run", toml::table{{"name", c.run.name}, {"out_dir", c.run.out_dir}, {"seed", c.run.seed},
-                                 {"device", c.run.device}, {"threads", c.run.threads}});
+  toml::table run{{"name", c.run.name},       {"out_dir", c.run.out_dir},
+                  {"seed", c.run.seed},       {"device", c.run.device},
+                  {"threads", c.run.threads}, {"cudnn_benchmark", c.run.cudnn_benchmark},
+                  {"deterministic", c.run.deterministic}};
+  if (c.run.allow_tf32) run.insert("allow_tf32", *c.run.allow_tf32);
+  root.insert("run", std::move(run));
   if (c.model.is_inline) root.insert("model", *c.model.inline_model);
   else root.insert("model", toml::table{{"file", c.model.file}});
   root.insert("data", data_toml(c.data));

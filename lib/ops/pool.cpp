@@ -52,7 +52,10 @@ TR_REGISTER_OP(max_pool2d) {
     return {{s, in[0].dtype()}, {s, DType::I64}};
   };
   d.backward = [](const BackwardContext& c) -> std::vector<Tensor> {
-    return {dispatch1("max_pool2d_backward", {c.grads[0], c.outputs[1]}, {{"input_size", c.input_specs[0].sizes}})};
+    // the window attrs let a kernel gather each input's gradient from the windows over it
+    Attrs a = c.attrs;
+    a.set("input_size", c.input_specs[0].sizes);
+    return {dispatch1("max_pool2d_backward", {c.grads[0], c.outputs[1]}, a)};
   };
 }
 

@@ -7,6 +7,7 @@
 #include "core/cuda_hooks.h"
 #include "core/rng.h"
 #include "data/transforms.h"
+#include "ops/backends.h"
 #include "optim/optimizer_registry.h"
 #include "optim/param_groups.h"
 #include "optim/scheduler_registry.h"
@@ -126,6 +127,10 @@ RunLoss build_loss(config::RunConfig& cfg) {
 Run::Run(config::RunConfig c) : cfg(std::move(c)), env(distributed::read_dist_env()) {
   if (cfg.run.threads > 0) omp_set_num_threads(int(cfg.run.threads));
   device = pick_device(cfg.run.device);
+  backends::cudnn().benchmark = cfg.run.cudnn_benchmark;
+  backends::cudnn().deterministic = cfg.run.deterministic;
+  backends::cudnn().allow_tf32 = cfg.run.allow_tf32.value_or(true);
+  backends::matmul().allow_tf32 = cfg.run.allow_tf32.value_or(false);
   manual_seed(uint64_t(cfg.run.seed));
   model = build_model(cfg);
   // [data]: the dataset's keys and transforms are read here, recorded in cfg.data.resolved

@@ -15,6 +15,7 @@
 #include "core/grad_mode.h"
 #include "core/allocator.h"
 #include "core/cuda_hooks.h"
+#include "ops/backends.h"
 #include "ops/cuda_info.h"
 #include "ops/init.h"
 #include "ops/op_tables.h"
@@ -571,6 +572,111 @@ TEST_CASE("cuda: mm and bmm through cuBLAS match the CPU", "[gpu]") {
           {data({256, 512}, DType::F32, 94), data({512, 128}, DType::F32, 95)}, 300.0);
 }
 
+// ---------------------------------------------------------------- convolution and pooling
+
+TEST_CASE("cuda: conv2d and its two backward ops through cuDNN match the CPU", "[gpu]") {
+  TR_REQUIRE_GPU();
+  backends::Cudnn saved = backends::cudnn();
+  backends::cudnn().allow_tf32 = false;  // f32 in FMA math, to compare at f32 tolerances
+  struct Geo {
+    const char* what;
+    Shape x, w;
+    Pair stride, padding, dilation;
+    int64_t groups;
+  };
+  const Geo geos[] = {{"3x3 pad 1", {2, 3, 9, 8}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
+                      {"stride 2, rectangular kernel", {2, 4, 11, 10}, {6, 4, 3, 2}, {2, 2}, {1, 0}, {1, 1}, 1},
+                      {"dilation 2", {1, 2, 10, 10}, {3, 2, 3, 3}, {1, 1}, {2, 2}, {2, 2}, 1},
+                      {"groups 2", {2, 4, 7, 7}, {6, 2, 3, 3}, {1, 2}, {1, 1}, {1, 1}, 2},
+                      {"1x1", {3, 5, 4, 4}, {7, 5, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1}};
+  for (bool benchmark : {false, true}) {
+    backends::cudnn().benchmark = benchmark;
+    for (DType t : kFloatTypes) {
+      for (const Geo& g : geos) {
+        std::string w = std::string(g.what) + " " + dtype_name(t) + (benchmark ? " (benchmark)" : "");
+        // f32 sums of up to C*KH*KW products in another order than the CPU's im2col + sgemm
+        const double slack = t == DType::F64 ? 100.0 : (t == DType::F32 ? 20.0 : 2.0);
+        Tensor x = data(g.x, t, 110), wt = data(g.w, t, 111), b = data({g.w[0]}, t, 112);
+        auto conv = [&](const Inputs& in) { return conv2d(in[0], in[1], in[2], g.stride, g.padding, g.dilation, g.groups); };
+        compare("conv2d " + w, conv, {x, wt, b}, slack);
+        compare("conv2d no bias " + w,
+                [&](const Inputs& in) { return conv2d(in[0], in[1], Tensor(), g.stride, g.padding, g.dilation, g.groups); },
+                {x, wt}, slack);
+        compare("conv2d of a strided view " + w, [&](const Inputs& in) { return conv(in); },
+                {data(g.x, t, 113).transpose(2, 3).contiguous().transpose(2, 3), wt, b}, slack);
+        Tensor y = conv({x, wt, b});
+        Tensor gy = data(y.sizes(), t, 114);
+        Attrs a{{"stride", g.stride}, {"padding", g.padding}, {"dilation", g.dilation}, {"groups", g.groups}};
+        Attrs ai = a, aw = a;
+        ai.set("input_size", g.x);
+        aw.set("weight_size", g.w);
+        compare("conv2d_backward_input " + w, [&](const Inputs& in) { return dispatch1("conv2d_backward_input", in, ai); },
+                {gy, wt}, slack);
+        compare("conv2d_backward_weight " + w,
+                [&](const Inputs& in) { return dispatch1("conv2d_backward_weight", in, aw); }, {gy, x},
+                t == DType::F32 ? 100.0 : slack);
+      }
+    }
+  }
+  backends::cudnn().deterministic = true;
+  compare("conv2d deterministic", [](const Inputs& in) { return conv2d(in[0], in[1], Tensor(), {1, 1}, {1, 1}); },
+          {data({2, 3, 8, 8}, DType::F32, 115), data({4, 3, 3, 3}, DType::F32, 116)}, 20.0);
+  backends::cudnn() = saved;
+}
+
+TEST_CASE("cuda: max_pool2d, avg_pool2d and their backward ops match the CPU", "[gpu]") {
+  TR_REQUIRE_GPU();
+  struct Geo {
+    const char* what;
+    Shape x;
+    Pair k, s, p, d;
+  };
+  const Geo geos[] = {{"2x2", {2, 3, 8, 8}, {2, 2}, {2, 2}, {0, 0}, {1, 1}},
+                      {"3x3 stride 2 pad 1 (overlapping)", {2, 3, 9, 7}, {3, 3}, {2, 2}, {1, 1}, {1, 1}},
+                      {"3x2 stride 1", {1, 2, 6, 5}, {3, 2}, {1, 1}, {1, 0}, {1, 1}},
+                      {"dilation 2", {1, 2, 9, 9}, {3, 3}, {2, 1}, {1, 1}, {2, 2}}};
+  for (DType t : kFloatTypes) {
+    for (const Geo& g : geos) {
+      std::string w = std::string(g.what) + " " + dtype_name(t);
+      Tensor x = ties(g.x, t, 120);  // ties: the first maximum wins on both devices
+      compare("max_pool2d " + w, [&](const Inputs& in) { return max_pool2d(in[0], g.k, g.s, g.p, g.d); }, {x});
+      auto both = [&](const Tensor& in) { return dispatch("max_pool2d", {in}, {{"kernel", g.k}, {"stride", g.s},
+                                                          {"padding", g.p}, {"dilation", g.d}}); };
+      auto c = both(x), gg = both(x.to(gpu()));
+      check_equal("max_pool2d indices " + w, c[1], gg[1]);
+      // the backward through autograd (window attrs) and as the bare op (scatter)
+      Tensor gy = data(c[0].sizes(), t, 121);
+      compare("max_pool2d backward " + w,
+              [&](const Inputs& in) {
+                Tensor xi = in[0].detach().requires_grad_(true);
+                max_pool2d(xi, g.k, g.s, g.p, g.d).backward(in[1]);
+                return xi.grad();
+              },
+              {x, gy});
+      compare("max_pool2d_backward bare " + w,
+              [&](const Inputs& in) { return dispatch1("max_pool2d_backward", {in[0], in[1]}, {{"input_size", g.x}}); },
+              {gy, c[1]});
+      if (g.d[0] != 1) continue;  // avg_pool2d has no dilation
+      for (bool cip : {true, false}) {
+        std::string wc = w + (cip ? " count_include_pad" : "");
+        Tensor xa = data(g.x, t, 122);
+        compare("avg_pool2d " + wc, [&](const Inputs& in) { return avg_pool2d(in[0], g.k, g.s, g.p, cip); }, {xa}, 2.0);
+        compare("avg_pool2d backward " + wc,
+                [&](const Inputs& in) {
+                  Tensor xi = in[0].detach().requires_grad_(true);
+                  avg_pool2d(xi, g.k, g.s, g.p, cip).backward(in[1]);
+                  return xi.grad();
+                },
+                {xa, data(avg_pool2d(xa, g.k, g.s, g.p, cip).sizes(), t, 123)}, 2.0);
+      }
+    }
+  }
+  Tensor bad = from_vector({0, 1, 2, 3, 4, 9}, {1, 2, 1, 3}, DType::I64).to(gpu());
+  CHECK_THROWS_WITH(dispatch1("max_pool2d_backward", {data({1, 2, 1, 3}, DType::F32, 124).to(gpu()), bad},
+                              {{"input_size", Shape{1, 2, 2, 3}}}),
+                    Catch::Matchers::Contains("outside"));
+}
+
 // ---------------------------------------------------------------- indexing
 
 TEST_CASE("cuda: index_select, index_add, gather and scatter_add match the CPU", "[gpu]") {
@@ -724,14 +830,6 @@ const std::map<std::string, std::string>& cpu_only_ops() {
       {"batch_norm", "fused training/eval forward; CUDA uses the composite of pointwise ops and reductions"},
       {"batch_norm_backward", "fused backward of batch_norm; CUDA uses the composite"},
       {"batch_norm_elemt", "fused normalisation of batch_norm; CUDA uses the composite"},
-      // no cuDNN convolution and pooling yet: these raise "no kernel for device cuda:N"
-      {"conv2d", "no cuDNN convolution yet"},
-      {"conv2d_backward_input", "no cuDNN convolution yet"},
-      {"conv2d_backward_weight", "no cuDNN convolution yet"},
-      {"max_pool2d", "no cuDNN pooling yet"},
-      {"max_pool2d_backward", "no cuDNN pooling yet"},
-      {"avg_pool2d", "no cuDNN pooling yet"},
-      {"avg_pool2d_backward", "no cuDNN pooling yet"},
   };
   return ops;
 }

@@ -7,6 +7,7 @@
 #include <limits>
 #include "ops/cpu/loops.h"
 #include "ops/ops.h"
+#include "ops/pool_math.h"
 #include "ops/registry.h"
 
 namespace tr::cpu {
@@ -16,14 +17,11 @@ namespace {
 using Ins = std::vector<Tensor>;
 using Outs = std::vector<Tensor>;
 
-// Geometry: x [N, C, H, W] -> y [N, C, OH, OW]; window (oh, ow) starts at (oh SH - PH, ow SW - PW).
-struct PoolGeom {
-  int64_t planes, H, W, OH, OW, KH, KW, SH, SW, PH, PW, DH = 1, DW = 1;
-};
+using pool::Geom;
 
-PoolGeom pool_geom(const Shape& x, const Shape& y, const Attrs& a) {
+Geom pool_geom(const Shape& x, const Shape& y, const Attrs& a) {
   const Pair &k = a.ints("kernel"), &s = a.ints("stride"), &p = a.ints("padding");
-  PoolGeom g{x[0] * x[1], x[2], x[3], y[2], y[3], k[0], k[1], s[0], s[1], p[0], p[1]};
+  Geom g{x[0] * x[1], x[2], x[3], y[2], y[3], k[0], k[1], s[0], s[1], p[0], p[1]};
   if (a.has("dilation")) {
     g.DH = a.ints("dilation")[0];
     g.DW = a.ints("dilation")[1];
@@ -33,7 +31,7 @@ PoolGeom pool_geom(const Shape& x, const Shape& y, const Attrs& a) {
 
 // f(plane) for each plane, split across the pool in chunks of about kGrain window taps.
 template <typename F>
-void for_planes(const PoolGeom& g, const F& f) {
+void for_planes(const Geom& g, const F& f) {
   int64_t per = std::max<int64_t>(1, g.OH * g.OW * g.KH * g.KW);
   parallel_for(g.planes, std::max<int64_t>(1, kGrain / per), [&](int64_t b, int64_t e) {
     for (int64_t p = b; p < e; ++p) f(p);
@@ -82,11 +80,11 @@ void max_pool_row_2x2(const T* x, int64_t r0, int64_t W, int64_t SW, int64_t OW,
   }
 }
 
-// y[oh, ow] = max over the taps (oh SH - PH + i DH, ow SW - PW + j DW) inside the plane (padding
-// is -inf); idx = ih W + iw of the first maximum (NaN wins, as in torch).
+// y[oh, ow] = max over the window's taps inside the plane, idx = ih W + iw of the first maximum
+// (pool::max_window).
 void max_pool2d_cpu(const Ins& in, Outs& out, const Attrs& a) {
   Tensor x = in[0].contiguous();
-  PoolGeom g = pool_geom(x.sizes(), out[0].sizes(), a);
+  Geom g = pool_geom(x.sizes(), out[0].sizes(), a);
   int64_t* pi = out[1].data_ptr<int64_t>();
   TR_DISPATCH_FLOAT(x.dtype(), "max_pool2d", [&] {
     using A = acc_t<scalar_t>;
@@ -102,34 +100,11 @@ void max_pool2d_cpu(const Ins& in, Outs& out, const Attrs& a) {
         }
         return;
       }
-      for (int64_t oh = 0; oh < g.OH; ++oh) {
-        int64_t h0 = oh * g.SH - g.PH;
-        int64_t i0 = h0 >= 0 ? 0 : (-h0 + g.DH - 1) / g.DH;  // first tap inside the plane
+      for (int64_t oh = 0; oh < g.OH; ++oh)
         for (int64_t ow = 0; ow < g.OW; ++ow) {
-          int64_t w0 = ow * g.SW - g.PW;
-          int64_t j0 = w0 >= 0 ? 0 : (-w0 + g.DW - 1) / g.DW;
-          A best = -std::numeric_limits<A>::infinity();
-          // first tap inside the plane (0 in the degenerate window that has none)
-          int64_t ih0 = h0 + i0 * g.DH, iw0 = w0 + j0 * g.DW;
-          int64_t arg = (i0 < g.KH && ih0 < g.H && j0 < g.KW && iw0 < g.W) ? ih0 * g.W + iw0 : 0;
-          for (int64_t i = i0; i < g.KH; ++i) {
-            int64_t ih = h0 + i * g.DH;
-            if (ih >= g.H) break;
-            for (int64_t j = j0; j < g.KW; ++j) {
-              int64_t iw = w0 + j * g.DW;
-              if (iw >= g.W) break;
-              A v = A(xp[ih * g.W + iw]);
-              if (v > best || std::isnan(v)) {
-                best = v;
-                arg = ih * g.W + iw;
-              }
-            }
-          }
-          int64_t o = (p * g.OH + oh) * g.OW + ow;
-          py[o] = scalar_t(best);
-          pi[o] = arg;
+          const int64_t o = (p * g.OH + oh) * g.OW + ow;
+          py[o] = scalar_t(pool::max_window<A>(xp, g, oh, ow, pi + o));
         }
-      }
     });
   });
 }
@@ -138,7 +113,7 @@ TR_REGISTER_KERNEL(max_pool2d, CPU, max_pool2d_cpu);
 // gx[p, idx[p, o]] += gy[p, o] for each plane p (gx assigned: zero first)
 void max_pool2d_backward_cpu(const Ins& in, Outs& out, const Attrs& a) {
   Tensor gy = in[0].contiguous(), idx = in[1].contiguous();
-  PoolGeom g{out[0].size(0) * out[0].size(1), out[0].size(2), out[0].size(3), gy.size(2), gy.size(3), 1, 1, 1, 1, 0, 0};
+  Geom g{out[0].size(0) * out[0].size(1), out[0].size(2), out[0].size(3), gy.size(2), gy.size(3), 1, 1, 1, 1, 0, 0};
   const int64_t HW = g.H * g.W, P = g.OH * g.OW;
   const int64_t* pi = idx.data_ptr<int64_t>();
   std::atomic<bool> bad{false};
@@ -167,26 +142,10 @@ void max_pool2d_backward_cpu(const Ins& in, Outs& out, const Attrs& a) {
 }
 TR_REGISTER_KERNEL(max_pool2d_backward, CPU, max_pool2d_backward_cpu);
 
-// Window rows [h0, h1) clipped to the plane, and its divisor: the window's size within the
-// padded input (count_include_pad) or within the plane.
-struct AvgWindow {
-  int64_t h0, h1, w0, w1, div;
-};
-inline AvgWindow avg_window(const PoolGeom& g, int64_t oh, int64_t ow, bool count_include_pad) {
-  int64_t h0 = oh * g.SH - g.PH, w0 = ow * g.SW - g.PW;
-  int64_t h1 = std::min(h0 + g.KH, g.H + g.PH), w1 = std::min(w0 + g.KW, g.W + g.PW);
-  int64_t padded = (h1 - h0) * (w1 - w0);
-  h0 = std::max<int64_t>(h0, 0);
-  w0 = std::max<int64_t>(w0, 0);
-  h1 = std::min(h1, g.H);
-  w1 = std::min(w1, g.W);
-  return {h0, h1, w0, w1, count_include_pad ? padded : (h1 - h0) * (w1 - w0)};
-}
-
 // y[oh, ow] = sum over the window of x / divisor
 void avg_pool2d_cpu(const Ins& in, Outs& out, const Attrs& a) {
   Tensor x = in[0].contiguous();
-  PoolGeom g = pool_geom(x.sizes(), out[0].sizes(), a);
+  Geom g = pool_geom(x.sizes(), out[0].sizes(), a);
   bool cip = a.b("count_include_pad");
   TR_DISPATCH_FLOAT(x.dtype(), "avg_pool2d", [&] {
     using A = acc_t<scalar_t>;
@@ -195,13 +154,8 @@ void avg_pool2d_cpu(const Ins& in, Outs& out, const Attrs& a) {
     for_planes(g, [&](int64_t p) {
       const scalar_t* xp = px + p * g.H * g.W;
       for (int64_t oh = 0; oh < g.OH; ++oh)
-        for (int64_t ow = 0; ow < g.OW; ++ow) {
-          AvgWindow win = avg_window(g, oh, ow, cip);
-          A s = 0;
-          for (int64_t ih = win.h0; ih < win.h1; ++ih)
-            for (int64_t iw = win.w0; iw < win.w1; ++iw) s += A(xp[ih * g.W + iw]);
-          py[(p * g.OH + oh) * g.OW + ow] = scalar_t(s / A(win.div));
-        }
+        for (int64_t ow = 0; ow < g.OW; ++ow)
+          py[(p * g.OH + oh) * g.OW + ow] = scalar_t(pool::avg_at<A>(xp, g, oh, ow, cip));
     });
   });
 }
@@ -210,7 +164,7 @@ TR_REGISTER_KERNEL(avg_pool2d, CPU, avg_pool2d_cpu);
 // gx[ih, iw] = sum over the windows containing (ih, iw) of gy[oh, ow] / divisor (gx assigned)
 void avg_pool2d_backward_cpu(const Ins& in, Outs& out, const Attrs& a) {
   Tensor gy = in[0].contiguous();
-  PoolGeom g = pool_geom(out[0].sizes(), gy.sizes(), a);
+  Geom g = pool_geom(out[0].sizes(), gy.sizes(), a);
   bool cip = a.b("count_include_pad");
   TR_DISPATCH_FLOAT(gy.dtype(), "avg_pool2d_backward", [&] {
     using A = acc_t<scalar_t>;
@@ -221,7 +175,7 @@ void avg_pool2d_backward_cpu(const Ins& in, Outs& out, const Attrs& a) {
       const scalar_t* yp = py + p * g.OH * g.OW;
       for (int64_t oh = 0; oh < g.OH; ++oh)
         for (int64_t ow = 0; ow < g.OW; ++ow) {
-          AvgWindow win = avg_window(g, oh, ow, cip);
+          pool::AvgWindow win = pool::avg_window(g, oh, ow, cip);
           A v = A(yp[oh * g.OW + ow]) / A(win.div);
           for (int64_t ih = win.h0; ih < win.h1; ++ih)
             for (int64_t iw = win.w0; iw < win.w1; ++iw) acc[size_t(ih * g.W + iw)] += v;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include "core/dtype.h"
 #include "ops/op_tables.h"
+#include "ops/pool_math.h"
 
 namespace tr::cuda {
 
@@ -132,6 +133,17 @@ struct IntGemmArgs {
   void* out = nullptr;  // contiguous [batch, M, N]
 };
 void launch_int_gemm(DType t, const IntGemmArgs& a);
+
+// ---- pooling over contiguous NCHW planes (ops/pool_math.h geometry) ----
+// y = max over each window, idx = its flat argmax in the plane
+void launch_max_pool2d(DType t, const pool::Geom& g, const void* x, void* y, int64_t* idx);
+// gx = the adjoint of max_pool2d: gathered from the windows over each input when `windows` (g's
+// kernel, stride, padding and dilation are set), else scattered plane by plane in output order;
+// a scattered index outside the plane sets *error to its position.
+void launch_max_pool2d_backward(DType t, const pool::Geom& g, bool windows, const void* gy, const int64_t* idx,
+                                void* gx, unsigned long long* error);
+void launch_avg_pool2d(DType t, const pool::Geom& g, bool count_include_pad, const void* x, void* y);
+void launch_avg_pool2d_backward(DType t, const pool::Geom& g, bool count_include_pad, const void* gy, void* gx);
 
 // ---- Philox random fills of a contiguous tensor of n elements (core/philox.h mapping) ----
 enum class RandomOp : int32_t { Uniform, Normal, DropoutMask };

@@ -4,6 +4,7 @@
 #include <climits>
 #include <map>
 #include <mutex>
+#include "ops/backends.h"
 #include "ops/cuda/library_check.h"
 #include "ops/cuda/tensor_args.h"
 #include "ops/ops.h"
@@ -24,8 +25,6 @@ cublasHandle_t cublas_handle(int device) {
   DeviceGuard g(device);
   cublasHandle_t h = nullptr;
   TR_CUBLAS_CHECK(cublasCreate(&h));
-  // Default math: no TF32 for f32 products, so results stay close to the CPU's sgemm.
-  TR_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
   handles[device] = h;
   return h;
 }
@@ -110,6 +109,9 @@ void gemm(const Tensor& a, const Tensor& bm, const Tensor& out, int64_t batch) {
   }
   GemmOperand A = gemm_operand(a), B = gemm_operand(bm);
   cublasHandle_t h = cublas_handle(out.device().index);
+  // TF32 for f32 products only when allowed (torch.backends.cuda.matmul.allow_tf32)
+  TR_CUBLAS_CHECK(cublasSetMathMode(
+      h, t == DType::F32 && backends::matmul().allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   const int m = as_int(N, "N"), n = as_int(M, "M"), k = as_int(K, "K");
   const int lda = as_int(B.ld, "ld"), ldb = as_int(A.ld, "ld"), ldc = m;
   const long long sa = B.batch_stride, sb = A.batch_stride, sc = (long long)(M * N);

@@ -1,0 +1,14 @@
+#include "ops/backends.h"
+
+namespace tr::backends {
+
+Cudnn& cudnn() {
+  static Cudnn c;
+  return c;
+}
+Matmul& matmul() {
+  static Matmul m;
+  return m;
+}
+
+}  // namespace tr::backends

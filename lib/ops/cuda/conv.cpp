@@ -1,0 +1,293 @@
+// CUDA launchers of conv2d, conv2d_backward_input and conv2d_backward_weight through cuDNN's
+// convolution API (cudnnConvolutionForward / BackwardData / BackwardFilter), NCHW, contiguous
+// operands. The algorithm is cuDNN's heuristic first choice that fits, or with
+// backends::cudnn().benchmark the fastest measured one (cudnnFind*, once per geometry), and with
+// .deterministic only algorithms cuDNN marks deterministic. f16/bf16 compute in f32; f32 in TF32
+// only when backends::cudnn().allow_tf32.
+//
+// cuDNN 9 marks this API deprecated in favour of its graph API; it is still shipped, documented
+// and what the three ops need, so the deprecation warnings are silenced in this file alone.
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <vector>
+#include "ops/backends.h"
+#include "ops/cuda/library_check.h"
+#include "ops/cuda/tensor_args.h"
+#include "ops/ops.h"
+#include "ops/registry.h"
+
+namespace tr::cuda {
+
+namespace {
+
+using Ins = std::vector<Tensor>;
+using Outs = std::vector<Tensor>;
+
+// One cuDNN handle per device, kept for the life of the process (as the cuBLAS handles).
+cudnnHandle_t cudnn_handle(int device) {
+  static std::mutex mu;
+  static std::map<int, cudnnHandle_t> handles;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = handles.find(device);
+  if (it != handles.end()) return it->second;
+  DeviceGuard g(device);
+  cudnnHandle_t h = nullptr;
+  TR_CUDNN_CHECK(cudnnCreate(&h));
+  handles[device] = h;
+  return h;
+}
+
+cudnnDataType_t cudnn_type(DType t) {
+  switch (t) {
+    case DType::F16: return CUDNN_DATA_HALF;
+    case DType::BF16: return CUDNN_DATA_BFLOAT16;
+    case DType::F32: return CUDNN_DATA_FLOAT;
+    case DType::F64: return CUDNN_DATA_DOUBLE;
+    default: throw_dtype_unsupported("conv2d (cuDNN)", t);
+  }
+}
+
+int as_int(int64_t v) {
+  TR_CHECK(v >= 0 && v <= INT32_MAX, "conv2d on CUDA: size ", v, " exceeds cuDNN's 32-bit range");
+  return int(v);
+}
+
+// The descriptors of one convolution x [N, C, H, W] * w [O, C/g, KH, KW] -> y [N, O, OH, OW].
+class ConvDescriptors {
+ public:
+  ConvDescriptors(const Shape& x, const Shape& w, const Shape& y, DType t, const Attrs& a) {
+    const cudnnDataType_t dt = cudnn_type(t);
+    TR_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_));
+    TR_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y_));
+    TR_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w_));
+    TR_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv_));
+    TR_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NCHW, dt, as_int(x[0]), as_int(x[1]), as_int(x[2]),
+                                              as_int(x[3])));
+    TR_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_, CUDNN_TENSOR_NCHW, dt, as_int(y[0]), as_int(y[1]), as_int(y[2]),
+                                              as_int(y[3])));
+    TR_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_, dt, CUDNN_TENSOR_NCHW, as_int(w[0]), as_int(w[1]), as_int(w[2]),
+                                              as_int(w[3])));
+    const Pair &s = a.ints("stride"), &p = a.ints("padding"), &d = a.ints("dilation");
+    // f16/bf16 accumulate in f32 (the CPU widens to f32 too); f64 stays f64
+    const cudnnDataType_t compute = t == DType::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+    TR_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv_, as_int(p[0]), as_int(p[1]), as_int(s[0]), as_int(s[1]),
+                                                   as_int(d[0]), as_int(d[1]), CUDNN_CROSS_CORRELATION, compute));
+    TR_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv_, as_int(a.i("groups"))));
+    // f32: FMA only unless TF32 is allowed; f16/bf16 always on tensor cores
+    const bool f32_exact = t == DType::F32 && !backends::cudnn().allow_tf32;
+    TR_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_, f32_exact ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
+    key_ = {x, w, y, int(t), a.ints("stride"), a.ints("padding"), a.ints("dilation"), a.i("groups"), f32_exact};
+  }
+  ~ConvDescriptors() {
+    cudnnDestroyTensorDescriptor(x_);
+    cudnnDestroyTensorDescriptor(y_);
+    cudnnDestroyFilterDescriptor(w_);
+    cudnnDestroyConvolutionDescriptor(conv_);
+  }
+  ConvDescriptors(const ConvDescriptors&) = delete;
+  ConvDescriptors& operator=(const ConvDescriptors&) = delete;
+
+  cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr;
+  cudnnFilterDescriptor_t w_ = nullptr;
+  cudnnConvolutionDescriptor_t conv_ = nullptr;
+  // what an algorithm choice depends on
+  std::tuple<Shape, Shape, Shape, int, Shape, Shape, Shape, int64_t, bool> key_;
+};
+
+// The first usable algorithm of `perf` (sorted best first by cuDNN): status success, within the
+// deterministic set when asked for.
+template <typename Perf>
+Perf pick(const std::vector<Perf>& perf, int n, const char* op) {
+  for (int i = 0; i < n; ++i) {
+    const Perf& p = perf[size_t(i)];
+    if (p.status != CUDNN_STATUS_SUCCESS) continue;
+    if (backends::cudnn().deterministic && p.determinism != CUDNN_DETERMINISTIC) continue;
+    return p;
+  }
+  throw Error(str(op, ": cuDNN offers no ", backends::cudnn().deterministic ? "deterministic " : "",
+                  "algorithm for this convolution"));
+}
+
+// Algorithm choices per (direction, geometry), made once.
+template <typename Algo>
+struct AlgoCache {
+  std::mutex mu;
+  std::map<decltype(ConvDescriptors::key_), std::pair<Algo, size_t>> map;  // algorithm, workspace bytes
+  bool find(const ConvDescriptors& d, std::pair<Algo, size_t>& out) {
+    std::lock_guard<std::mutex> g(mu);
+    auto it = map.find(d.key_);
+    if (it == map.end()) return false;
+    out = it->second;
+    return true;
+  }
+  void put(const ConvDescriptors& d, std::pair<Algo, size_t> v) {
+    std::lock_guard<std::mutex> g(mu);
+    map[d.key_] = v;
+  }
+};
+
+// With benchmark: cudnnFind* times each algorithm on scratch buffers (the real ones are
+// overwritten by every trial; the Find functions that take pointers need the operands, which we
+// have, so the real buffers are used and the result is recomputed afterwards).
+std::pair<cudnnConvolutionFwdAlgo_t, size_t> forward_algo(cudnnHandle_t h, const ConvDescriptors& d,
+                                                          const void* x, const void* w, void* y, Device dev) {
+  static AlgoCache<cudnnConvolutionFwdAlgo_t> cache;
+  std::pair<cudnnConvolutionFwdAlgo_t, size_t> r;
+  if (cache.find(d, r)) return r;
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
+  int n = 0;
+  if (backends::cudnn().benchmark) {
+    size_t ws_bytes = 0;
+    for (int a = 0; a < CUDNN_CONVOLUTION_FWD_ALGO_COUNT; ++a) {
+      size_t b = 0;
+      if (cudnnGetConvolutionForwardWorkspaceSize(h, d.x_, d.w_, d.conv_, d.y_, cudnnConvolutionFwdAlgo_t(a), &b) ==
+          CUDNN_STATUS_SUCCESS)
+        ws_bytes = std::max(ws_bytes, b);
+    }
+    Tensor ws = workspace(ws_bytes, dev);
+    TR_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, d.x_, x, d.w_, w, d.conv_, d.y_, y, int(perf.size()), &n,
+                                                          perf.data(), ws.raw_data(), ws_bytes));
+  } else {
+    TR_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x_, d.w_, d.conv_, d.y_, int(perf.size()), &n,
+                                                          perf.data()));
+  }
+  auto p = pick(perf, n, "conv2d");
+  size_t bytes = 0;
+  TR_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(h, d.x_, d.w_, d.conv_, d.y_, p.algo, &bytes));
+  r = {p.algo, bytes};
+  cache.put(d, r);
+  return r;
+}
+
+std::pair<cudnnConvolutionBwdDataAlgo_t, size_t> backward_data_algo(cudnnHandle_t h, const ConvDescriptors& d,
+                                                                    const void* w, const void* gy, void* gx,
+                                                                    Device dev) {
+  static AlgoCache<cudnnConvolutionBwdDataAlgo_t> cache;
+  std::pair<cudnnConvolutionBwdDataAlgo_t, size_t> r;
+  if (cache.find(d, r)) return r;
+  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
+  int n = 0;
+  if (backends::cudnn().benchmark) {
+    size_t ws_bytes = 0;
+    for (int a = 0; a < CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT; ++a) {
+      size_t b = 0;
+      if (cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w_, d.y_, d.conv_, d.x_, cudnnConvolutionBwdDataAlgo_t(a),
+                                                       &b) == CUDNN_STATUS_SUCCESS)
+        ws_bytes = std::max(ws_bytes, b);
+    }
+    Tensor ws = workspace(ws_bytes, dev);
+    TR_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(h, d.w_, w, d.y_, gy, d.conv_, d.x_, gx,
+                                                               int(perf.size()), &n, perf.data(), ws.raw_data(),
+                                                               ws_bytes));
+  } else {
+    TR_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w_, d.y_, d.conv_, d.x_, int(perf.size()), &n,
+                                                               perf.data()));
+  }
+  auto p = pick(perf, n, "conv2d_backward_input");
+  size_t bytes = 0;
+  TR_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w_, d.y_, d.conv_, d.x_, p.algo, &bytes));
+  r = {p.algo, bytes};
+  cache.put(d, r);
+  return r;
+}
+
+std::pair<cudnnConvolutionBwdFilterAlgo_t, size_t> backward_filter_algo(cudnnHandle_t h, const ConvDescriptors& d,
+                                                                        const void* x, const void* gy, void* gw,
+                                                                        Device dev) {
+  static AlgoCache<cudnnConvolutionBwdFilterAlgo_t> cache;
+  std::pair<cudnnConvolutionBwdFilterAlgo_t, size_t> r;
+  if (cache.find(d, r)) return r;
+  std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
+  int n = 0;
+  if (backends::cudnn().benchmark) {
+    size_t ws_bytes = 0;
+    for (int a = 0; a < CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT; ++a) {
+      size_t b = 0;
+      if (cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x_, d.y_, d.conv_, d.w_,
+                                                         cudnnConvolutionBwdFilterAlgo_t(a), &b) == CUDNN_STATUS_SUCCESS)
+        ws_bytes = std::max(ws_bytes, b);
+    }
+    Tensor ws = workspace(ws_bytes, dev);
+    TR_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, d.x_, x, d.y_, gy, d.conv_, d.w_, gw,
+                                                                 int(perf.size()), &n, perf.data(), ws.raw_data(),
+                                                                 ws_bytes));
+  } else {
+    TR_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x_, d.y_, d.conv_, d.w_, int(perf.size()), &n,
+                                                                 perf.data()));
+  }
+  auto p = pick(perf, n, "conv2d_backward_weight");
+  size_t bytes = 0;
+  TR_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x_, d.y_, d.conv_, d.w_, p.algo, &bytes));
+  r = {p.algo, bytes};
+  cache.put(d, r);
+  return r;
+}
+
+// alpha / beta in the type cuDNN wants: double for f64 data, float otherwise
+struct Scale {
+  double d;
+  float f;
+  const void* ptr(DType t) const { return t == DType::F64 ? static_cast<const void*>(&d) : &f; }
+};
+constexpr Scale kOne{1.0, 1.0f}, kZero{0.0, 0.0f};
+
+// y = conv(x, w) (+ b[o])
+void conv2d_cuda(const Ins& in, Outs& out, const Attrs& a) {
+  DeviceGuard guard(out[0]);
+  const Tensor x = in[0].contiguous(), w = in[1].contiguous();
+  const Tensor& y = out[0];
+  const DType t = x.dtype();
+  cudnnHandle_t h = cudnn_handle(y.device().index);
+  ConvDescriptors d(x.sizes(), w.sizes(), y.sizes(), t, a);
+  auto [algo, bytes] = forward_algo(h, d, x.raw_data(), w.raw_data(), y.raw_data(), y.device());
+  Tensor ws = workspace(bytes, y.device());
+  TR_CUDNN_CHECK(cudnnConvolutionForward(h, kOne.ptr(t), d.x_, x.raw_data(), d.w_, w.raw_data(), d.conv_, algo,
+                                         ws.raw_data(), bytes, kZero.ptr(t), d.y_, y.raw_data()));
+  if (in.size() == 3) {
+    const Tensor b = in[2].contiguous();
+    cudnnTensorDescriptor_t bd = nullptr;
+    TR_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bd));
+    cudnnStatus_t st = cudnnSetTensor4dDescriptor(bd, CUDNN_TENSOR_NCHW, cudnn_type(t), 1, as_int(b.numel()), 1, 1);
+    if (st == CUDNN_STATUS_SUCCESS)
+      st = cudnnAddTensor(h, kOne.ptr(t), bd, b.raw_data(), kOne.ptr(t), d.y_, y.raw_data());
+    cudnnDestroyTensorDescriptor(bd);
+    TR_CUDNN_CHECK(st);
+  }
+}
+TR_REGISTER_KERNEL(conv2d, CUDA, conv2d_cuda);
+
+// gx = the adjoint of x -> conv(x, w) applied to gy
+void conv2d_backward_input_cuda(const Ins& in, Outs& out, const Attrs& a) {
+  DeviceGuard guard(out[0]);
+  const Tensor gy = in[0].contiguous(), w = in[1].contiguous();
+  const Tensor& gx = out[0];
+  const DType t = gy.dtype();
+  cudnnHandle_t h = cudnn_handle(gx.device().index);
+  ConvDescriptors d(gx.sizes(), w.sizes(), gy.sizes(), t, a);
+  auto [algo, bytes] = backward_data_algo(h, d, w.raw_data(), gy.raw_data(), gx.raw_data(), gx.device());
+  Tensor ws = workspace(bytes, gx.device());
+  TR_CUDNN_CHECK(cudnnConvolutionBackwardData(h, kOne.ptr(t), d.w_, w.raw_data(), d.y_, gy.raw_data(), d.conv_, algo,
+                                              ws.raw_data(), bytes, kZero.ptr(t), d.x_, gx.raw_data()));
+}
+TR_REGISTER_KERNEL(conv2d_backward_input, CUDA, conv2d_backward_input_cuda);
+
+// gw = the adjoint of w -> conv(x, w) applied to gy
+void conv2d_backward_weight_cuda(const Ins& in, Outs& out, const Attrs& a) {
+  DeviceGuard guard(out[0]);
+  const Tensor gy = in[0].contiguous(), x = in[1].contiguous();
+  const Tensor& gw = out[0];
+  const DType t = gy.dtype();
+  cudnnHandle_t h = cudnn_handle(gw.device().index);
+  ConvDescriptors d(x.sizes(), gw.sizes(), gy.sizes(), t, a);
+  auto [algo, bytes] = backward_filter_algo(h, d, x.raw_data(), gy.raw_data(), gw.raw_data(), gw.device());
+  Tensor ws = workspace(bytes, gw.device());
+  TR_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, kOne.ptr(t), d.x_, x.raw_data(), d.y_, gy.raw_data(), d.conv_,
+                                                algo, ws.raw_data(), bytes, kZero.ptr(t), d.w_, gw.raw_data()));
+}
+TR_REGISTER_KERNEL(conv2d_backward_weight, CUDA, conv2d_backward_weight_cuda);
+
+}  // namespace
+
+}  // namespace tr::cuda

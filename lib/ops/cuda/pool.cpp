@@ -1,0 +1,76 @@
+// CUDA launchers of max_pool2d, max_pool2d_backward, avg_pool2d and avg_pool2d_backward on
+// contiguous NCHW planes (ops/cuda/pool_kernels.cu). Own kernels rather than cuDNN's pooling:
+// max_pool2d returns torch's flat argmax indices, which cuDNN does not produce.
+#include <climits>
+#include "core/cuda/cuda_check.h"
+#include "ops/cuda/tensor_args.h"
+#include "ops/ops.h"
+#include "ops/registry.h"
+
+namespace tr::cuda {
+
+namespace {
+
+using Ins = std::vector<Tensor>;
+using Outs = std::vector<Tensor>;
+
+// x [N, C, H, W] -> y [N, C, OH, OW] with the window attrs of `a` (dilation 1 when absent).
+pool::Geom pool_geom(const Shape& x, const Shape& y, const Attrs& a) {
+  const Pair &k = a.ints("kernel"), &s = a.ints("stride"), &p = a.ints("padding");
+  pool::Geom g{x[0] * x[1], x[2], x[3], y[2], y[3], k[0], k[1], s[0], s[1], p[0], p[1]};
+  if (a.has("dilation")) {
+    g.DH = a.ints("dilation")[0];
+    g.DW = a.ints("dilation")[1];
+  }
+  return g;
+}
+
+void max_pool2d_cuda(const Ins& in, Outs& out, const Attrs& a) {
+  DeviceGuard guard(out[0]);
+  const Tensor x = in[0].contiguous();
+  launch_max_pool2d(x.dtype(), pool_geom(x.sizes(), out[0].sizes(), a), x.raw_data(), out[0].raw_data(),
+                    out[1].data_ptr<int64_t>());
+}
+TR_REGISTER_KERNEL(max_pool2d, CUDA, max_pool2d_cuda);
+
+// gx = the adjoint of max_pool2d. With the window attrs (what max_pool2d's backward passes) each
+// input gathers from the windows over it, as torch's CUDA kernel does: an index that no window
+// over it could produce is not seen. Without them, plane-serial scatter with the CPU's checks.
+void max_pool2d_backward_cuda(const Ins& in, Outs& out, const Attrs& a) {
+  DeviceGuard guard(out[0]);
+  const Tensor gy = in[0].contiguous(), idx = in[1].contiguous();
+  const Tensor& gx = out[0];
+  const bool windows = a.has("kernel");
+  pool::Geom g = windows ? pool_geom(gx.sizes(), gy.sizes(), a)
+                         : pool::Geom{gx.size(0) * gx.size(1), gx.size(2), gx.size(3), gy.size(2), gy.size(3),
+                                      1, 1, 1, 1, 0, 0};
+  Tensor err = full({1}, -1.0, TensorOptions(DType::I64).device(gx.device()));  // all bits set: ULLONG_MAX
+  launch_max_pool2d_backward(gy.dtype(), g, windows, gy.raw_data(), idx.data_ptr<int64_t>(), gx.raw_data(),
+                             static_cast<unsigned long long*>(err.raw_data()));
+  if (!windows) {
+    unsigned long long pos = ULLONG_MAX;
+    TR_CUDA_CHECK(cudaMemcpy(&pos, err.raw_data(), sizeof(pos), cudaMemcpyDeviceToHost));
+    TR_CHECK(pos == ULLONG_MAX, "max_pool2d_backward: an index is outside the ", g.H, " x ", g.W, " input plane");
+  }
+}
+TR_REGISTER_KERNEL(max_pool2d_backward, CUDA, max_pool2d_backward_cuda);
+
+void avg_pool2d_cuda(const Ins& in, Outs& out, const Attrs& a) {
+  DeviceGuard guard(out[0]);
+  const Tensor x = in[0].contiguous();
+  launch_avg_pool2d(x.dtype(), pool_geom(x.sizes(), out[0].sizes(), a), a.b("count_include_pad"), x.raw_data(),
+                    out[0].raw_data());
+}
+TR_REGISTER_KERNEL(avg_pool2d, CUDA, avg_pool2d_cuda);
+
+void avg_pool2d_backward_cuda(const Ins& in, Outs& out, const Attrs& a) {
+  DeviceGuard guard(out[0]);
+  const Tensor gy = in[0].contiguous();
+  launch_avg_pool2d_backward(gy.dtype(), pool_geom(out[0].sizes(), gy.sizes(), a), a.b("count_include_pad"),
+                             gy.raw_data(), out[0].raw_data());
+}
+TR_REGISTER_KERNEL(avg_pool2d_backward, CUDA, avg_pool2d_backward_cuda);
+
+}  // namespace
+
+}  // namespace tr::cuda
