@@ -34,6 +34,8 @@ template <typename T> TR_HD T pow_scalar(T a, T b) {
   return pow(a, b);
 }
 template <typename T> TR_HD T neg(T x) { return -x; }
+// relu's backward (torch's threshold_backward): the gradient where the result exceeds the threshold
+template <typename T> TR_HD T threshold_backward(T g, T y, T threshold) { return y > threshold ? g : T(0); }
 template <typename T> TR_HD T abs(T x) { return x < T(0) ? -x : x; }
 // sign(x) in {-1, 0, 1}; sign(0) = sign(-0) = sign(nan) = 0, as in torch 1.13
 template <typename T> TR_HD T sign(T x) { return (x > T(0)) ? T(1) : ((x < T(0)) ? T(-1) : T(0)); }

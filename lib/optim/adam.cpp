@@ -2,6 +2,7 @@
 #include "optim/adam.h"
 #include <cmath>
 #include "core/grad_mode.h"
+#include "ops/fused_optim.h"
 #include "ops/ops.h"
 #include "optim/optimizer_registry.h"
 
@@ -42,15 +43,18 @@ std::vector<std::string> Adam::state_keys(const Options& o) const {
 //   amsgrad: v_max = max(v_max, v), used instead of v below
 //   denom = sqrt(v) / sqrt(bc2) + eps
 //   p = p + ((-step_size) * m) / denom     (addcdiv's evaluation order)
+// As one fused op over the group (ops/fused_optim.h) where its tensors allow, else as this
+// composite of pointwise ops.
 void Adam::do_step() {
   NoGradGuard ng;
   for (auto& g : groups_) {
     const Options& o = g.options;
     double lr = o.at("lr"), b1 = o.at("beta1"), b2 = o.at("beta2"), eps = o.at("eps"), wd = o.at("weight_decay");
     bool amsgrad = o.at("amsgrad") != 0, maximize = o.at("maximize") != 0;
+    std::vector<Tensor> ps, grads, ms, vs, vmaxs;
+    std::vector<double> steps;
     for (auto& p : g.params) {
       if (!p.grad().defined()) continue;
-      Tensor grad = maximize ? -p.grad() : p.grad();
       ParamState& st = state(p);
       if (st.empty()) {
         st["step"] = zeros({}, DType::F32);  // torch.tensor(0.)
@@ -61,20 +65,36 @@ void Adam::do_step() {
       // amsgrad switched on after the first step (torch would fail): start the maximum at zero
       if (amsgrad && !st.count("max_exp_avg_sq")) st["max_exp_avg_sq"] = zeros_like(p);
       Tensor& step_t = st.at("step");
-      Tensor& m = st.at("exp_avg");
-      Tensor& v = st.at("exp_avg_sq");
       step_t.add_(1.0);
+      ps.push_back(p);
+      grads.push_back(p.grad());
+      ms.push_back(st.at("exp_avg"));
+      vs.push_back(st.at("exp_avg_sq"));
+      if (amsgrad) vmaxs.push_back(st.at("max_exp_avg_sq"));
+      steps.push_back(step_t.item());
+    }
+    std::vector<std::vector<Tensor>> lists{ps, grads, ms, vs};
+    if (amsgrad) lists.push_back(vmaxs);
+    if (fusable(lists)) {
+      fused_adam_(ps, grads, ms, vs, vmaxs, steps, {lr, b1, b2, eps, wd, decoupled_, amsgrad, maximize});
+      continue;
+    }
+    for (size_t i = 0; i < ps.size(); ++i) {
+      Tensor& p = ps[i];
+      Tensor grad = maximize ? -grads[i] : grads[i];
+      Tensor& m = ms[i];
+      Tensor& v = vs[i];
       if (decoupled_) p.mul_(1.0 - lr * wd);
       else if (wd != 0) grad = add(grad, p, wd);
       m.mul_(b1).add_(grad, 1.0 - b1);
       v.mul_(b2).add_((grad * (1.0 - b2)) * grad);
-      double t = step_t.item();
+      const double t = steps[i];
       double bc1 = 1.0 - std::pow(b1, t), bc2 = 1.0 - std::pow(b2, t);
       double step_size = lr / bc1;
       double bc2_sqrt = std::sqrt(bc2);
       Tensor denom;
       if (amsgrad) {
-        Tensor& vmax = st.at("max_exp_avg_sq");
+        Tensor& vmax = vmaxs[i];
         vmax.copy_(maximum(vmax, v));
         denom = sqrt(vmax) / bc2_sqrt + eps;
       } else {

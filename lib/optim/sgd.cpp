@@ -1,6 +1,7 @@
 // SGD's update and its registration as the optimizer "sgd".
 #include "optim/sgd.h"
 #include "core/grad_mode.h"
+#include "ops/fused_optim.h"
 #include "ops/ops.h"
 #include "optim/optimizer_registry.h"
 
@@ -38,6 +39,8 @@ std::vector<std::string> SGD::state_keys(const Options& o) const {
 //   buf = first step ? clone(d) : momentum * buf + (1 - dampening) * d   (if momentum != 0)
 //   d = nesterov ? d + momentum * buf : buf           (if momentum != 0)
 //   p = p - lr * d
+// As one fused op over the group (ops/fused_optim.h) where its tensors allow, else as this
+// composite of pointwise ops.
 void SGD::do_step() {
   NoGradGuard ng;
   for (auto& g : groups_) {
@@ -45,10 +48,38 @@ void SGD::do_step() {
     double lr = o.at("lr"), momentum = o.at("momentum"), dampening = o.at("dampening");
     double wd = o.at("weight_decay");
     bool nesterov = o.at("nesterov") != 0, maximize = o.at("maximize") != 0;
+    std::vector<Tensor> ps, grads, bufs;
+    std::vector<bool> first;
     for (auto& p : g.params) {
-      const Tensor& grad = p.grad();
-      if (!grad.defined()) continue;
-      Tensor d = maximize ? -grad : grad;
+      if (!p.grad().defined()) continue;
+      ps.push_back(p);
+      grads.push_back(p.grad());
+      if (momentum != 0) {
+        ParamState& st = state(p);
+        auto it = st.find("momentum_buffer");
+        first.push_back(it == st.end());
+        bufs.push_back(it == st.end() ? Tensor() : it->second);
+      } else {
+        first.push_back(false);
+      }
+    }
+    // fused: a new buffer is allocated here and written by the op from d (first step)
+    std::vector<std::vector<Tensor>> lists{ps, grads};
+    if (momentum != 0) {
+      std::vector<Tensor> probe = bufs;
+      for (size_t i = 0; i < probe.size(); ++i)
+        if (first[i]) probe[i] = ps[i];  // stands for the buffer empty_like(p) will be
+      lists.push_back(probe);
+    }
+    if (fusable(lists)) {
+      for (size_t i = 0; i < bufs.size(); ++i)
+        if (first[i]) bufs[i] = state(ps[i])["momentum_buffer"] = zeros_like(ps[i]);
+      fused_sgd_(ps, grads, bufs, first, {lr, momentum, dampening, wd, nesterov, maximize});
+      continue;
+    }
+    for (size_t i = 0; i < ps.size(); ++i) {
+      Tensor& p = ps[i];
+      Tensor d = maximize ? -grads[i] : grads[i];
       if (wd != 0) d = add(d, p, wd);
       if (momentum != 0) {
         ParamState& st = state(p);

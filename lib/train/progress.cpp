@@ -63,10 +63,10 @@ std::string Progress::train_line(int64_t step, int64_t epoch, const std::vector<
   return s;
 }
 
-void Progress::show(int64_t step, int64_t epoch, const std::vector<double>& lrs) {
+void Progress::show(int64_t step, int64_t epoch, const std::vector<double>& lrs, bool refresh) {
   if (quiet_) return;
   bool due = log_due(step);
-  if (!(live_ ? (step % 5 == 0 || due) : due)) return;
+  if (!(live_ ? (step % 5 == 0 || due || refresh) : due)) return;
   double w = window_seconds();
   double sps = w > 0 ? double(samples_) / w : 0.0;
   double loss = loss_sum_ / double(std::max<int64_t>(steps_, 1));

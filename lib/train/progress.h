@@ -28,9 +28,10 @@ class Progress {
   // `extra`: more fields (",\"key\":value...") placed before samples_per_s.
   std::string train_line(int64_t step, int64_t epoch, const std::vector<double>& lrs, const std::string& extra = "");
   bool log_due(int64_t step) const { return step % log_every_ == 0 || step == total_steps_; }
-  // Prints what the mode shows for this step (the live line, or a plain line when a log is due);
-  // call before train_line, which closes the window.
-  void show(int64_t step, int64_t epoch, const std::vector<double>& lrs);
+  // Prints what the mode shows for this step (the live line every 5 steps or when `refresh`, or a
+  // plain line when a log is due); call before train_line, which closes the window.
+  void show(int64_t step, int64_t epoch, const std::vector<double>& lrs, bool refresh = false);
+  bool live() const { return live_ && !quiet_; }
   // An eval result line for the console (ends a live line first); accuracy where the loss has one.
   void eval(int64_t step, int64_t epoch, double loss, std::optional<double> accuracy);
   void message(const std::string& text);  // a line for the console unless quiet

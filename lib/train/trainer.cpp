@@ -81,7 +81,7 @@ StepResult Trainer::train_step(const std::vector<data::Batch>& micro) {
   for (auto& b : micro) global += b.global_size;
   const double world = double(r.env.world_size);
   r.optimizer->zero_grad();
-  double loss_part = 0;
+  Tensor loss_part;  // stays on the device: read back by flush_steps
   for (size_t i = 0; i < micro.size(); ++i) {
     const data::Batch& b = micro[i];
     TR_CHECK(b.input.defined(), "rank ", r.env.rank, " got no samples of batch ", b.index, " (", b.global_size,
@@ -94,11 +94,11 @@ StepResult Trainer::train_step(const std::vector<data::Batch>& micro) {
       loss = r.loss((*r.model.net)(x), y).first;
     }
     const double n = double(x.size(0));
-    double lv = loss.item();
+    Tensor part = cast(loss.detach(), DType::F64) * n / double(global);
+    loss_part = loss_part.defined() ? loss_part + part : part;
     double w = n * world / double(global);
     if (w != 1.0) loss = loss * w;
     r.scaler.scale(loss).backward();
-    loss_part += lv * n / double(global);
   }
   if (r.ddp) r.ddp->finish();
   StepResult res;
@@ -173,6 +173,7 @@ bool Trainer::next_micro_batches(std::vector<data::Batch>& micro) {
 }
 
 void Trainer::eval_and_log(Loop& l) {
+  flush_steps(0);  // the train lines before the eval line
   EvalResult e = evaluate();
   l.result.last_eval = last_eval_ = e;
   evaluated_since_checkpoint_ = true;
@@ -181,32 +182,66 @@ void Trainer::eval_and_log(Loop& l) {
   progress_->eval(l.step, l.epoch, e.loss, e.accuracy);
 }
 
-bool Trainer::after_step(Loop& l, const std::vector<data::Batch>& micro, const StepResult& sr, StopSignal& stop) {
-  // one small allreduce a step: the step's loss over all ranks, and whether any rank was
-  // signalled (every rank must stop after the same step, or the others would wait in a collective)
-  const int local_sig = stop.pending();
-  std::vector<double> v{sr.loss, double(local_sig)};
+int Trainer::agree_signal(int local_signal) {
+  if (!run_.pg) return local_signal;
+  std::vector<double> v{double(local_signal)};
   allreduce_sum(v);
-  const double loss = v[0];
-  const int sig = v[1] > 0 ? (local_sig ? local_sig : SIGTERM) : 0;
-  TR_CHECK(std::isfinite(loss), "training diverged: the loss is ", loss, " at step ", l.step, " (epoch ", l.epoch,
-           "); lower [optimizer] lr (now ", run_.optimizer->lrs()[0], ")");
+  return v[0] > 0 ? (local_signal ? local_signal : SIGTERM) : 0;
+}
+
+int Trainer::flush_steps(int local_signal) {
+  if (pending_.empty() && local_signal == 0) return 0;  // every rank: pending steps are the same
+  std::vector<double> v;
+  if (!pending_.empty()) {
+    std::vector<Tensor> losses;
+    for (const auto& p : pending_) losses.push_back(p.loss.reshape({1}));
+    v = cat(losses, 0).to(kCPU).tolist();
+  }
+  // one small collective: the losses summed over the ranks, and whether any rank was signalled
+  // (every rank must stop after the same step, or the others would wait in a collective)
+  v.push_back(double(local_signal));
+  allreduce_sum(v);
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    const PendingStep& p = pending_[i];
+    TR_CHECK(std::isfinite(v[i]), "training diverged: the loss is ", v[i], " at step ", p.step, " (epoch ", p.epoch,
+             "); lower [optimizer] lr (now ", run_.optimizer->lrs()[0], ")");
+    progress_->step(p.step, p.epoch, v[i], p.samples, p.grad_norm);
+  }
+  pending_.clear();
+  last_flush_ = std::chrono::steady_clock::now();
+  return v.back() > 0 ? (local_signal ? local_signal : SIGTERM) : 0;
+}
+
+bool Trainer::after_step(Loop& l, const std::vector<data::Batch>& micro, const StepResult& sr, StopSignal& stop) {
   int64_t samples = 0;
   for (auto& b : micro) samples += b.global_size;  // all ranks: samples_per_s is the run's throughput
-  progress_->step(l.step, l.epoch, loss, samples, sr.grad_norm);
+  pending_.push_back({l.step, l.epoch, sr.loss, samples, sr.grad_norm});
+  const auto& ck = run_.cfg.checkpoint;
+  const int64_t every_eval = run_.cfg.train.eval_every;
+  const bool mid_epoch = !run_.loader->epoch_done() && l.step < run_.total_steps;
+  const bool eval_due = every_eval > 0 && l.step % every_eval == 0 && mid_epoch;
+  const bool checkpoint_due = ck.every > 0 && l.step % ck.every == 0 && mid_epoch;
+  const bool log_due = progress_->log_due(l.step);
+  // the live line is refreshed twice a second (in a single process: the timing differs per rank)
+  const bool display_due = !run_.pg && progress_->live() &&
+                           std::chrono::steady_clock::now() - last_flush_ > std::chrono::milliseconds(500);
+  const int local_sig = stop.pending();
+  int sig;
+  if (run_.device.is_cpu() || log_due || eval_due || checkpoint_due || l.step == stop_at_step_ || display_due) {
+    sig = flush_steps(local_sig);
+  } else if ((sig = agree_signal(local_sig)) != 0) {
+    flush_steps(0);
+  }
   std::vector<double> lrs = run_.optimizer->lrs();
-  progress_->show(l.step, l.epoch, lrs);
-  if (progress_->log_due(l.step)) {
+  if (pending_.empty()) progress_->show(l.step, l.epoch, lrs, display_due);
+  if (log_due) {
     std::string extra;
     if (run_.scaler.is_enabled())
       extra = str(",\"loss_scale\":", json_num(run_.scaler.get_scale()), ",\"skipped_steps\":", run_.scaler.skipped_steps());
     log_record(progress_->train_line(l.step, l.epoch, lrs, extra));
   }
   // (the last step of an epoch or of the run is evaluated by end_epoch, once)
-  const auto& ck = run_.cfg.checkpoint;
-  const int64_t every_eval = run_.cfg.train.eval_every;
-  const bool mid_epoch = !run_.loader->epoch_done() && l.step < run_.total_steps;
-  if (every_eval > 0 && l.step % every_eval == 0 && mid_epoch) eval_and_log(l);
+  if (eval_due) eval_and_log(l);
   if (sig || l.step == stop_at_step_) {
     save_checkpoint({l.step, l.epoch, run_.loader->position().batch});
     progress_->message(str("stopped ", sig ? str("by signal ", sig) : std::string("as asked"), " at step ", l.step,
@@ -216,7 +251,7 @@ bool Trainer::after_step(Loop& l, const std::vector<data::Batch>& micro, const S
     l.result.stopped_at_step = !sig;
     return false;
   }
-  if (ck.every > 0 && l.step % ck.every == 0 && mid_epoch) {
+  if (checkpoint_due) {
     save_checkpoint({l.step, l.epoch, run_.loader->position().batch});
     l.saved_last = true;
   }

@@ -32,7 +32,7 @@ struct FitResult {
 
 // What train_step did.
 struct StepResult {
-  double loss = 0;        // this rank's part of the step's mean loss
+  Tensor loss;            // this rank's part of the step's mean loss: f64, 0-dim, on the run's device
   double grad_norm = -1;  // before clipping; -1 without norm clipping (or when the step overflowed)
   bool stepped = true;    // false: the GradScaler skipped the optimizer step (inf/NaN gradients)
 };
@@ -96,6 +96,19 @@ class Trainer {
   void log_record(const std::string& json);
   // Sums `values` over the ranks (a no-op in a single process).
   void allreduce_sum(std::vector<double>& values);
+  // The steps whose losses are still on the device: read back together at log points, evals,
+  // checkpoints and stops (every step on the CPU), so a GPU step never waits for the host.
+  struct PendingStep {
+    int64_t step, epoch;
+    Tensor loss;  // StepResult::loss
+    int64_t samples;
+    double grad_norm;
+  };
+  // Reads the pending losses back (one copy), sums them and this rank's signal over the ranks,
+  // checks them and feeds them to the progress window in order; returns the agreed signal.
+  int flush_steps(int local_signal);
+  // The signal every rank agrees on (one collective when there are ranks).
+  int agree_signal(int local_signal);
 
   // ---- checkpoints (trainer_checkpoint.cpp) ----
   std::string checkpoint_root() const { return run_.cfg.run_dir() + "/checkpoints"; }
@@ -118,6 +131,8 @@ class Trainer {
   std::unique_ptr<io::MetricsSink> metrics_;  // metrics.jsonl ([log] jsonl)
   int64_t resumed_records_ = 0;               // the checkpoint's metrics_lines, without a sink
   std::unique_ptr<Progress> progress_;
+  std::vector<PendingStep> pending_;
+  std::chrono::steady_clock::time_point last_flush_ = std::chrono::steady_clock::now();
   EvalResult last_eval_;
   bool evaluated_since_checkpoint_ = false;
   std::optional<double> best_metric_;  // [checkpoint] keep_best: the best value so far ...

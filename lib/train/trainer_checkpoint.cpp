@@ -20,6 +20,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 void Trainer::save_checkpoint(const TrainPosition& pos) {
+  flush_steps(0);  // the progress window it saves
   // keep_best: this checkpoint holds the best eval so far when the eval just before it improved
   bool is_best = false;
   const auto& k = run_.cfg.checkpoint;

@@ -17,6 +17,7 @@
 #include "core/cuda_hooks.h"
 #include "ops/backends.h"
 #include "ops/cuda_info.h"
+#include "ops/fused_optim.h"
 #include "ops/init.h"
 #include "ops/op_tables.h"
 #include "ops/ops.h"
@@ -677,6 +678,101 @@ TEST_CASE("cuda: max_pool2d, avg_pool2d and their backward ops match the CPU", "
                     Catch::Matchers::Contains("outside"));
 }
 
+TEST_CASE("cuda: threshold_backward (relu's backward) matches the CPU", "[gpu]") {
+  TR_REQUIRE_GPU();
+  for (DType t : {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64}) {
+    Tensor g = data({7, 9}, t, 220), y = ties({7, 9}, t, 221);  // ties: values equal to the threshold
+    for (double th : {0.0, 0.5})
+      compare(std::string("threshold_backward ") + dtype_name(t),
+              [th](const Inputs& in) { return dispatch1("threshold_backward", in, {{"threshold", th}}); }, {g, y});
+    compare(std::string("threshold_backward broadcast ") + dtype_name(t),
+            [](const Inputs& in) { return dispatch1("threshold_backward", in, {{"threshold", 0.0}}); },
+            {g, ties({9}, t, 222)});
+  }
+}
+
+// ---------------------------------------------------------------- batch norm
+
+TEST_CASE("cuda: batch_norm's fused ops match the CPU in training and eval, with gradients", "[gpu]") {
+  TR_REQUIRE_GPU();
+  for (DType t : kFloatTypes) {
+    // the last: the CNN's first batch norm (100352 values per channel)
+    for (Shape s : {Shape{6, 4}, Shape{3, 5, 7}, Shape{4, 3, 9, 11}, Shape{2, 600, 3, 3}, Shape{128, 32, 28, 28}}) {
+      if (s[0] == 128 && t != DType::F32) continue;
+      const int64_t C = s[1];
+      std::string w = shape_str(s) + " " + dtype_name(t);
+      Tensor x = data(s, t, 210, -3.0, 5.0), wt = data({C}, t, 211), b = data({C}, t, 212);
+      Tensor gy = data(s, t, 213);
+      auto train = [&](const Inputs& in) {
+        Tensor xi = in[0].detach().requires_grad_(true), wi = in[1].detach().requires_grad_(true),
+               bi = in[2].detach().requires_grad_(true);
+        BatchNormOut r = batch_norm(xi, Tensor(), Tensor(), wi, bi, true, 1e-5);
+        r.output.backward(in[3]);
+        return std::vector<Tensor>{r.output.detach(), r.mean, r.var, xi.grad(), wi.grad(), bi.grad()};
+      };
+      auto c = train({x, wt, b, gy}), g = train(to_gpu({x, wt, b, gy}));
+      const char* names[] = {"y", "mean", "var", "dx", "dw", "db"};
+      for (size_t i = 0; i < c.size(); ++i)
+        check_close(std::string("batch_norm training ") + names[i] + " " + w, c[i], g[i], scaled(tol_for(t), 8.0));
+      Tensor rm = data({C}, t, 214), rv = data({C}, t, 215, 0.5, 2.0);
+      compare("batch_norm eval " + w,
+              [](const Inputs& in) { return batch_norm(in[0], in[3], in[4], in[1], in[2], false, 1e-5).output; },
+              {x, wt, b, rm, rv}, 4.0);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- fused optimizer steps
+
+TEST_CASE("cuda: the fused SGD and Adam steps match the CPU's", "[gpu]") {
+  TR_REQUIRE_GPU();
+  // more than one chunk of a launch (kFusedChunk elements), odd sizes, and two dtypes in one call
+  const std::vector<Shape> shapes{{3, 5}, {70001}, {1}, {129, 7}};
+  for (bool amsgrad : {false, true}) {
+    auto run = [&](Device dev) {
+      std::vector<Tensor> ps, gs, ms, vs, xs;
+      std::vector<double> steps;
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        const DType t = i == 2 ? DType::F64 : DType::F32;
+        ps.push_back(data(shapes[i], t, 130 + i).to(dev));
+        gs.push_back(data(shapes[i], t, 140 + i).to(dev));
+        ms.push_back(data(shapes[i], t, 150 + i, -0.1, 0.1).to(dev));
+        vs.push_back(data(shapes[i], t, 160 + i, 0.0, 0.1).to(dev));
+        if (amsgrad) xs.push_back(data(shapes[i], t, 170 + i, 0.0, 0.1).to(dev));
+        steps.push_back(double(i + 1));
+      }
+      fused_adam_(ps, gs, ms, vs, xs, steps, {1e-2, 0.9, 0.999, 1e-8, 0.1, true, amsgrad, amsgrad});
+      std::vector<Tensor> out = ps;
+      out.insert(out.end(), ms.begin(), ms.end());
+      out.insert(out.end(), vs.begin(), vs.end());
+      out.insert(out.end(), xs.begin(), xs.end());
+      return out;
+    };
+    auto c = run(kCPU), g = run(gpu());
+    for (size_t i = 0; i < c.size(); ++i)
+      check_close("fused adam tensor " + std::to_string(i) + (amsgrad ? " amsgrad" : ""), c[i], g[i],
+                  scaled(tol_for(c[i].dtype()), 2.0));
+  }
+  for (bool first : {true, false}) {
+    auto run = [&](Device dev) {
+      std::vector<Tensor> ps, gs, bs;
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        ps.push_back(data(shapes[i], DType::F32, 180 + i).to(dev));
+        gs.push_back(data(shapes[i], DType::F32, 190 + i).to(dev));
+        bs.push_back(data(shapes[i], DType::F32, 200 + i).to(dev));
+      }
+      fused_sgd_(ps, gs, bs, std::vector<bool>(shapes.size(), first), {0.1, 0.9, 0.0, 1e-4, true, false});
+      std::vector<Tensor> out = ps;
+      out.insert(out.end(), bs.begin(), bs.end());
+      return out;
+    };
+    auto c = run(kCPU), g = run(gpu());
+    for (size_t i = 0; i < c.size(); ++i)
+      check_close("fused sgd tensor " + std::to_string(i) + (first ? " first step" : ""), c[i], g[i],
+                  scaled(tol_for(c[i].dtype()), 2.0));
+  }
+}
+
 // ---------------------------------------------------------------- indexing
 
 TEST_CASE("cuda: index_select, index_add, gather and scatter_add match the CPU", "[gpu]") {
@@ -802,6 +898,37 @@ TEST_CASE("cuda: a training step's gradients match the CPU", "[gpu]") {
   for (size_t i = 0; i < c.size(); ++i) check_close(names[i], c[i], g[i], {1e-10, 1e-12});
 }
 
+TEST_CASE("cuda: a CNN training step's gradients match the CPU (conv, batch norm, relu, pooling, dropout)", "[gpu]") {
+  TR_REQUIRE_GPU();
+  backends::Cudnn saved = backends::cudnn();
+  backends::cudnn().allow_tf32 = false;
+  // f64 for tight tolerances: a wrong index, window or coefficient shows at 1e-3, rounding at 1e-12
+  auto run = [](Device dev) {
+    Generator g(9);
+    auto param = [&](const Shape& s, double scale) { return (randn(s, DType::F64, &g) * scale).to(dev).requires_grad_(true); };
+    Tensor x = randn({8, 2, 12, 12}, DType::F64, &g).to(dev);
+    Tensor w1 = param({6, 2, 3, 3}, 0.3), b1 = param({6}, 0.1), g1 = param({6}, 1.0), h1 = param({6}, 0.1);
+    Tensor w2 = param({8, 6, 3, 3}, 0.2), g2 = param({8}, 1.0), h2 = param({8}, 0.1);
+    Tensor wl = param({5, 8 * 3 * 3}, 0.1);
+    Tensor target = from_vector({0, 1, 2, 3, 4, 0, 1, 2}, {8}, DType::I64).to(dev);
+    Tensor y = conv2d(x, w1, b1, {1, 1}, {1, 1});
+    y = relu(batch_norm(y, Tensor(), Tensor(), g1, h1, true).output);
+    y = max_pool2d(y, {2, 2});                                   // 6 x 6
+    y = conv2d(y, w2, Tensor(), {2, 2}, {1, 1});                 // 3 x 3, strided
+    y = relu(batch_norm(y, Tensor(), Tensor(), g2, h2, true).output);
+    y = avg_pool2d(y, {3, 3}, {1, 1}, {1, 1});                   // padded windows
+    Tensor logits = linear(dropout(flatten(y, 1), 0.25, true, &g), wl);
+    Tensor loss = cross_entropy(logits, target);
+    loss.backward();
+    return std::vector<Tensor>{loss.detach(), w1.grad(), b1.grad(), g1.grad(), h1.grad(), w2.grad(), g2.grad(),
+                               h2.grad(), wl.grad()};
+  };
+  auto c = run(kCPU), g = run(gpu());
+  const char* names[] = {"loss", "dw1", "db1", "dgamma1", "dbeta1", "dw2", "dgamma2", "dbeta2", "dwl"};
+  for (size_t i = 0; i < c.size(); ++i) check_close(names[i], c[i], g[i], {1e-9, 1e-12});
+  backends::cudnn() = saved;
+}
+
 // ---------------------------------------------------------------- everywhere
 
 TEST_CASE("cuda: Device(\"cuda\") without a usable GPU is one clear error", "[gpu][device]") {
@@ -823,14 +950,7 @@ namespace {
 // The ops without a CUDA kernel, each with its reason; every other op that computes (views need
 // no kernel) must have one, so a new op without one fails the case below.
 const std::map<std::string, std::string>& cpu_only_ops() {
-  static const std::map<std::string, std::string> ops = {
-      // the CUDA build falls back to the composite: relu's backward is g * (y > 0) there
-      {"threshold_backward", "fused relu backward; CUDA uses the composite mask product (has_kernel)"},
-      // batch_norm() runs the fused ops only where the device has all three, else the composite
-      {"batch_norm", "fused training/eval forward; CUDA uses the composite of pointwise ops and reductions"},
-      {"batch_norm_backward", "fused backward of batch_norm; CUDA uses the composite"},
-      {"batch_norm_elemt", "fused normalisation of batch_norm; CUDA uses the composite"},
-  };
+  static const std::map<std::string, std::string> ops = {};  // none today
   return ops;
 }
 }  // namespace

@@ -7,6 +7,7 @@
 #include <vector>
 #include "core/allocator.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/pinned_staging.h"
 
 namespace tr::cuda {
 
@@ -81,8 +82,11 @@ void memcpy(void* dst, Device dd, const void* src, Device sd, size_t n) {
     std::memcpy(dst, src, n);
     return;
   }
-  cudaMemcpyKind kind = dd.is_cpu() ? cudaMemcpyDeviceToHost : (sd.is_cpu() ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice);
-  TR_CUDA_CHECK(cudaMemcpy(dst, src, n, kind));
+  if (sd.is_cpu()) {  // returns before the copy is done; stream order keeps it ahead of later launches
+    copy_to_device_staged(dst, src, n, dd.index);
+    return;
+  }
+  TR_CUDA_CHECK(cudaMemcpy(dst, src, n, dd.is_cpu() ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice));
 }
 
 void synchronize(int index) {

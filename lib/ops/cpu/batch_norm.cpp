@@ -12,6 +12,7 @@
 #include <cstring>
 #include <type_traits>
 #include <vector>
+#include "ops/batch_norm_math.h"
 #include "ops/cpu/loops.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
@@ -115,14 +116,14 @@ void row_grad_sums(const T* gy, const T* x, int64_t L, double mean, double& s_g,
 template <typename T, typename A>
 void row_affine(const T* x, T* y, int64_t L, A alpha, A beta) {
 #pragma omp simd
-  for (int64_t l = 0; l < L; ++l) y[l] = T(A(x[l]) * alpha + beta);
+  for (int64_t l = 0; l < L; ++l) y[l] = T(bn::affine(A(x[l]), alpha, beta));
 }
 
 // gx = (gy - grad_mean - (x - mean) k) scale over a row (torch's CPU form)
 template <typename T, typename A>
 void row_grad_input(const T* gy, const T* x, T* gx, int64_t L, A k, A grad_mean, A mean, A scale) {
 #pragma omp simd
-  for (int64_t l = 0; l < L; ++l) gx[l] = T((A(gy[l]) - grad_mean - (A(x[l]) - mean) * k) * scale);
+  for (int64_t l = 0; l < L; ++l) gx[l] = T(bn::grad_input(A(gy[l]), A(x[l]), k, grad_mean, mean, scale));
 }
 
 // y[:, c] = x[:, c] alpha[c] + beta[c] for the channels of [c0, c1)
@@ -157,8 +158,7 @@ void batch_norm_kernel(const T* x, const T* w, const T* b, T* y, T* mean_out, T*
       var[i] /= g.M();
       mean_out[c] = T(mean[i]);
       var_out[c] = T(var[i]);
-      alpha[i] = at(w, c) / std::sqrt(var[i] + eps);
-      beta[i] = at(b, c) - mean[i] * alpha[i];
+      bn::affine_coefficients(at(w, c), at(b, c), mean[i], var[i], eps, &alpha[i], &beta[i]);
     }
     affine_block(x, y, g, c0, c1, alpha, beta);
   });
@@ -178,13 +178,13 @@ void batch_norm_backward_kernel(const T* gy, const T* x, const T* w, const T* me
     std::vector<A> k(nc), grad_mean(nc), m(nc), scale(nc);
     for (int64_t c = c0; c < c1; ++c) {
       const size_t i = size_t(c - c0);
-      const double invstd = 1.0 / std::sqrt(at(var, c) + eps);
-      gb[c] = T(s_g[i]);
-      gw[c] = T(s_gxmu[i] * invstd);
-      k[i] = A(s_gxmu[i] * invstd * invstd / g.M());
-      grad_mean[i] = A(s_g[i] / g.M());
+      const bn::GradCoefficients q = bn::grad_coefficients(s_g[i], s_gxmu[i], at(var, c), at(w, c), eps, g.M());
+      gb[c] = T(q.gb);
+      gw[c] = T(q.gw);
+      k[i] = A(q.k);
+      grad_mean[i] = A(q.grad_mean);
       m[i] = A(at(mean, c));
-      scale[i] = A(invstd * at(w, c));
+      scale[i] = A(q.scale);
     }
     for (int64_t n = 0; n < g.N; ++n)
       for (int64_t c = c0; c < c1; ++c) {
@@ -229,8 +229,10 @@ void batch_norm_elemt_cpu(const Ins& in, Outs& out, const Attrs& a) {
     for_channel_blocks(g, [&](int64_t c0, int64_t c1) {
       std::vector<double> alpha, beta;
       for (int64_t c = c0; c < c1; ++c) {
-        alpha.push_back(at(pw, c) / std::sqrt(at(pv, c) + eps));
-        beta.push_back(at(pb, c) - at(pm, c) * alpha.back());
+        double al, be;
+        bn::affine_coefficients(at(pw, c), at(pb, c), at(pm, c), at(pv, c), eps, &al, &be);
+        alpha.push_back(al);
+        beta.push_back(be);
       }
       affine_block(px, py, g, c0, c1, alpha, beta);
     });

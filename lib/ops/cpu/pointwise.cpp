@@ -108,8 +108,7 @@ void threshold_backward_cpu(const Ins& in, Outs& out, const Attrs& attrs) {
     using A = acc_t<scalar_t>;
     const A th = A(attrs.f("threshold"));
     elementwise<scalar_t, scalar_t, scalar_t>(out[0], {in[0], in[1]}, [=](scalar_t gs, scalar_t ys) {
-      A g = A(gs), y = A(ys);
-      return scalar_t(y > th ? g : A(0));
+      return scalar_t(math::threshold_backward(A(gs), A(ys), th));
     });
   });
 }

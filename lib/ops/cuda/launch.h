@@ -5,6 +5,7 @@
 #include <cstdint>
 #include "core/dtype.h"
 #include "ops/op_tables.h"
+#include "ops/optim_math.h"
 #include "ops/pool_math.h"
 
 namespace tr::cuda {
@@ -55,6 +56,8 @@ void launch_compare(CompareOp op, DType t, const ElementwiseArgs& a);
 void launch_predicate(PredicateOp op, DType t, const ElementwiseArgs& a);
 // bool y = x0 && x1 (bool inputs).
 void launch_logical_and(const ElementwiseArgs& a);
+// y = threshold_backward(g, x) (scalar_math.h) for g, x, y of dtype `t`.
+void launch_threshold_backward(DType t, double threshold, const ElementwiseArgs& a);
 // y = cond ? x1 : x2; elements of x1, x2, y have `elem_size` bytes.
 void launch_where(size_t elem_size, const ElementwiseArgs& a);
 // y = x bit for bit (same dtype, or fill_ from a host scalar); elements of `elem_size` bytes.
@@ -144,6 +147,43 @@ void launch_max_pool2d_backward(DType t, const pool::Geom& g, bool windows, cons
                                 void* gx, unsigned long long* error);
 void launch_avg_pool2d(DType t, const pool::Geom& g, bool count_include_pad, const void* x, void* y);
 void launch_avg_pool2d_backward(DType t, const pool::Geom& g, bool count_include_pad, const void* gy, void* gx);
+
+// ---- batch norm over x viewed as [N, C, L] (contiguous), statistics in double ----
+struct BatchNormGeom {
+  int64_t N = 0, C = 0, L = 0;
+  double eps = 0;
+};
+// mean / biased var per channel into mean_out / var_out, y = x alpha + beta; `coef` is device
+// scratch of 2 C doubles.
+void launch_batch_norm(DType t, const BatchNormGeom& g, const void* x, const void* w, const void* b, void* y,
+                       void* mean_out, void* var_out, double* coef);
+// gx, gw, gb of batch_norm; `coef` is device scratch of 4 C doubles.
+void launch_batch_norm_backward(DType t, const BatchNormGeom& g, const void* gy, const void* x, const void* w,
+                                const void* mean, const void* var, void* gx, void* gw, void* gb, double* coef);
+// y = x alpha + beta from given statistics; `coef` is device scratch of 2 C doubles.
+void launch_batch_norm_elemt(DType t, const BatchNormGeom& g, const void* x, const void* w, const void* b,
+                             const void* mean, const void* var, void* y, double* coef);
+
+// ---- fused optimizer steps over many tensors in one launch ----
+// Tensor i of a launch: its lists' pointers (param, grad, state...), element count, and for Adam
+// its scalars (step counts differ per tensor) or for SGD whether this is its first step.
+constexpr int kFusedLists = 5;
+struct FusedTensor {
+  void* ptr[kFusedLists] = {};
+  int64_t numel = 0;
+  int32_t first = 0;
+  optim_math::AdamScalars<double> adam{};
+};
+// The launch's blocks: block b updates elements [start, start + kFusedChunk) of tensor `tensor`.
+constexpr int64_t kFusedChunk = 65536;
+struct FusedChunk {
+  int32_t tensor = 0;
+  int64_t start = 0;
+};
+// tensors / chunks: device copies of the tables (n_chunks entries of chunks).
+void launch_fused_sgd(DType t, const optim_math::SgdScalars<double>& s, const FusedTensor* tensors,
+                      const FusedChunk* chunks, int64_t n_chunks);
+void launch_fused_adam(DType t, const FusedTensor* tensors, const FusedChunk* chunks, int64_t n_chunks);
 
 // ---- Philox random fills of a contiguous tensor of n elements (core/philox.h mapping) ----
 enum class RandomOp : int32_t { Uniform, Normal, DropoutMask };

@@ -93,6 +93,15 @@ void logical_and_cuda(const Ins& in, Outs& out, const Attrs&) {
 }
 TR_REGISTER_KERNEL(logical_and, CUDA, logical_and_cuda);
 
+// g where y > threshold, else 0 (inputs {g, y} of one dtype)
+void threshold_backward_cuda(const Ins& in, Outs& out, const Attrs& attrs) {
+  check_same_dtype("threshold_backward", {in[0], in[1]}, out[0].dtype());
+  DeviceGuard g(out[0]);
+  for (auto& a : elementwise_args(out[0], {in[0], in[1]}))
+    launch_threshold_backward(out[0].dtype(), attrs.f("threshold"), a);
+}
+TR_REGISTER_KERNEL(threshold_backward, CUDA, threshold_backward_cuda);
+
 void where_cuda(const Ins& in, Outs& out, const Attrs&) {
   TR_CHECK(in[0].dtype() == DType::Bool, "where: condition must be bool, got ", dtype_name(in[0].dtype()));
   check_same_dtype("where", {in[1], in[2]}, out[0].dtype());

@@ -89,6 +89,11 @@ struct LogicalAndFn {
   __device__ bool operator()(bool a, bool b) const { return a && b; }
 };
 
+template <typename T>
+struct ThresholdBackwardFn {
+  acc_t<T> threshold;
+  __device__ T operator()(T g, T y) const { return T(math::threshold_backward(acc_t<T>(g), acc_t<T>(y), threshold)); }
+};
 template <typename U>
 struct WhereFn {
   __device__ U operator()(bool c, U a, U b) const { return c ? a : b; }
@@ -165,6 +170,13 @@ void launch_predicate(PredicateOp op, DType t, const ElementwiseArgs& a) {
 
 void launch_logical_and(const ElementwiseArgs& a) {
   launch_elementwise<bool, bool, bool>("logical_and_kernel", a, LogicalAndFn{});
+}
+
+void launch_threshold_backward(DType t, double threshold, const ElementwiseArgs& a) {
+  TR_DISPATCH_NUMERIC(t, "threshold_backward", [&] {
+    launch_elementwise<scalar_t, scalar_t, scalar_t>("threshold_backward_kernel", a,
+                                                      ThresholdBackwardFn<scalar_t>{acc_t<scalar_t>(threshold)});
+  });
 }
 
 void launch_where(size_t elem_size, const ElementwiseArgs& a) {
