@@ -18,6 +18,7 @@
 #include "nn/layer_registry.h"
 #include "nn/loss.h"
 #include "nn/model_file.h"
+#include "core/allocator.h"
 #include "ops/cuda_info.h"
 #include "ops/init.h"
 #include "ops/ops.h"
@@ -44,8 +45,15 @@ void info() {
   std::printf("cuda compiled: %s\n", cuda::is_compiled() ? "yes" : "no");
   std::printf("cuda libraries: %s\n", cuda::cuda_info().c_str());
   int n = cuda::device_count();
-  if (n > 0) std::printf("cuda devices: %d\n", n);
-  else std::printf("cuda devices: 0 (%s)\n", cuda::unavailable_reason().c_str());
+  if (n > 0) {
+    std::printf("cuda devices: %d\n", n);
+    for (int i = 0; i < n; ++i) {
+      std::printf("  cuda:%d: %s\n", i, cuda::device_description(i).c_str());
+      const MemoryStats m = memory_stats(Device(DeviceType::CUDA, i));  // this process's, as torch.cuda.memory_stats
+      std::printf("    allocated %s (peak %s), reserved %s\n", format_bytes(double(m.allocated)).c_str(),
+                  format_bytes(double(m.peak_allocated)).c_str(), format_bytes(double(m.reserved)).c_str());
+    }
+  } else std::printf("cuda devices: 0 (%s)\n", cuda::unavailable_reason().c_str());
 }
 
 // A two-layer MLP learning a noisy two-spirals problem with plain SGD, written against the tensor

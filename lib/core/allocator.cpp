@@ -1,4 +1,5 @@
 #include "core/allocator.h"
+#include <cstdio>
 #include <cstdlib>
 #include <new>
 #include <vector>
@@ -15,8 +16,24 @@ std::function<Allocator&(int)>& factory(DeviceType t) {
 
 }  // namespace
 
-CachingAllocator::CachingAllocator(RawAlloc raw_alloc, RawFree raw_free, size_t min_cached_bytes)
-    : raw_alloc_(std::move(raw_alloc)), raw_free_(std::move(raw_free)), min_cached_(min_cached_bytes) {}
+CachingAllocator::CachingAllocator(RawAlloc raw_alloc, RawFree raw_free, size_t min_cached_bytes,
+                                   std::function<std::string()> describe)
+    : raw_alloc_(std::move(raw_alloc)),
+      raw_free_(std::move(raw_free)),
+      min_cached_(min_cached_bytes),
+      describe_(std::move(describe)) {}
+
+std::string format_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", b, units[u]);
+  return buf;
+}
 
 CachingAllocator::~CachingAllocator() { empty_cache(); }
 
@@ -43,8 +60,13 @@ void* CachingAllocator::allocate(size_t nbytes) {
       free_blocks_.clear();
       p = raw_alloc_(rs);
     }
-    if (!p) throw Error(str("caching allocator: out of memory allocating ", nbytes, " bytes (",
-                            stats_.allocated, " bytes in use)"));
+    if (!p)
+      throw OutOfMemoryError(str("out of memory", describe_ ? " on " + describe_() : std::string(),
+                                 ": tried to allocate ", format_bytes(double(nbytes)), "; ",
+                                 format_bytes(double(stats_.allocated)), " held by tensors, ",
+                                 format_bytes(double(stats_.reserved)), " reserved by the caching allocator (its ",
+                                 "free cache was released and the allocation retried), peak ",
+                                 format_bytes(double(stats_.peak_allocated))));
     stats_.reserved += int64_t(rs);
   }
   live_blocks_[p] = rs;

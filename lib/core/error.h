@@ -11,6 +11,11 @@ class Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+// A device allocation that failed after the allocator freed its cache: dispatch adds the op.
+class OutOfMemoryError : public Error {
+ public:
+  using Error::Error;
+};
 
 namespace detail {
 inline void str_append(std::ostringstream&) {}

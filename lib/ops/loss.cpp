@@ -2,6 +2,7 @@
 // label smoothing), mse_loss and binary_cross_entropy_with_logits, as compositions of ops. They
 // run in f32 under autocast (torch's fp32 list). The loss modules (nn/losses/) call these.
 #include "ops/autocast.h"
+#include "ops/deferred_check.h"
 #include "ops/ops.h"
 
 namespace tr {
@@ -80,14 +81,19 @@ Tensor cross_entropy(const Tensor& input_arg, const Tensor& target_arg, int64_t 
 
   Tensor valid = t1 != double(ignore_index);  // bool [M]
   Tensor oob = logical_and(valid, logical_not(logical_and(t1 >= 0.0, t1 < double(C))));
-  if (t1.numel() > 0 && sum(oob.to(DType::I64)).item() > 0) {
-    std::vector<double> tv = t1.tolist(), ov = oob.tolist();
-    for (size_t i = 0; i < tv.size(); ++i)
-      if (ov[i] != 0.0)
-        throw Error(str(fn, ": target ", int64_t(tv[i]), " is out of bounds for ", C, " classes (input shape ",
-                        input.sizes(), ", target shape ", target.sizes(), "; valid: 0..", C - 1,
-                        " or ignore_index = ", ignore_index, ")"));
-  }
+  // checked at once on the CPU, at the next wait for the device on a GPU (no stall per step)
+  if (t1.numel() > 0)
+    check_on_sync(sum(oob.to(DType::I64)).reshape({1}), 0,
+                  [fn, t1, oob, C, ignore_index, in_shape = input.sizes(), t_shape = target.sizes(),
+                   on_device = !t1.device().is_cpu()](int64_t) {
+                    std::vector<double> tv = t1.tolist(), ov = oob.tolist();
+                    for (size_t i = 0; i < tv.size(); ++i)
+                      if (ov[i] != 0.0)
+                        throw Error(str(fn, ": target ", int64_t(tv[i]), " is out of bounds for ", C,
+                                        " classes (input shape ", in_shape, ", target shape ", t_shape,
+                                        "; valid: 0..", C - 1, " or ignore_index = ", ignore_index, ")",
+                                        on_device ? " (found on the device, raised at the next wait for it)" : ""));
+                  });
   Tensor safe = where(valid, t1, zeros_like(t1));  // ignored rows pick class 0, then are zeroed
   Tensor logp = log_softmax(x2, 1);                // [M, C]
   Tensor zero = zeros({}, TensorOptions(logp.dtype()).device(logp.device()));

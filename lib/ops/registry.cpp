@@ -1,4 +1,5 @@
 #include "ops/registry.h"
+#include "ops/op_profiler.h"
 #include <cctype>
 #include <unordered_map>
 #include "core/grad_mode.h"
@@ -141,11 +142,20 @@ std::vector<Tensor> dispatch(const char* name, std::vector<Tensor> inputs, const
     }
     KernelFn k = op.kernels[int(dev.type)];
     TR_CHECK(k, name, ": no kernel for device ", dev.str());
-    outputs.reserve(specs.size());
-    for (auto& s : specs) outputs.push_back(empty(s.sizes, TensorOptions(s.dtype).device(s.device.value_or(dev))));
-    NoGradGuard ng;  // composite kernels call other ops; nothing inside a kernel is recorded
-    amp::AutocastExcludeGuard no_autocast;  // nor cast again
-    k(inputs, outputs, attrs);
+    try {
+      outputs.reserve(specs.size());
+      for (auto& s : specs) outputs.push_back(empty(s.sizes, TensorOptions(s.dtype).device(s.device.value_or(dev))));
+      NoGradGuard ng;  // composite kernels call other ops; nothing inside a kernel is recorded
+      amp::AutocastExcludeGuard no_autocast;  // nor cast again
+      OpTimer timer(name, inputs.empty() ? DType::F32 : inputs[0].dtype(), dev);
+      k(inputs, outputs, attrs);
+    } catch (const OutOfMemoryError& e) {
+      std::string m = e.what();
+      if (m.find(" (op ") != std::string::npos) throw;  // an op inside this one's kernel named itself
+      std::string shapes;
+      for (auto& t : inputs) shapes += (shapes.empty() ? "" : ", ") + shape_str(t.sizes());
+      throw OutOfMemoryError(str(m, " (op ", op.name, " on inputs of shapes ", shapes, ")"));
+    }
   }
 
   bool needs_grad = false;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include "core/allocator.h"
 #include "core/grad_mode.h"
 #include "io/checkpoint_dir.h"
 #include "io/safetensors.h"
@@ -238,6 +239,10 @@ bool Trainer::after_step(Loop& l, const std::vector<data::Batch>& micro, const S
     std::string extra;
     if (run_.scaler.is_enabled())
       extra = str(",\"loss_scale\":", json_num(run_.scaler.get_scale()), ",\"skipped_steps\":", run_.scaler.skipped_steps());
+    if (!run_.device.is_cpu()) {  // the device memory tensors held at most since the last line
+      extra += str(",\"mem_peak_mb\":", json_num(double(max_memory_allocated(run_.device)) / (1 << 20)));
+      reset_peak_memory_stats(run_.device);
+    }
     log_record(progress_->train_line(l.step, l.epoch, lrs, extra));
   }
   // (the last step of an epoch or of the run is evaluated by end_epoch, once)

@@ -832,12 +832,23 @@ TEST_CASE("cuda: out-of-range indices throw the CPU's error", "[gpu]") {
   Tensor bad = from_vector({1, 7, 2}, {3}, DType::I64).to(gpu());
   Tensor neg_bad = from_vector({0, -6}, {2}, DType::I64).to(gpu());
   using Catch::Matchers::Contains;
-  CHECK_THROWS_WITH(index_select(x, 1, bad), Contains("index 7 is out of bounds for dimension with size 5"));
-  CHECK_THROWS_WITH(index_select(x, 1, neg_bad), Contains("index -1 is out of bounds"));
-  CHECK_THROWS_WITH(index_add(x, 0, bad, zeros({3, 5}, TensorOptions().device(gpu()))), Contains("out of bounds"));
+  // the launch returns; the error comes at the next wait for the device (here: the copy to the host)
+  Tensor r;
+  CHECK_NOTHROW(r = index_select(x, 1, bad));
+  CHECK_THROWS_WITH(r.to(kCPU), Contains("index_select: index 7 is out of bounds for dimension with size 5") &&
+                                    Contains("raised at the next wait for the device"));
+  CHECK_THROWS_WITH(index_select(x, 1, neg_bad).to(kCPU), Contains("index -1 is out of bounds"));
+  CHECK_THROWS_WITH(index_add(x, 0, bad, zeros({3, 5}, TensorOptions().device(gpu()))).to(kCPU),
+                    Contains("out of bounds"));
   Tensor g = from_vector({0, 9, 1, 2}, {2, 2}, DType::I64).to(gpu());
-  CHECK_THROWS_WITH(gather(x, 1, g), Contains("index 9 is out of bounds for dimension 1 with size 5"));
-  CHECK_THROWS_WITH(scatter_add(x, 1, g, ones({2, 2}, TensorOptions().device(gpu()))), Contains("out of bounds"));
+  CHECK_THROWS_WITH(gather(x, 1, g).sum().item(), Contains("index 9 is out of bounds for dimension 1 with size 5"));
+  CHECK_THROWS_WITH(scatter_add(x, 1, g, ones({2, 2}, TensorOptions().device(gpu()))).to(kCPU),
+                    Contains("out of bounds"));
+  Tensor logits = zeros({3, 4}, TensorOptions().device(gpu()));
+  Tensor loss;
+  CHECK_NOTHROW(loss = cross_entropy(logits, from_vector({1, 4, 0}, {3}, DType::I64).to(gpu())));
+  CHECK_THROWS_WITH(loss.item(), Contains("cross_entropy: target 4 is out of bounds for 4 classes"));
+  cuda::synchronize(0);  // nothing left pending: no error
   // the device stays usable after the error
   CHECK(sum(x).item() == Approx(sum(x.to(kCPU)).item()).epsilon(1e-5));
 }
@@ -1138,8 +1149,22 @@ TEST_CASE("caching allocator: out of memory frees the cache and retries, then th
   CHECK(raw.frees == 1);
   CHECK(a.stats().reserved == 6144);
   using Catch::Matchers::Contains;
-  CHECK_THROWS_WITH(a.allocate(4096), Contains("out of memory"));
+  // the request and the allocator's state
+  CHECK_THROWS_WITH(a.allocate(4096), Contains("out of memory: tried to allocate 4.00 KiB; 6.00 KiB held by tensors, "
+                                               "6.00 KiB reserved by the caching allocator"));
+  CHECK_THROWS_AS(a.allocate(4096), OutOfMemoryError);
   a.deallocate(q, 6000);
+}
+
+TEST_CASE("cuda: out of memory is one error naming the device, the request, the allocator and the op", "[gpu]") {
+  TR_REQUIRE_GPU();
+  using Catch::Matchers::Contains;
+  Tensor x = ones({1 << 20}, TensorOptions().device(gpu()));
+  Tensor huge = x.expand({1 << 18, 1 << 20});  // a view; 1 TiB of f32 once materialised
+  CHECK_THROWS_WITH(huge + 1.0, Contains("out of memory on cuda:0 (") && Contains("free of") &&
+                                    Contains("tried to allocate 1.00 TiB") && Contains("held by tensors") &&
+                                    Contains("(op add on inputs of shapes [262144, 1048576], []"));
+  CHECK(sum(x).item() == 1 << 20);  // the device is still usable
 }
 
 TEST_CASE("caching allocator: the CPU allocator keeps statistics too", "[allocator]") {

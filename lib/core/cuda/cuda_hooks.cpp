@@ -1,6 +1,7 @@
 // CUDA runtime hooks: device discovery that tolerates a machine with no driver (error 35), the
 // caching allocator per device, and host<->device copies.
 #include "core/cuda_hooks.h"
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -60,9 +61,25 @@ Allocator& device_allocator(int index) {
           }
           return p;
         },
-        [](void* p) { cudaFree(p); });
+        [](void* p) { cudaFree(p); }, 0,
+        [index] {
+          size_t free_b = 0, total_b = 0;
+          int prev = 0;
+          cudaGetDevice(&prev);
+          cudaSetDevice(index);
+          const bool ok = cudaMemGetInfo(&free_b, &total_b) == cudaSuccess;
+          cudaSetDevice(prev);
+          if (!ok) cudaGetLastError();
+          return str("cuda:", index, ok ? str(" (", format_bytes(double(free_b)), " free of ",
+                                                format_bytes(double(total_b)), ")") : std::string());
+        });
   }
   return *allocs[index];
+}
+
+std::atomic<void (*)()> after_sync_hook{nullptr};
+void after_sync() {
+  if (auto h = after_sync_hook.load()) h();
 }
 
 [[maybe_unused]] const bool registered = [] {
@@ -87,6 +104,7 @@ void memcpy(void* dst, Device dd, const void* src, Device sd, size_t n) {
     return;
   }
   TR_CUDA_CHECK(cudaMemcpy(dst, src, n, dd.is_cpu() ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice));
+  if (dd.is_cpu()) after_sync();
 }
 
 void synchronize(int index) {
@@ -95,6 +113,23 @@ void synchronize(int index) {
   TR_CUDA_CHECK(cudaSetDevice(index));
   TR_CUDA_CHECK(cudaDeviceSynchronize());
   TR_CUDA_CHECK(cudaSetDevice(prev));
+  after_sync();
+}
+
+void set_after_sync_hook(void (*hook)()) { after_sync_hook.store(hook); }
+
+std::string device_description(int index) {
+  cudaDeviceProp prop{};
+  TR_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+  int prev = 0;
+  TR_CUDA_CHECK(cudaGetDevice(&prev));
+  TR_CUDA_CHECK(cudaSetDevice(index));
+  size_t free_b = 0, total_b = 0;
+  const cudaError_t e = cudaMemGetInfo(&free_b, &total_b);
+  TR_CUDA_CHECK(cudaSetDevice(prev));
+  TR_CUDA_CHECK(e);
+  return str(prop.name, ", compute capability ", prop.major, ".", prop.minor, ", ", format_bytes(double(total_b)), " (",
+             format_bytes(double(free_b)), " free)");
 }
 
 }  // namespace tr::cuda

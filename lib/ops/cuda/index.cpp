@@ -1,9 +1,10 @@
 // CUDA launchers of index_select, index_add, gather and scatter_add. Indices become contiguous
-// int64; the kernels record the first out-of-range position, and the launcher reads it back
-// (one small synchronising copy) to throw the CPU's error.
+// int64; the kernels record the first out-of-range position (and skip it), raised with the CPU's
+// message when the host next waits for the device.
 #include <climits>
 #include "core/cuda/cuda_check.h"
 #include "ops/cuda/tensor_args.h"
+#include "ops/deferred_check.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
 
@@ -19,24 +20,20 @@ Tensor int64_index(const Tensor& idx) {
   return i.contiguous();
 }
 
-// The device word in which kernels record the smallest position of an invalid index.
+// The device word in which kernels record the smallest position of an invalid index; checked when
+// the host next waits for the device (ops/deferred_check.h), so a launch never stalls the host.
 class IndexError {
  public:
-  explicit IndexError(Device d) : buf_(empty({1}, TensorOptions(DType::I64).device(d))) {
-    TR_CUDA_CHECK(cudaMemsetAsync(buf_.raw_data(), 0xff, sizeof(unsigned long long), 0));
-  }
+  explicit IndexError(Device d) : buf_(full({1}, -1.0, TensorOptions(DType::I64).device(d))) {}  // all bits set
   unsigned long long* ptr() const { return static_cast<unsigned long long*>(buf_.raw_data()); }
-  // Throws "<op>: index v is out of bounds ..." (v counted from the end when negative, as the CPU).
+  // Raises "<op>: index v is out of bounds ..." (v counted from the end when negative, as the CPU).
   void check(const char* op, const Tensor& idx, int64_t bound, int64_t dim, bool with_dim) const {
-    unsigned long long pos = ULLONG_MAX;
-    TR_CUDA_CHECK(cudaMemcpy(&pos, buf_.raw_data(), sizeof(pos), cudaMemcpyDeviceToHost));
-    if (pos == ULLONG_MAX) return;
-    int64_t v = 0;
-    TR_CUDA_CHECK(cudaMemcpy(&v, idx.data_ptr<int64_t>() + pos, sizeof(v), cudaMemcpyDeviceToHost));
-    if (v < 0) v += bound;
-    if (with_dim)
-      throw Error(str(op, ": index ", v, " is out of bounds for dimension ", dim, " with size ", bound));
-    throw Error(str(op, ": index ", v, " is out of bounds for dimension with size ", bound));
+    check_on_sync(buf_, -1, [op, idx, bound, dim, with_dim](int64_t pos) {
+      int64_t v = int64_t(idx.reshape({-1}).select(0, pos).item());
+      if (v < 0) v += bound;
+      throw Error(str(op, ": index ", v, " is out of bounds for dimension ", with_dim ? str(dim, " ") : std::string(),
+                      "with size ", bound, " (found by the CUDA kernel, raised at the next wait for the device)"));
+    });
   }
 
  private:

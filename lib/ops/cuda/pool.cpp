@@ -1,9 +1,8 @@
 // CUDA launchers of max_pool2d, max_pool2d_backward, avg_pool2d and avg_pool2d_backward on
 // contiguous NCHW planes (ops/cuda/pool_kernels.cu). Own kernels rather than cuDNN's pooling:
 // max_pool2d returns torch's flat argmax indices, which cuDNN does not produce.
-#include <climits>
-#include "core/cuda/cuda_check.h"
 #include "ops/cuda/tensor_args.h"
+#include "ops/deferred_check.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
 
@@ -47,11 +46,11 @@ void max_pool2d_backward_cuda(const Ins& in, Outs& out, const Attrs& a) {
   Tensor err = full({1}, -1.0, TensorOptions(DType::I64).device(gx.device()));  // all bits set: ULLONG_MAX
   launch_max_pool2d_backward(gy.dtype(), g, windows, gy.raw_data(), idx.data_ptr<int64_t>(), gx.raw_data(),
                              static_cast<unsigned long long*>(err.raw_data()));
-  if (!windows) {
-    unsigned long long pos = ULLONG_MAX;
-    TR_CUDA_CHECK(cudaMemcpy(&pos, err.raw_data(), sizeof(pos), cudaMemcpyDeviceToHost));
-    TR_CHECK(pos == ULLONG_MAX, "max_pool2d_backward: an index is outside the ", g.H, " x ", g.W, " input plane");
-  }
+  if (!windows)
+    check_on_sync(err, -1, [H = g.H, W = g.W](int64_t) {
+      throw Error(str("max_pool2d_backward: an index is outside the ", H, " x ", W,
+                      " input plane (found by the CUDA kernel, raised at the next wait for the device)"));
+    });
 }
 TR_REGISTER_KERNEL(max_pool2d_backward, CUDA, max_pool2d_backward_cuda);
 
