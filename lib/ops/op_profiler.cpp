@@ -17,17 +17,28 @@ double now() { return std::chrono::duration<double>(std::chrono::steady_clock::n
 
 struct Table {
   std::mutex mu;
-  std::map<std::string, std::pair<int64_t, double>> rows;  // "op dtype device" -> calls, seconds
+  struct Row {
+    int64_t calls = 0;
+    double seconds = 0, first = 0;  // the first call apart: it loads kernels and picks algorithms
+  };
+  std::map<std::string, Row> rows;  // "op dtype device"
   ~Table() {
-    std::vector<std::pair<std::string, std::pair<int64_t, double>>> v(rows.begin(), rows.end());
-    std::sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.second.second > b.second.second; });
-    double total = 0;
-    for (auto& r : v) total += r.second.second;
-    std::fprintf(stderr, "TR_PROFILE_OPS: %.1f ms in kernels (device synchronised around each)\n", total * 1e3);
-    std::fprintf(stderr, "%-44s %9s %11s %7s\n", "op", "calls", "ms", "share");
+    std::vector<std::pair<std::string, Row>> v(rows.begin(), rows.end());
+    std::sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.second.seconds > b.second.seconds; });
+    double total = 0, first = 0;
+    for (auto& r : v) {
+      total += r.second.seconds;
+      first += r.second.first;
+    }
+    std::fprintf(stderr,
+                 "TR_PROFILE_OPS: %.1f ms in kernels after each op's first call, %.1f ms in first calls (device "
+                 "synchronised around each op)\n",
+                 total * 1e3, first * 1e3);
+    std::fprintf(stderr, "%-44s %9s %11s %7s %9s %11s\n", "op", "calls", "ms", "share", "us/call", "first ms");
     for (auto& [name, r] : v)
-      std::fprintf(stderr, "%-44s %9lld %11.2f %6.1f%%\n", name.c_str(), (long long)r.first, r.second * 1e3,
-                   total > 0 ? 100.0 * r.second / total : 0.0);
+      std::fprintf(stderr, "%-44s %9lld %11.2f %6.1f%% %9.1f %11.2f\n", name.c_str(), (long long)r.calls,
+                   r.seconds * 1e3, total > 0 ? 100.0 * r.seconds / total : 0.0,
+                   r.calls > 1 ? r.seconds * 1e6 / double(r.calls - 1) : 0.0, r.first * 1e3);
   }
 };
 Table& table() {
@@ -63,8 +74,7 @@ OpTimer::~OpTimer() {
   const double dt = now() - t0_;
   std::lock_guard<std::mutex> g(table().mu);
   auto& r = table().rows[std::string(op_) + " " + dtype_name(dtype_) + " " + device_.str()];
-  r.first += 1;
-  r.second += dt;
+  (r.calls++ == 0 ? r.first : r.seconds) += dt;
 }
 
 }  // namespace tr

@@ -674,7 +674,8 @@ TEST_CASE("cuda: max_pool2d, avg_pool2d and their backward ops match the CPU", "
   }
   Tensor bad = from_vector({0, 1, 2, 3, 4, 9}, {1, 2, 1, 3}, DType::I64).to(gpu());
   CHECK_THROWS_WITH(dispatch1("max_pool2d_backward", {data({1, 2, 1, 3}, DType::F32, 124).to(gpu()), bad},
-                              {{"input_size", Shape{1, 2, 2, 3}}}),
+                              {{"input_size", Shape{1, 2, 2, 3}}})
+                        .to(kCPU),  // raised at the next wait for the device
                     Catch::Matchers::Contains("outside"));
 }
 
@@ -718,6 +719,28 @@ TEST_CASE("cuda: batch_norm's fused ops match the CPU in training and eval, with
       compare("batch_norm eval " + w,
               [](const Inputs& in) { return batch_norm(in[0], in[3], in[4], in[1], in[2], false, 1e-5).output; },
               {x, wt, b, rm, rv}, 4.0);
+    }
+  }
+}
+
+TEST_CASE("cuda: the fused layer norm matches the CPU, with gradients", "[gpu]") {
+  TR_REQUIRE_GPU();
+  for (DType t : kFloatTypes) {
+    for (Shape s : {Shape{5, 7}, Shape{3, 4, 33}, Shape{32, 128, 128}, Shape{2, 1000}, Shape{0, 6}}) {
+      const int64_t n = s.back();
+      std::string w = shape_str(s) + " " + dtype_name(t);
+      Tensor x = data(s, t, 230, -3.0, 5.0), wt = data({n}, t, 231), b = data({n}, t, 232), gy = data(s, t, 233);
+      auto train = [&](const Inputs& in) {
+        Tensor xi = in[0].detach().requires_grad_(true), wi = in[1].detach().requires_grad_(true),
+               bi = in[2].detach().requires_grad_(true);
+        Tensor y = layer_norm(xi, {n}, wi, bi, 1e-5);
+        y.backward(in[3]);
+        return std::vector<Tensor>{y.detach(), xi.grad(), wi.grad(), bi.grad()};
+      };
+      auto c = train({x, wt, b, gy}), g = train(to_gpu({x, wt, b, gy}));
+      const char* names[] = {"y", "dx", "dw", "db"};
+      for (size_t i = 0; i < c.size(); ++i)
+        check_close(std::string("layer_norm ") + names[i] + " " + w, c[i], g[i], scaled(tol_for(t), 8.0));
     }
   }
 }

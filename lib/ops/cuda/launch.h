@@ -164,6 +164,14 @@ void launch_batch_norm_backward(DType t, const BatchNormGeom& g, const void* gy,
 void launch_batch_norm_elemt(DType t, const BatchNormGeom& g, const void* x, const void* w, const void* b,
                              const void* mean, const void* var, void* y, double* coef);
 
+// ---- layer norm over contiguous rows [R, N]; mean / rstd of type `st` (f32 for f16 / bf16 rows) ----
+void launch_layer_norm(DType t, int64_t R, int64_t N, double eps, const void* x, const void* w, const void* b, void* y,
+                       void* mean, void* rstd);
+// gx, gw, gb; `partial` is device scratch of 2 N ceil(R / kLayerNormRowsPerPartial) doubles.
+constexpr int64_t kLayerNormRowsPerPartial = 64;
+void launch_layer_norm_backward(DType t, int64_t R, int64_t N, const void* gy, const void* x, const void* w,
+                                const void* mean, const void* rstd, void* gx, void* gw, void* gb, double* partial);
+
 // ---- fused optimizer steps over many tensors in one launch ----
 // Tensor i of a launch: its lists' pointers (param, grad, state...), element count, and for Adam
 // its scalars (step counts differ per tensor) or for SGD whether this is its first step.

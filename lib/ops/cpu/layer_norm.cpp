@@ -1,0 +1,106 @@
+// CPU kernels of native_layer_norm and native_layer_norm_backward over rows [R, N]: row statistics
+// in double (mean, then squared deviations: two passes), the elementwise parts in the compute type
+// with ops/layer_norm_math.h; parallel over rows, and the weight and bias gradients (sums over
+// rows) parallel over column blocks, each column summed in row order (no dependence on threads).
+#include "ops/cpu/loops.h"
+#include "ops/layer_norm_math.h"
+#include "ops/ops.h"
+#include "ops/registry.h"
+
+namespace tr::cpu {
+
+namespace {
+
+using Ins = std::vector<Tensor>;
+using Outs = std::vector<Tensor>;
+
+template <typename T, typename S>
+void layer_norm_kernel(const T* x, const T* w, const T* b, T* y, S* mean_out, S* rstd_out, int64_t R, int64_t N,
+                       double eps) {
+  using A = acc_t<T>;
+  parallel_for(R, std::max<int64_t>(1, kGrain / std::max<int64_t>(N, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* xr = x + r * N;
+      double s = 0;
+      for (int64_t j = 0; j < N; ++j) s += double(A(xr[j]));
+      const double mean = s / double(N);
+      double q = 0;
+      for (int64_t j = 0; j < N; ++j) {
+        const double d = double(A(xr[j])) - mean;
+        q += d * d;
+      }
+      const double rstd = ln::rstd_of(q / double(N), eps);
+      mean_out[r] = S(mean);
+      rstd_out[r] = S(rstd);
+      const A m = A(mean), rs = A(rstd);
+      T* yr = y + r * N;
+      for (int64_t j = 0; j < N; ++j) yr[j] = T(ln::normalize(A(xr[j]), m, rs, A(w[j]), A(b[j])));
+    }
+  });
+}
+
+template <typename T, typename S>
+void layer_norm_backward_kernel(const T* gy, const T* x, const T* w, const S* mean, const S* rstd, T* gx, T* gw, T* gb,
+                                int64_t R, int64_t N) {
+  using A = acc_t<T>;
+  parallel_for(R, std::max<int64_t>(1, kGrain / std::max<int64_t>(N, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T *gr = gy + r * N, *xr = x + r * N;
+      const A m = A(mean[r]), rs = A(rstd[r]);
+      double sg = 0, sgx = 0;
+      for (int64_t j = 0; j < N; ++j) {
+        const double g = double(A(gr[j]) * A(w[j]));
+        sg += g;
+        sgx += g * double((A(xr[j]) - m) * rs);
+      }
+      const A a = A(sg / double(N)), c = A(sgx / double(N));
+      T* gxr = gx + r * N;
+      for (int64_t j = 0; j < N; ++j) gxr[j] = T(ln::grad_input(A(gr[j]), A(xr[j]), A(w[j]), m, rs, a, c));
+    }
+  });
+  // gw[j] = S_r gy[r, j] xhat[r, j], gb[j] = S_r gy[r, j]: column blocks, rows in order
+  parallel_for(N, std::max<int64_t>(1, kGrain / std::max<int64_t>(R, 1)), [&](int64_t c0, int64_t c1) {
+    std::vector<double> sw(size_t(c1 - c0), 0.0), sb(size_t(c1 - c0), 0.0);
+    for (int64_t r = 0; r < R; ++r) {
+      const T *gr = gy + r * N, *xr = x + r * N;
+      const A m = A(mean[r]), rs = A(rstd[r]);
+      for (int64_t j = c0; j < c1; ++j) {
+        sw[size_t(j - c0)] += double(A(gr[j]) * ((A(xr[j]) - m) * rs));
+        sb[size_t(j - c0)] += double(A(gr[j]));
+      }
+    }
+    for (int64_t j = c0; j < c1; ++j) {
+      gw[j] = T(A(sw[size_t(j - c0)]));
+      gb[j] = T(A(sb[size_t(j - c0)]));
+    }
+  });
+}
+
+void native_layer_norm_cpu(const Ins& in, Outs& out, const Attrs& a) {
+  const Tensor x = in[0].contiguous(), w = in[1].contiguous(), b = in[2].contiguous();
+  const int64_t R = x.size(0), N = x.size(1);
+  TR_DISPATCH_FLOAT(x.dtype(), "native_layer_norm", [&] {
+    using S = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
+    layer_norm_kernel<scalar_t, S>(x.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(), b.data_ptr<scalar_t>(),
+                                   out[0].data_ptr<scalar_t>(), out[1].data_ptr<S>(), out[2].data_ptr<S>(), R, N,
+                                   a.f("eps"));
+  });
+}
+TR_REGISTER_KERNEL(native_layer_norm, CPU, native_layer_norm_cpu);
+
+void native_layer_norm_backward_cpu(const Ins& in, Outs& out, const Attrs&) {
+  const Tensor gy = in[0].contiguous(), x = in[1].contiguous(), w = in[2].contiguous(), m = in[3].contiguous(),
+               rs = in[4].contiguous();
+  const int64_t R = x.size(0), N = x.size(1);
+  TR_DISPATCH_FLOAT(x.dtype(), "native_layer_norm_backward", [&] {
+    using S = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
+    layer_norm_backward_kernel<scalar_t, S>(gy.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(),
+                                            m.data_ptr<S>(), rs.data_ptr<S>(), out[0].data_ptr<scalar_t>(),
+                                            out[1].data_ptr<scalar_t>(), out[2].data_ptr<scalar_t>(), R, N);
+  });
+}
+TR_REGISTER_KERNEL(native_layer_norm_backward, CPU, native_layer_norm_backward_cpu);
+
+}  // namespace
+
+}  // namespace tr::cpu
