@@ -110,7 +110,7 @@ GradcheckResult gradgradcheck(const TensorFn& fn, const std::vector<Tensor>& inp
   std::vector<Tensor> grad_outs;
   for (auto& o : outs) {
     if (!o.defined() || !o.is_floating_point()) continue;
-    grad_outs.push_back(randn(o.sizes(), TensorOptions(o.dtype()), &gen).requires_grad_(true));
+    grad_outs.push_back(randn(o.sizes(), TensorOptions(o.dtype()), &gen).to(o.device()).requires_grad_(true));
   }
   size_t n_in = inputs.size();
   std::vector<Tensor> all = inputs;

@@ -193,7 +193,7 @@ TR_OP_CASE("batch_norm_elemt", "NCHW, every input",
            });
 TR_OP_CASE("batch_norm_elemt", "NC through batch_norm(training=false)",
            ({randn64({4, 3}, 248), randn64({3}, 249), randn64({3}, 250)}), [](const Inputs& x) {
-             Tensor rm = tensor({0.1, -0.2, 0.3}).to(DType::F64);
-             Tensor rv = tensor({0.5, 1.5, 2.0}).to(DType::F64);
+             Tensor rm = tensor({0.1, -0.2, 0.3}).to(DType::F64).to(x[0].device());
+             Tensor rv = tensor({0.5, 1.5, 2.0}).to(DType::F64).to(x[0].device());
              return Outputs{batch_norm(x[0], rm, rv, x[1], x[2], false).output};
            });

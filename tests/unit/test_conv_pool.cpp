@@ -528,7 +528,7 @@ TR_OP_CASE("max_pool2d", "2x2 window loop", ({distinct64({2, 3, 4, 6}, 222)}),
            [](const Inputs& x) { return Outputs{max_pool2d(x[0], {2, 2})}; });
 TR_OP_CASE("max_pool2d_backward", "indices of a 3x3 stride 2 pooling", ({randn64({2, 3, 3, 3}, 223)}),
            [](const Inputs& x) {
-             Tensor idx = dispatch("max_pool2d", {distinct64({2, 3, 5, 5}, 224).detach()},
+             Tensor idx = dispatch("max_pool2d", {distinct64({2, 3, 5, 5}, 224).detach().to(x[0].device())},
                                    {{"kernel", Pair{3, 3}}, {"stride", Pair{2, 2}}, {"padding", Pair{1, 1}},
                                     {"dilation", Pair{1, 1}}})[1];
              return Outputs{dispatch1("max_pool2d_backward", {x[0], idx}, {{"input_size", Shape{2, 3, 5, 5}}})};

@@ -8,7 +8,8 @@ using namespace tr;
 using namespace tr::test;
 
 namespace {
-Tensor idx(std::vector<double> v, Shape s) { return from_vector(v, s, DType::I64); }
+// int64 indices on the device of `like` (the case's first input: the cases also run on CUDA)
+Tensor idx(std::vector<double> v, Shape s, const Tensor& like) { return from_vector(v, s, DType::I64).to(like.device()); }
 Tensor distinct(const Shape& s) {  // distinct values: no ties for max/min
   Tensor t = sin(arange(0.0, double(numel_of(s)), 1.0, DType::F64) * 0.37).reshape(s) * 2.0;
   return t.detach().requires_grad_(true);
@@ -94,27 +95,28 @@ TR_OP_CASE("select", "row", ({randn64({3, 4}, 76)}), [](const Inputs& x) { retur
 TR_OP_CASE("unsqueeze", "basic", ({randn64({3}, 77)}), [](const Inputs& x) { return Outputs{x[0].unsqueeze(1) * x[0].unsqueeze(0)}; });
 TR_OP_CASE("squeeze", "all", ({randn64({1, 3, 1}, 78)}), [](const Inputs& x) { return Outputs{x[0].squeeze() * 2.0}; });
 TR_OP_CASE("expand", "broadcast", ({randn64({3, 1}, 79)}), [](const Inputs& x) { return Outputs{x[0].expand({2, 3, 4}) * 1.0}; });
-// _to_copy between two devices of the same type (the only pair every build has): a copy whose
-// gradient goes back; CUDA pairs are [gpu] tests in test_cuda.cpp.
-Outputs to_copy_cpu(const Inputs& x) {
-  const Attrs a{{"dst_type", int64_t(DeviceType::CPU)}, {"dst_index", int64_t(0)},
-                {"src_type", int64_t(DeviceType::CPU)}, {"src_index", int64_t(0)}};
+// _to_copy onto the input's own device (the only pair every build has): a copy whose gradient
+// goes back; CUDA <-> CPU pairs are [gpu] tests in test_cuda.cpp.
+Outputs to_copy_same_device(const Inputs& x) {
+  const Device d = x[0].device();
+  const Attrs a{{"dst_type", int64_t(d.type)}, {"dst_index", int64_t(d.index)},
+                {"src_type", int64_t(d.type)}, {"src_index", int64_t(d.index)}};
   return Outputs{dispatch1("_to_copy", {x[0]}, a) * x[0]};
 }
-TR_OP_CASE("_to_copy", "cpu to cpu", ({randn64({2, 3}, 81)}), to_copy_cpu);
+TR_OP_CASE("_to_copy", "to the same device", ({randn64({2, 3}, 81)}), to_copy_same_device);
 TR_OP_CASE("clone", "strided", ({randn64({3, 4}, 80)}), [](const Inputs& x) { return Outputs{x[0].t().clone() * x[0].t()}; });
 
 // ---- indexing ----
 TR_OP_CASE("index_select", "rows with repeats", ({randn64({4, 3}, 90)}),
-           [](const Inputs& x) { return Outputs{index_select(x[0], 0, idx({2, 0, 2}, {3}))}; });
+           [](const Inputs& x) { return Outputs{index_select(x[0], 0, idx({2, 0, 2}, {3}, x[0]))}; });
 TR_OP_CASE("index_add", "repeats", ({randn64({4, 3}, 91), randn64({3, 3}, 92)}),
-           [](const Inputs& x) { return Outputs{index_add(x[0], 0, idx({1, 3, 1}, {3}), x[1]) * x[0]}; });
+           [](const Inputs& x) { return Outputs{index_add(x[0], 0, idx({1, 3, 1}, {3}, x[0]), x[1]) * x[0]}; });
 TR_OP_CASE("gather", "dim 1", ({randn64({3, 4}, 93)}),
-           [](const Inputs& x) { return Outputs{gather(x[0], 1, idx({0, 3, 1, 1, 2, 0}, {3, 2})) * 2.0}; });
+           [](const Inputs& x) { return Outputs{gather(x[0], 1, idx({0, 3, 1, 1, 2, 0}, {3, 2}, x[0])) * 2.0}; });
 TR_OP_CASE("scatter_add", "dim 0", ({randn64({3, 2}, 94), randn64({2, 2}, 95)}),
-           [](const Inputs& x) { return Outputs{scatter_add(x[0], 0, idx({2, 0, 2, 2}, {2, 2}), x[1]) * x[0]}; });
+           [](const Inputs& x) { return Outputs{scatter_add(x[0], 0, idx({2, 0, 2, 2}, {2, 2}, x[0]), x[1]) * x[0]}; });
 TR_OP_CASE("index_select", "embedding", ({randn64({5, 3}, 96)}),
-           [](const Inputs& x) { return Outputs{embedding(x[0], idx({4, 0, 4, 1}, {2, 2}))}; });
+           [](const Inputs& x) { return Outputs{embedding(x[0], idx({4, 0, 4, 1}, {2, 2}, x[0]))}; });
 TR_OP_CASE("cat", "dim 1 three inputs", ({randn64({2, 1}, 97), randn64({2, 3}, 98), randn64({2, 2}, 99)}),
            [](const Inputs& x) { return Outputs{cat({x[0], x[1], x[2]}, 1) * 1.5}; });
 TR_OP_CASE("cat", "stack", ({randn64({2, 3}, 100), randn64({2, 3}, 101)}),

@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 #include "autograd/engine.h"
+#include "core/cuda_hooks.h"
 #include "core/rng.h"
 #include "ops/ops.h"
 
@@ -243,8 +244,8 @@ std::string known_ops() {
   return s;
 }
 
-// Runs one fixture case; returns the mismatches (empty when it passes).
-std::vector<std::string> run_case(const json& c) {
+// Runs one fixture case with its inputs on `dev`; returns the mismatches (empty when it passes).
+std::vector<std::string> run_case(const json& c, Device dev = kCPU) {
   const std::string op = c.at("op");
   auto it = op_table().find(op);
   if (it == op_table().end()) return {"unknown op '" + op + "' (known: " + known_ops() + ")"};
@@ -254,7 +255,7 @@ std::vector<std::string> run_case(const json& c) {
 
   Tensors leaves;
   for (size_t i = 0; i < c.at("inputs").size(); ++i) {
-    Tensor t = decode(c.at("inputs")[i]);
+    Tensor t = decode(c.at("inputs")[i]).to(dev);
     if (!grads.is_null() && !grads[i].is_null()) t.requires_grad_(true);
     leaves.push_back(t);
   }
@@ -270,6 +271,8 @@ std::vector<std::string> run_case(const json& c) {
   if (outs.size() != want.size())
     return {"ours returns " + std::to_string(outs.size()) + " outputs, torch " + std::to_string(want.size())};
   for (size_t k = 0; k < outs.size(); ++k) {
+    if (outs[k].defined() && outs[k].device() != dev)
+      bad.push_back("output " + std::to_string(k) + " is on " + outs[k].device().str() + ", its inputs on " + dev.str());
     std::string m = compare(outs[k], want[k], rtol, atol);
     if (!m.empty()) bad.push_back("output " + std::to_string(k) + ": " + m);
   }
@@ -279,7 +282,7 @@ std::vector<std::string> run_case(const json& c) {
   for (size_t k = 0; k < outs.size(); ++k) {
     const json& w = c.at("grad_weights")[k];
     if (w.is_null()) continue;
-    Tensor term = sum(mul(outs[k], decode(w)));
+    Tensor term = sum(mul(outs[k], decode(w).to(outs[k].device())));
     loss = loss.defined() ? add(loss, term) : term;
   }
   Tensors req;
@@ -293,6 +296,7 @@ std::vector<std::string> run_case(const json& c) {
   for (size_t j = 0; j < gs.size(); ++j) {
     size_t i = req_idx[j];
     Tensor g = gs[j].defined() ? gs[j] : zeros_like(leaves[i]);
+    if (g.device() != dev) bad.push_back("grad of input " + std::to_string(i) + " is on " + g.device().str());
     std::string m = compare(g, grads[i], rtol, atol);
     if (!m.empty()) bad.push_back("grad of input " + std::to_string(i) + ": " + m);
   }
@@ -329,6 +333,28 @@ TEST_CASE("op forward values and gradients equal the PyTorch fixtures", "[fixtur
     }
   }
   WARN("fixtures: " << all.size() << " cases: " << passed << " passed, " << failed << " failed");
+}
+
+TEST_CASE("op forward values and gradients on CUDA equal the PyTorch fixtures", "[fixtures][gpu]") {
+  if (cuda::device_count() == 0) {
+    WARN("no CUDA device: " << cuda::unavailable_reason());
+    return;
+  }
+  int passed = 0, failed = 0;
+  for (auto& c : fixtures()) {
+    std::vector<std::string> bad;
+    try {
+      bad = run_case(c, Device(DeviceType::CUDA, 0));
+    } catch (const std::exception& e) {
+      bad.push_back(std::string("threw: ") + e.what());
+    }
+    std::string why;
+    for (auto& b : bad) why += "\n  " + b;
+    INFO(case_name(c) << " on cuda:0" << why);
+    CHECK(bad.empty());
+    (bad.empty() ? passed : failed)++;
+  }
+  WARN("fixtures on cuda:0: " << fixtures().size() << " cases: " << passed << " passed, " << failed << " failed");
 }
 
 TEST_CASE("the fixtures cover every op of ops.h in float64 and float32", "[fixtures]") {

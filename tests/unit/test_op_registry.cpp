@@ -2,6 +2,7 @@
 // non-differentiable mark, and differentiable ops have gradcheck cases; then runs every case.
 #include <catch2/catch.hpp>
 #include <set>
+#include "core/cuda_hooks.h"
 #include "op_cases.h"
 #include "ops/registry.h"
 
@@ -40,6 +41,31 @@ TEST_CASE("gradcheck and gradgradcheck of every registered case", "[gradcheck]")
       if (c.second_order) {
         GradcheckResult r2 = gradgradcheck(c.fn, in);
         INFO("gradgradcheck " << c.op << " (" << c.name << "): " << r2.message);
+        CHECK(r2.ok);
+      }
+    }
+  }
+}
+
+TEST_CASE("gradcheck and gradgradcheck of every registered case on CUDA", "[gradcheck][gpu]") {
+  if (cuda::device_count() == 0) {
+    WARN("no CUDA device: " << cuda::unavailable_reason());
+    return;
+  }
+  const Device gpu(DeviceType::CUDA, 0);
+  for (auto& c : op_cases()) {
+    DYNAMIC_SECTION(c.op << ": " << c.name << " on cuda:0") {
+      Inputs in;
+      for (auto& t : c.make_inputs()) {
+        Tensor g = t.detach().to(gpu);
+        in.push_back(t.requires_grad() ? g.requires_grad_(true) : g);
+      }
+      GradcheckResult r1 = gradcheck(c.fn, in);
+      INFO("gradcheck " << c.op << " (" << c.name << ") on cuda:0: " << r1.message);
+      CHECK(r1.ok);
+      if (c.second_order) {
+        GradcheckResult r2 = gradgradcheck(c.fn, in);
+        INFO("gradgradcheck " << c.op << " (" << c.name << ") on cuda:0: " << r2.message);
         CHECK(r2.ok);
       }
     }

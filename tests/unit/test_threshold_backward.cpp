@@ -37,6 +37,6 @@ TEST_CASE("threshold_backward: relu's gradient, including strided gradients", "[
 }
 
 TR_OP_CASE("threshold_backward", "mask of a fixed output", ({randn64({3, 4}, 260)}), [](const Inputs& x) {
-  Tensor y = randn64({3, 4}, 261, false);
+  Tensor y = randn64({3, 4}, 261, false).to(x[0].device());
   return Outputs{dispatch1("threshold_backward", {x[0], y}, {{"threshold", 0.1}})};
 });

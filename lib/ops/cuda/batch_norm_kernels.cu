@@ -115,12 +115,12 @@ void launch_batch_norm(DType t, const BatchNormGeom& g, const void* x, const voi
   const int64_t n = g.N * g.C * g.L;
   TR_DISPATCH_FLOAT(t, "batch_norm", [&] {
     using T = scalar_t;
-    batch_norm_stats_kernel<T><<<unsigned(g.C), kStatThreads>>>(g, static_cast<const T*>(x), static_cast<const T*>(w),
+    launch_kernel(batch_norm_stats_kernel<T>, unsigned(g.C), kStatThreads, g, static_cast<const T*>(x), static_cast<const T*>(w),
                                                                 static_cast<const T*>(b), static_cast<T*>(mean_out),
                                                                 static_cast<T*>(var_out), coef);
     TR_CUDA_CHECK_LAUNCH("batch_norm_stats_kernel");
     if (n == 0) return;
-    batch_norm_affine_kernel<T><<<grid_for(n), kThreads>>>(g, static_cast<const T*>(x), static_cast<T*>(y), coef);
+    launch_kernel(batch_norm_affine_kernel<T>, grid_for(n), kThreads, g, static_cast<const T*>(x), static_cast<T*>(y), coef);
     TR_CUDA_CHECK_LAUNCH("batch_norm_affine_kernel");
   });
 }
@@ -131,12 +131,12 @@ void launch_batch_norm_backward(DType t, const BatchNormGeom& g, const void* gy,
   const int64_t n = g.N * g.C * g.L;
   TR_DISPATCH_FLOAT(t, "batch_norm_backward", [&] {
     using T = scalar_t;
-    batch_norm_grad_sums_kernel<T><<<unsigned(g.C), kStatThreads>>>(
+    launch_kernel(batch_norm_grad_sums_kernel<T>, unsigned(g.C), kStatThreads, 
         g, static_cast<const T*>(gy), static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(mean),
         static_cast<const T*>(var), static_cast<T*>(gw), static_cast<T*>(gb), coef);
     TR_CUDA_CHECK_LAUNCH("batch_norm_grad_sums_kernel");
     if (n == 0) return;
-    batch_norm_grad_input_kernel<T><<<grid_for(n), kThreads>>>(g, static_cast<const T*>(gy), static_cast<const T*>(x),
+    launch_kernel(batch_norm_grad_input_kernel<T>, grid_for(n), kThreads, g, static_cast<const T*>(gy), static_cast<const T*>(x),
                                                                 static_cast<T*>(gx), coef);
     TR_CUDA_CHECK_LAUNCH("batch_norm_grad_input_kernel");
   });
@@ -148,12 +148,12 @@ void launch_batch_norm_elemt(DType t, const BatchNormGeom& g, const void* x, con
   const int64_t n = g.N * g.C * g.L;
   TR_DISPATCH_FLOAT(t, "batch_norm_elemt", [&] {
     using T = scalar_t;
-    batch_norm_coef_kernel<T><<<grid_for(g.C), kThreads>>>(g, static_cast<const T*>(w), static_cast<const T*>(b),
+    launch_kernel(batch_norm_coef_kernel<T>, grid_for(g.C), kThreads, g, static_cast<const T*>(w), static_cast<const T*>(b),
                                                            static_cast<const T*>(mean), static_cast<const T*>(var),
                                                            coef);
     TR_CUDA_CHECK_LAUNCH("batch_norm_coef_kernel");
     if (n == 0) return;
-    batch_norm_affine_kernel<T><<<grid_for(n), kThreads>>>(g, static_cast<const T*>(x), static_cast<T*>(y), coef);
+    launch_kernel(batch_norm_affine_kernel<T>, grid_for(n), kThreads, g, static_cast<const T*>(x), static_cast<T*>(y), coef);
     TR_CUDA_CHECK_LAUNCH("batch_norm_affine_kernel");
   });
 }

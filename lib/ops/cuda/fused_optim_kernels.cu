@@ -60,7 +60,7 @@ void launch_fused_sgd(DType t, const optim_math::SgdScalars<double>& sd, const F
     using A = acc_t<scalar_t>;
     const optim_math::SgdScalars<A> s{A(sd.lr), A(sd.momentum), A(sd.dampening_complement), A(sd.weight_decay),
                                       sd.nesterov, sd.maximize, sd.has_momentum, sd.has_weight_decay};
-    fused_sgd_kernel<scalar_t><<<unsigned(n_chunks), kThreads>>>(s, tensors, chunks);
+    launch_kernel(fused_sgd_kernel<scalar_t>, unsigned(n_chunks), kThreads, s, tensors, chunks);
     TR_CUDA_CHECK_LAUNCH("fused_sgd_kernel");
   });
 }
@@ -68,7 +68,7 @@ void launch_fused_sgd(DType t, const optim_math::SgdScalars<double>& sd, const F
 void launch_fused_adam(DType t, const FusedTensor* tensors, const FusedChunk* chunks, int64_t n_chunks) {
   if (n_chunks == 0) return;
   TR_DISPATCH_FLOAT(t, "_fused_adam_", [&] {
-    fused_adam_kernel<scalar_t><<<unsigned(n_chunks), kThreads>>>(tensors, chunks);
+    launch_kernel(fused_adam_kernel<scalar_t>, unsigned(n_chunks), kThreads, tensors, chunks);
     TR_CUDA_CHECK_LAUNCH("fused_adam_kernel");
   });
 }

@@ -134,7 +134,7 @@ void launch_index_select(size_t elem_size, const void* x, void* out, const int64
   if (total == 0) return;
   dispatch_size(elem_size, "index_select", [&](auto u) {
     using U = decltype(u);
-    index_select_kernel<U><<<grid_for(total), kThreads>>>(static_cast<const U*>(x), static_cast<U*>(out), idx, outer,
+    launch_kernel(index_select_kernel<U>, grid_for(total), kThreads, static_cast<const U*>(x), static_cast<U*>(out), idx, outer,
                                                           n, m, inner, error);
     TR_CUDA_CHECK_LAUNCH("index_select_kernel");
   });
@@ -145,7 +145,7 @@ void launch_index_add(DType t, void* out, const void* src, const int64_t* idx, i
   const int64_t total = outer * m * inner;
   if (total == 0) return;
   TR_DISPATCH_NUMERIC(t, "index_add", [&] {
-    index_add_kernel<scalar_t><<<grid_for(total), kThreads>>>(static_cast<scalar_t*>(out),
+    launch_kernel(index_add_kernel<scalar_t>, grid_for(total), kThreads, static_cast<scalar_t*>(out),
                                                               static_cast<const scalar_t*>(src), idx, outer, n, m,
                                                               inner, error);
     TR_CUDA_CHECK_LAUNCH("index_add_kernel");
@@ -157,7 +157,7 @@ void launch_gather(size_t elem_size, const IndexArgs& a, const void* x, void* ou
   if (a.numel == 0) return;
   dispatch_size(elem_size, "gather", [&](auto u) {
     using U = decltype(u);
-    gather_kernel<U><<<grid_for(a.numel), kThreads>>>(a, static_cast<const U*>(x), static_cast<U*>(out), idx, error);
+    launch_kernel(gather_kernel<U>, grid_for(a.numel), kThreads, a, static_cast<const U*>(x), static_cast<U*>(out), idx, error);
     TR_CUDA_CHECK_LAUNCH("gather_kernel");
   });
 }
@@ -166,7 +166,7 @@ void launch_scatter_add(DType t, const IndexArgs& a, void* out, const void* src,
                         unsigned long long* error) {
   if (a.numel == 0) return;
   TR_DISPATCH_NUMERIC(t, "scatter_add", [&] {
-    scatter_add_kernel<scalar_t><<<grid_for(a.numel), kThreads>>>(a, static_cast<scalar_t*>(out),
+    launch_kernel(scatter_add_kernel<scalar_t>, grid_for(a.numel), kThreads, a, static_cast<scalar_t*>(out),
                                                                   static_cast<const scalar_t*>(src), idx, error);
     TR_CUDA_CHECK_LAUNCH("scatter_add_kernel");
   });

@@ -106,7 +106,7 @@ void launch_layer_norm(DType t, int64_t R, int64_t N, double eps, const void* x,
   const unsigned blocks = unsigned((R + kWarpsPerBlock - 1) / kWarpsPerBlock);
   TR_DISPATCH_FLOAT(t, "native_layer_norm", [&] {
     using T = scalar_t;
-    layer_norm_kernel<T><<<blocks, 32 * kWarpsPerBlock>>>(R, N, eps, static_cast<const T*>(x), static_cast<const T*>(w),
+    launch_kernel(layer_norm_kernel<T>, blocks, 32 * kWarpsPerBlock, R, N, eps, static_cast<const T*>(x), static_cast<const T*>(w),
                                                           static_cast<const T*>(b), static_cast<T*>(y),
                                                           static_cast<stat_t<T>*>(mean), static_cast<stat_t<T>*>(rstd));
     TR_CUDA_CHECK_LAUNCH("layer_norm_kernel");
@@ -124,14 +124,14 @@ void launch_layer_norm_backward(DType t, int64_t R, int64_t N, const void* gy, c
     const S *pm = static_cast<const S*>(mean), *pr = static_cast<const S*>(rstd);
     if (R > 0) {
       const unsigned blocks = unsigned((R + kWarpsPerBlock - 1) / kWarpsPerBlock);
-      layer_norm_grad_input_kernel<T><<<blocks, 32 * kWarpsPerBlock>>>(R, N, pgy, px, static_cast<const T*>(w), pm, pr,
+      launch_kernel(layer_norm_grad_input_kernel<T>, blocks, 32 * kWarpsPerBlock, R, N, pgy, px, static_cast<const T*>(w), pm, pr,
                                                                        static_cast<T*>(gx));
       TR_CUDA_CHECK_LAUNCH("layer_norm_grad_input_kernel");
       const dim3 grid(unsigned(std::min<int64_t>((N + kThreads - 1) / kThreads, 65535)), unsigned(chunks));
-      layer_norm_grad_partial_kernel<T><<<grid, kThreads>>>(R, N, pgy, px, pm, pr, partial, chunks);
+      launch_kernel(layer_norm_grad_partial_kernel<T>, grid, kThreads, R, N, pgy, px, pm, pr, partial, chunks);
       TR_CUDA_CHECK_LAUNCH("layer_norm_grad_partial_kernel");
     }
-    layer_norm_grad_sum_kernel<T><<<grid_for(N), kThreads>>>(N, partial, chunks, static_cast<T*>(gw),
+    launch_kernel(layer_norm_grad_sum_kernel<T>, grid_for(N), kThreads, N, partial, chunks, static_cast<T*>(gw),
                                                              static_cast<T*>(gb));
     TR_CUDA_CHECK_LAUNCH("layer_norm_grad_sum_kernel");
   });

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 #include "core/dtype.h"
 #include "core/half.h"
 #include "core/convert.h"
@@ -26,6 +27,17 @@
 namespace tr::cuda {
 
 constexpr int kThreads = 256;
+
+// kernel<<<grid, block>>>(args...): the language's launch under nvcc; in the CUDA emulation build
+// (g++ against tests/cuda_emu, which has no <<<>>>) the emulator's.
+template <typename... P, typename... A>
+inline void launch_kernel(void (*kernel)(P...), dim3 grid, dim3 block, A&&... args) {
+#if defined(__CUDACC__)
+  kernel<<<grid, block>>>(std::forward<A>(args)...);
+#else
+  cuda_emu::launch(kernel, grid, block, 0, cudaStream_t(nullptr), std::forward<A>(args)...);
+#endif
+}
 
 // Blocks for a grid-stride loop over n items (capped; the loop covers the rest).
 inline unsigned grid_for(int64_t n, int threads = kThreads) {
@@ -129,7 +141,7 @@ __global__ void elementwise_kernel(ElementwiseArgs a, F f) {
 template <typename Out, typename... In, typename F>
 void launch_elementwise(const char* name, const ElementwiseArgs& a, const F& f) {
   if (a.numel == 0) return;
-  elementwise_kernel<F, Out, In...><<<grid_for(a.numel), kThreads>>>(a, f);
+  launch_kernel(elementwise_kernel<F, Out, In...>, grid_for(a.numel), kThreads, a, f);
   TR_CUDA_CHECK_LAUNCH(name);
 }
 

@@ -28,9 +28,9 @@ void launch_int_gemm(DType t, const IntGemmArgs& g) {
   const int64_t total = g.batch * g.M * g.N;
   if (total == 0) return;
   switch (t) {
-    case DType::I64: int_gemm_kernel<int64_t><<<grid_for(total), kThreads>>>(g); break;
-    case DType::I32: int_gemm_kernel<int32_t><<<grid_for(total), kThreads>>>(g); break;
-    case DType::U8: int_gemm_kernel<uint8_t><<<grid_for(total), kThreads>>>(g); break;
+    case DType::I64: launch_kernel(int_gemm_kernel<int64_t>, grid_for(total), kThreads, g); break;
+    case DType::I32: launch_kernel(int_gemm_kernel<int32_t>, grid_for(total), kThreads, g); break;
+    case DType::U8: launch_kernel(int_gemm_kernel<uint8_t>, grid_for(total), kThreads, g); break;
     default: throw_dtype_unsupported("mm (integer kernel)", t);
   }
   TR_CUDA_CHECK_LAUNCH("int_gemm_kernel");

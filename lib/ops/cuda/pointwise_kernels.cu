@@ -196,7 +196,7 @@ void launch_copy(size_t elem_size, const ElementwiseArgs& a) {
 void launch_cast(DType dst, DType src, const ElementwiseArgs& a) {
   if (a.numel == 0) return;
   TR_DISPATCH_ALL(src, "cast", [&] {
-    cast_kernel<scalar_t><<<grid_for(a.numel), kThreads>>>(a, dst);
+    launch_kernel(cast_kernel<scalar_t>, grid_for(a.numel), kThreads, a, dst);
     TR_CUDA_CHECK_LAUNCH("cast_kernel");
   });
 }

@@ -78,7 +78,7 @@ void launch_max_pool2d(DType t, const pool::Geom& g, const void* x, void* y, int
   const int64_t n = g.planes * g.OH * g.OW;
   if (n == 0) return;
   TR_DISPATCH_FLOAT(t, "max_pool2d", [&] {
-    max_pool2d_kernel<<<grid_for(n), kThreads>>>(g, static_cast<const scalar_t*>(x), static_cast<scalar_t*>(y), idx);
+    launch_kernel(max_pool2d_kernel<scalar_t>, grid_for(n), kThreads, g, static_cast<const scalar_t*>(x), static_cast<scalar_t*>(y), idx);
     TR_CUDA_CHECK_LAUNCH("max_pool2d_kernel");
   });
 }
@@ -91,10 +91,10 @@ void launch_max_pool2d_backward(DType t, const pool::Geom& g, bool windows, cons
     auto pgy = static_cast<const scalar_t*>(gy);
     auto pgx = static_cast<scalar_t*>(gx);
     if (windows) {
-      max_pool2d_backward_gather_kernel<<<grid_for(n), kThreads>>>(g, pgy, idx, pgx);
+      launch_kernel(max_pool2d_backward_gather_kernel<scalar_t>, grid_for(n), kThreads, g, pgy, idx, pgx);
       TR_CUDA_CHECK_LAUNCH("max_pool2d_backward_gather_kernel");
     } else {
-      max_pool2d_backward_scatter_kernel<<<grid_for(g.planes), kThreads>>>(g, pgy, idx, pgx, error);
+      launch_kernel(max_pool2d_backward_scatter_kernel<scalar_t>, grid_for(g.planes), kThreads, g, pgy, idx, pgx, error);
       TR_CUDA_CHECK_LAUNCH("max_pool2d_backward_scatter_kernel");
     }
   });
@@ -104,7 +104,7 @@ void launch_avg_pool2d(DType t, const pool::Geom& g, bool count_include_pad, con
   const int64_t n = g.planes * g.OH * g.OW;
   if (n == 0) return;
   TR_DISPATCH_FLOAT(t, "avg_pool2d", [&] {
-    avg_pool2d_kernel<<<grid_for(n), kThreads>>>(g, count_include_pad, static_cast<const scalar_t*>(x),
+    launch_kernel(avg_pool2d_kernel<scalar_t>, grid_for(n), kThreads, g, count_include_pad, static_cast<const scalar_t*>(x),
                                                  static_cast<scalar_t*>(y));
     TR_CUDA_CHECK_LAUNCH("avg_pool2d_kernel");
   });
@@ -114,7 +114,7 @@ void launch_avg_pool2d_backward(DType t, const pool::Geom& g, bool count_include
   const int64_t n = g.planes * g.H * g.W;
   if (n == 0) return;
   TR_DISPATCH_FLOAT(t, "avg_pool2d_backward", [&] {
-    avg_pool2d_backward_kernel<<<grid_for(n), kThreads>>>(g, count_include_pad, static_cast<const scalar_t*>(gy),
+    launch_kernel(avg_pool2d_backward_kernel<scalar_t>, grid_for(n), kThreads, g, count_include_pad, static_cast<const scalar_t*>(gy),
                                                           static_cast<scalar_t*>(gx));
     TR_CUDA_CHECK_LAUNCH("avg_pool2d_backward_kernel");
   });

@@ -164,10 +164,10 @@ void run_reduce(const ReduceArgs& a, const ReducePlan& plan, void* workspace, co
   const int64_t tiles = (a.M + n_out - 1) / n_out;
   dim3 grid(unsigned(std::min<int64_t>(tiles, int64_t(1) << 20)), unsigned(plan.splits));
   Acc* partial = plan.splits > 1 ? static_cast<Acc*>(workspace) : nullptr;
-  reduce_kernel<In, Op><<<grid, block>>>(a, op, partial);
+  launch_kernel(reduce_kernel<In, Op>, grid, block, a, op, partial);
   TR_CUDA_CHECK_LAUNCH("reduce_kernel");
   if (plan.splits > 1) {
-    reduce_finalize_kernel<Op><<<grid_for(a.M), kThreads>>>(a.M, plan.splits, partial, op);
+    launch_kernel(reduce_finalize_kernel<Op>, grid_for(a.M), kThreads, a.M, plan.splits, partial, op);
     TR_CUDA_CHECK_LAUNCH("reduce_finalize_kernel");
   }
 }

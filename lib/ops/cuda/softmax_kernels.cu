@@ -72,7 +72,7 @@ void launch_softmax(bool log, DType t, const SoftmaxArgs& a) {
   const int64_t blocks = (a.rows + block.y - 1) / block.y;
   dim3 grid(unsigned(std::min<int64_t>(blocks, int64_t(1) << 20)));
   TR_DISPATCH_FLOAT(t, log ? "log_softmax" : "softmax", [&] {
-    softmax_kernel<scalar_t><<<grid, block>>>(a, log);
+    launch_kernel(softmax_kernel<scalar_t>, grid, block, a, log);
     TR_CUDA_CHECK_LAUNCH("softmax_kernel");
   });
 }

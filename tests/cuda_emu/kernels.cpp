@@ -1,0 +1,241 @@
+// Kernel launches in the emulator: a launch runs, in its stream's turn, as a loop over the grid's
+// blocks and each block's threads. The first block of a kernel's first launch runs its threads as
+// ucontext fibers, so that __syncthreads() (all live threads of the block) and warp shuffles (all
+// live lanes of the warp) suspend a thread until the others arrive, as on a GPU. A kernel that met
+// no barrier there runs its threads as plain calls, one after the other, from then on (and stops
+// the process with a message should it meet one later); the others always run as fibers.
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+#include "runtime_internal.h"
+
+thread_local uint3 threadIdx;
+thread_local uint3 blockIdx;
+thread_local dim3 blockDim;
+thread_local dim3 gridDim;
+
+namespace cuda_emu {
+
+namespace {
+
+constexpr size_t kStack = 128 * 1024;
+
+enum class State { Ready, AtBlockBarrier, AtWarpBarrier, Done };
+
+struct Fiber {
+  ucontext_t ctx;
+  unsigned char* stack = nullptr;
+  State state = State::Ready;
+  uint3 idx{};
+};
+
+// The block being run on this host thread (null outside a fiber block).
+struct BlockRun {
+  Launch* launch = nullptr;
+  std::vector<Fiber>* fibers = nullptr;
+  int current = -1;
+  ucontext_t scheduler;
+  bool barrier_seen = false;
+  std::vector<uint64_t> slots, published;  // warp exchange: 32 per warp
+  std::exception_ptr error;
+};
+thread_local BlockRun* running = nullptr;
+thread_local bool in_direct_kernel = false;
+
+// Stacks reused across blocks and launches (mapped once, up to the largest block seen).
+std::vector<Fiber>& fiber_pool(size_t n) {
+  thread_local std::vector<Fiber> pool;
+  while (pool.size() < n) {
+    Fiber f;
+    void* p = mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) fatal("cannot map fiber stacks");
+    f.stack = static_cast<unsigned char*>(p);
+    pool.push_back(f);
+  }
+  return pool;
+}
+
+unsigned threads_of(const dim3& b) { return b.x * b.y * b.z; }
+
+uint3 thread_index(unsigned t, const dim3& b) { return {t % b.x, (t / b.x) % b.y, t / (b.x * b.y)}; }
+
+void fiber_main() {
+  BlockRun* r = running;
+  try {
+    r->launch->run_thread();
+  } catch (...) {
+    if (!r->error) r->error = std::current_exception();
+  }
+  (*r->fibers)[size_t(r->current)].state = State::Done;
+  // returning resumes uc_link: the scheduler
+}
+
+// Runs one block's n threads as fibers until all are done; returns whether any met a barrier.
+bool run_block_fibers(Launch* l, unsigned n) {
+  std::vector<Fiber>& pool = fiber_pool(n);
+  std::vector<Fiber> fibers(pool.begin(), pool.begin() + n);
+  BlockRun r;
+  r.launch = l;
+  r.fibers = &fibers;
+  r.slots.assign((n + 31) / 32 * 32, 0);
+  r.published = r.slots;
+  BlockRun* outer = running;
+  running = &r;
+  for (unsigned t = 0; t < n; ++t) {
+    Fiber& f = fibers[t];
+    f.state = State::Ready;
+    f.idx = thread_index(t, l->block);
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp = f.stack;
+    f.ctx.uc_stack.ss_size = kStack;
+    f.ctx.uc_link = &r.scheduler;
+    makecontext(&f.ctx, fiber_main, 0);
+  }
+  unsigned live = n;
+  while (live > 0) {
+    for (unsigned t = 0; t < n; ++t) {
+      if (fibers[t].state != State::Ready) continue;
+      r.current = int(t);
+      threadIdx = fibers[t].idx;
+      swapcontext(&r.scheduler, &fibers[t].ctx);
+    }
+    live = 0;
+    unsigned at_block = 0;
+    for (auto& f : fibers) {
+      if (f.state == State::Done) continue;
+      ++live;
+      at_block += f.state == State::AtBlockBarrier;
+    }
+    if (live == 0) break;
+    bool released = false;
+    // warps whose live lanes all wait at the exchange: publish their values, release them
+    for (unsigned w = 0; w * 32 < n; ++w) {
+      unsigned waiting = 0, alive = 0;
+      for (unsigned t = w * 32; t < std::min(n, w * 32 + 32); ++t) {
+        if (fibers[t].state == State::Done) continue;
+        ++alive;
+        waiting += fibers[t].state == State::AtWarpBarrier;
+      }
+      if (alive == 0 || waiting != alive) continue;
+      for (unsigned t = w * 32; t < std::min(n, w * 32 + 32); ++t) {
+        r.published[t] = r.slots[t];
+        if (fibers[t].state == State::AtWarpBarrier) fibers[t].state = State::Ready;
+      }
+      released = true;
+    }
+    if (!released && at_block == live) {
+      for (auto& f : fibers)
+        if (f.state == State::AtBlockBarrier) f.state = State::Ready;
+      released = true;
+    }
+    if (!released) {
+      running = outer;
+      fatal("a block of the kernel is deadlocked: some of its threads wait at __syncthreads() and others at a "
+            "warp shuffle (barrier divergence)");
+    }
+  }
+  running = outer;
+  if (r.error) std::rethrow_exception(r.error);
+  return r.barrier_seen;
+}
+
+// Whether each kernel met a barrier in its first block (then it always runs as fibers).
+std::map<const void*, bool>& barrier_kernels() {
+  static std::map<const void*, bool> m;
+  return m;
+}
+
+void run_launch(Launch* l) {
+  const unsigned n = threads_of(l->block);
+  gridDim = l->grid;
+  blockDim = l->block;
+  // a kernel's first block tells whether it meets barriers (our kernels do in every block or none)
+  auto& known = barrier_kernels();
+  auto it = known.find(l->kernel);
+  bool fibers = it == known.end() || it->second;
+  for (unsigned z = 0; z < l->grid.z; ++z)
+    for (unsigned y = 0; y < l->grid.y; ++y)
+      for (unsigned x = 0; x < l->grid.x; ++x) {
+        blockIdx = {x, y, z};
+        if (fibers) {
+          const bool met = run_block_fibers(l, n);
+          if (it == known.end()) {
+            it = known.emplace(l->kernel, met).first;
+            fibers = met;
+          }
+        } else {
+          in_direct_kernel = true;
+          for (unsigned t = 0; t < n; ++t) {
+            threadIdx = thread_index(t, l->block);
+            try {
+              l->run_thread();
+            } catch (...) {
+              in_direct_kernel = false;
+              throw;
+            }
+          }
+          in_direct_kernel = false;
+        }
+      }
+}
+
+void need_fiber(const char* what) {
+  if (running) return;
+  if (in_direct_kernel)
+    fatal(std::string("a kernel met ") + what + " although its first block met none; the emulator runs such "
+          "kernels without fibers (make every block of a kernel reach its barriers)");
+  fatal(std::string(what) + " called outside a kernel");
+}
+
+}  // namespace
+
+void block_barrier() {
+  need_fiber("__syncthreads()");
+  BlockRun* r = running;
+  r->barrier_seen = true;
+  Fiber& f = (*r->fibers)[size_t(r->current)];
+  f.state = State::AtBlockBarrier;
+  swapcontext(&f.ctx, &r->scheduler);
+  threadIdx = f.idx;
+}
+
+int lane_id() {
+  const unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  return int(t % 32);
+}
+
+uint64_t warp_exchange(uint64_t bits, int src) {
+  need_fiber("a warp shuffle");
+  BlockRun* r = running;
+  r->barrier_seen = true;
+  const int me = r->current;
+  r->slots[size_t(me)] = bits;
+  Fiber& f = (*r->fibers)[size_t(me)];
+  f.state = State::AtWarpBarrier;
+  swapcontext(&f.ctx, &r->scheduler);
+  threadIdx = f.idx;
+  const int warp_base = me / 32 * 32;
+  return r->published[size_t(warp_base + src)];
+}
+
+cudaError_t enqueue_launch(Launch* l, cudaStream_t stream) {
+  std::shared_ptr<Launch> owned(l);
+  const unsigned n = threads_of(l->block);
+  if (n == 0 || n > 1024 || l->block.z > 64 || l->grid.x == 0 || l->grid.y == 0 || l->grid.z == 0 ||
+      l->grid.y > 65535 || l->grid.z > 65535)
+    return set_error(cudaErrorInvalidValue);  // "invalid configuration argument"
+  CUstream_st* s = stream_of(stream);
+  if (!s) return set_error(cudaErrorInvalidDevice);
+  enqueue(s, [owned] {
+    run_launch(owned.get());
+    return true;
+  });
+  return cudaSuccess;
+}
+
+}  // namespace cuda_emu

@@ -1,0 +1,301 @@
+// The emulated NCCL. A communicator is a file mapping shared by its ranks' processes (the unique
+// id carries its path under TMPDIR): a header with, per rank, the sequence numbers of the last
+// collective it posted and the last it consumed, then one slot per rank for its part of a
+// collective. Collective k, in its stream's turn: once every rank has consumed k - 1 (the slots
+// are free), the rank copies its input into its slot and posts k; once every rank has posted k,
+// it computes its output from the slots (reductions over ranks 0, 1, ... in order) and consumes
+// k. Until then the stream item is not ready, so nothing behind it runs and an event recorded
+// after it stays pending: a missing rank shows as a collective that does not complete.
+#include <nccl.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include "half_convert.h"
+#include "runtime_internal.h"
+
+namespace {
+
+constexpr int kMaxRanks = 64;
+constexpr size_t kSlotBytes = size_t(64) << 20;  // a rank's part of one collective, at most
+constexpr size_t kHeaderBytes = 4096;
+
+struct Header {
+  std::atomic<int32_t> joined;
+  std::atomic<int32_t> left;
+  std::atomic<uint64_t> posted[kMaxRanks];
+  std::atomic<uint64_t> consumed[kMaxRanks];
+};
+static_assert(sizeof(Header) <= kHeaderBytes, "header");
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics");
+
+std::string id_path(const ncclUniqueId& id) { return std::string(id.internal, strnlen(id.internal, sizeof id.internal)); }
+
+size_t type_size(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8:
+    case ncclUint8: return 1;
+    case ncclFloat16:
+    case ncclBfloat16: return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32: return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64: return 8;
+  }
+  return 0;
+}
+
+}  // namespace
+
+struct ncclComm {
+  std::string path;
+  int fd = -1;
+  unsigned char* base = nullptr;
+  size_t bytes = 0;
+  int nranks = 0, rank = 0, device = 0;
+  uint64_t issued = 0;            // collectives enqueued by this rank
+  std::atomic<bool> aborted{false};
+  std::string last_error;
+  Header* header() const { return reinterpret_cast<Header*>(base); }
+  unsigned char* slot(int r) const { return base + kHeaderBytes + size_t(r) * kSlotBytes; }
+};
+
+namespace {
+
+using namespace cuda_emu;
+
+template <typename T>
+T combine(T a, T b, ncclRedOp_t op) {
+  switch (op) {
+    case ncclSum:
+    case ncclAvg: return a + b;
+    case ncclProd: return a * b;
+    case ncclMax: return a > b ? a : b;
+    case ncclMin: return a < b ? a : b;
+  }
+  return a;
+}
+
+// out[i] = op over ranks (in rank order) of slot_r[i]
+template <typename T>
+void reduce_slots(const ncclComm* c, void* out, size_t count, ncclRedOp_t op) {
+  T* o = static_cast<T*>(out);
+  for (size_t i = 0; i < count; ++i) {
+    T acc = reinterpret_cast<const T*>(c->slot(0))[i];
+    for (int r = 1; r < c->nranks; ++r) acc = combine(acc, reinterpret_cast<const T*>(c->slot(r))[i], op);
+    if (op == ncclAvg) acc = T(acc / T(c->nranks));
+    o[i] = acc;
+  }
+}
+// f16 / bf16: combined in f32, rounded once
+void reduce_slots_16(const ncclComm* c, void* out, size_t count, ncclRedOp_t op, bool bf16) {
+  auto* o = static_cast<uint16_t*>(out);
+  auto load = [&](int r, size_t i) {
+    const uint16_t v = reinterpret_cast<const uint16_t*>(c->slot(r))[i];
+    return bf16 ? bf16_to_float(v) : half_to_float(v);
+  };
+  for (size_t i = 0; i < count; ++i) {
+    float acc = load(0, i);
+    for (int r = 1; r < c->nranks; ++r) acc = combine(acc, load(r, i), op);
+    if (op == ncclAvg) acc /= float(c->nranks);
+    o[i] = bf16 ? float_to_bf16(acc) : float_to_half(acc);
+  }
+}
+
+void reduce(const ncclComm* c, void* out, size_t count, ncclDataType_t t, ncclRedOp_t op) {
+  switch (t) {
+    case ncclInt8: reduce_slots<int8_t>(c, out, count, op); break;
+    case ncclUint8: reduce_slots<uint8_t>(c, out, count, op); break;
+    case ncclInt32: reduce_slots<int32_t>(c, out, count, op); break;
+    case ncclUint32: reduce_slots<uint32_t>(c, out, count, op); break;
+    case ncclInt64: reduce_slots<int64_t>(c, out, count, op); break;
+    case ncclUint64: reduce_slots<uint64_t>(c, out, count, op); break;
+    case ncclFloat32: reduce_slots<float>(c, out, count, op); break;
+    case ncclFloat64: reduce_slots<double>(c, out, count, op); break;
+    case ncclFloat16: reduce_slots_16(c, out, count, op, false); break;
+    case ncclBfloat16: reduce_slots_16(c, out, count, op, true); break;
+  }
+}
+
+// Queues collective number k of `c`: post `in` (bytes of it) into this rank's slot, then, once
+// every rank has posted, `finish` writes the output from the slots.
+ncclResult_t collective(ncclComm_t c, const void* in, size_t bytes, cudaStream_t stream,
+                        std::function<void(const ncclComm*)> finish) {
+  if (!c) return ncclInvalidArgument;
+  if (c->aborted) return ncclInvalidUsage;
+  if (bytes > kSlotBytes) {
+    c->last_error = "the emulator's NCCL moves at most " + std::to_string(kSlotBytes) + " bytes per rank and collective";
+    return ncclInvalidArgument;
+  }
+  if (bytes && (device_of(in) != c->device)) {
+    c->last_error = "the input is not in the communicator's device memory";
+    return ncclInvalidArgument;
+  }
+  CUstream_st* s = stream_of(stream);
+  if (!s) return ncclUnhandledCudaError;
+  const uint64_t k = ++c->issued;
+  auto posted = std::make_shared<bool>(false);
+  enqueue(s, [c, in, bytes, k, posted, finish] {
+    if (c->aborted) return true;  // an aborted communicator's work ends (its outputs are undefined)
+    Header* h = c->header();
+    if (!*posted) {
+      for (int r = 0; r < c->nranks; ++r)
+        if (h->consumed[r].load(std::memory_order_acquire) + 1 < k) return false;  // a slot is still being read
+      std::memcpy(c->slot(c->rank), in, bytes);
+      h->posted[c->rank].store(k, std::memory_order_release);
+      *posted = true;
+    }
+    for (int r = 0; r < c->nranks; ++r)
+      if (h->posted[r].load(std::memory_order_acquire) < k) return false;
+    finish(c);
+    h->consumed[c->rank].store(k, std::memory_order_release);
+    return true;
+  });
+  return ncclSuccess;
+}
+
+}  // namespace
+
+ncclResult_t ncclGetVersion(int* version) {
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+const char* ncclGetErrorString(ncclResult_t r) {
+  switch (r) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error";
+    case ncclSystemError: return "unhandled system error";
+    case ncclInternalError: return "internal error";
+    case ncclInvalidArgument: return "invalid argument";
+    case ncclInvalidUsage: return "invalid usage";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+  }
+  return "unknown result code";
+}
+const char* ncclGetLastError(ncclComm_t comm) { return comm ? comm->last_error.c_str() : ""; }
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
+  std::memset(id, 0, sizeof *id);
+  const char* tmp = std::getenv("TMPDIR");
+  std::random_device rd;
+  std::snprintf(id->internal, sizeof id->internal, "%s/tr-cuda-emu-nccl-%d-%08x%08x", tmp && *tmp ? tmp : "/tmp",
+                int(getpid()), rd(), rd());
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config) {
+  *comm = nullptr;
+  if (nranks < 1 || nranks > kMaxRanks || rank < 0 || rank >= nranks) return ncclInvalidArgument;
+  auto* c = new ncclComm;
+  c->path = id_path(id);
+  c->nranks = nranks;
+  c->rank = rank;
+  cudaGetDevice(&c->device);
+  c->bytes = kHeaderBytes + size_t(nranks) * kSlotBytes;
+  c->fd = open(c->path.c_str(), O_RDWR | O_CREAT, 0600);
+  if (c->fd < 0 || ftruncate(c->fd, off_t(c->bytes)) != 0) {
+    delete c;
+    return ncclSystemError;
+  }
+  void* p = mmap(nullptr, c->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, c->fd, 0);
+  if (p == MAP_FAILED) {
+    close(c->fd);
+    delete c;
+    return ncclSystemError;
+  }
+  c->base = static_cast<unsigned char*>(p);
+  c->header()->joined.fetch_add(1);
+  *comm = c;
+  const bool blocking = !config || config->blocking;
+  if (!blocking) return ncclInProgress;
+  while (c->header()->joined.load() < nranks) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return ncclSuccess;
+}
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
+  return ncclCommInitRankConfig(comm, nranks, id, rank, nullptr);
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
+  if (!comm) return ncclInvalidArgument;
+  *state = comm->aborted ? ncclRemoteError
+                         : (comm->header()->joined.load() < comm->nranks ? ncclInProgress : ncclSuccess);
+  return ncclSuccess;
+}
+ncclResult_t ncclCommCount(ncclComm_t comm, int* count) {
+  *count = comm->nranks;
+  return ncclSuccess;
+}
+ncclResult_t ncclCommUserRank(ncclComm_t comm, int* rank) {
+  *rank = comm->rank;
+  return ncclSuccess;
+}
+ncclResult_t ncclCommFinalize(ncclComm_t comm) { return comm ? ncclSuccess : ncclInvalidArgument; }
+
+namespace {
+// Runs the device's queued work (the communicator's collectives among it) to its end.
+void drain(const ncclComm* comm) {
+  int prev = 0;
+  cudaGetDevice(&prev);
+  cudaSetDevice(comm->device);
+  cudaDeviceSynchronize();
+  cudaSetDevice(prev);
+}
+
+ncclResult_t release(ncclComm_t comm) {
+  if (!comm) return ncclInvalidArgument;
+  drain(comm);  // no queued work may refer to the communicator once it is gone
+  const bool last = comm->header()->left.fetch_add(1) + 1 == comm->nranks;
+  munmap(comm->base, comm->bytes);
+  close(comm->fd);
+  if (last) unlink(comm->path.c_str());
+  delete comm;
+  return ncclSuccess;
+}
+}  // namespace
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) { return release(comm); }
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  if (!comm) return ncclSuccess;
+  comm->aborted = true;  // its queued collectives end at once (release drains them)
+  return release(comm);
+}
+ncclResult_t ncclGroupStart() { return ncclSuccess; }
+ncclResult_t ncclGroupEnd() { return ncclSuccess; }
+
+ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
+  const size_t bytes = count * type_size(type);
+  return collective(comm, send, bytes, stream, [recv, count, type, op](const ncclComm* c) {
+    reduce(c, recv, count, type, op);
+  });
+}
+
+ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type, int root,
+                           ncclComm_t comm, cudaStream_t stream) {
+  if (!comm || root < 0 || root >= comm->nranks) return ncclInvalidArgument;
+  const size_t bytes = count * type_size(type);
+  // every rank posts (the others' parts are ignored), so the slots stay in step
+  return collective(comm, comm->rank == root ? send : recv, comm->rank == root ? bytes : 0, stream,
+                    [recv, bytes, root](const ncclComm* c) { std::memcpy(recv, c->slot(root), bytes); });
+}
+
+ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclDataType_t type, ncclComm_t comm,
+                           cudaStream_t stream) {
+  const size_t bytes = sendcount * type_size(type);
+  return collective(comm, send, bytes, stream, [recv, bytes](const ncclComm* c) {
+    for (int r = 0; r < c->nranks; ++r) std::memcpy(static_cast<unsigned char*>(recv) + size_t(r) * bytes, c->slot(r), bytes);
+  });
+}

@@ -1,0 +1,55 @@
+// The emulator's internals shared by its runtime, cuBLAS, cuDNN and NCCL parts: streams as
+// queues of work run in order when the host waits, and the switch that lets device work (and
+// only device work) touch device memory.
+#pragma once
+#include <cuda_runtime.h>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+
+struct CUstream_st {
+  int device = 0;
+  bool legacy = false;  // the device's default stream
+  // Work in stream order. An item returns false while it cannot complete yet (a collective
+  // waiting for its peers); it is retried, and nothing behind it runs, until it returns true.
+  std::deque<std::function<bool()>> queue;
+};
+
+// What work queued for an event refers to: it outlives the event (CUDA lets an event be destroyed
+// while a record or a wait on it is pending).
+struct EventState {
+  uint64_t completed = 0;  // records whose place in their stream was reached
+};
+struct CUevent_st {
+  int device = 0;
+  CUstream_st* stream = nullptr;  // of the last record
+  uint64_t recorded = 0;          // records so far
+  std::shared_ptr<EventState> state = std::make_shared<EventState>();
+};
+
+namespace cuda_emu {
+
+// The stream a handle names on the current device (0 and cudaStreamLegacy: its default stream).
+CUstream_st* stream_of(cudaStream_t s);
+// Appends work to a stream.
+void enqueue(CUstream_st* s, std::function<bool()> item);
+// Runs the stream's work in order: until it is empty (blocking: waiting out items that are not
+// ready), or until an item is not ready (non-blocking). Returns whether it is empty.
+bool progress(CUstream_st* s, bool blocking);
+// Device memory is readable and writable in this scope (device work runs inside one).
+class DeviceAccess {
+ public:
+  DeviceAccess();
+  ~DeviceAccess();
+  DeviceAccess(const DeviceAccess&) = delete;
+  DeviceAccess& operator=(const DeviceAccess&) = delete;
+};
+// The device that owns a pointer into device memory, or -1 for host memory.
+int device_of(const void* p);
+// Records `e` as the thread's last error and returns it.
+cudaError_t set_error(cudaError_t e);
+// Fails the process with the emulator's message (a misuse the hardware would also punish).
+[[noreturn]] void fatal(const std::string& what);
+
+}  // namespace cuda_emu
