@@ -123,15 +123,31 @@ struct RunArgs {
   std::string resume;
   int64_t stop_at = 0;
   // data parallel (torchrun's options)
-  int nproc = 1, nnodes = 1, node_rank = 0, master_port = 0, max_restarts = 0;
+  std::string nproc = "1";  // a count, or "gpu": as many as CUDA devices are visible
+  int nnodes = 1, node_rank = 0, master_port = 0, max_restarts = 0;
   std::string master_addr = "127.0.0.1";
 };
 
+// --nproc N or --nproc gpu (one rank per visible CUDA device, torchrun's --nproc_per_node gpu).
+int nproc_of(const std::string& v) {
+  if (v == "gpu") {
+    const int n = cuda::device_count();
+    TR_CHECK(n > 0, "--nproc gpu: no CUDA device is visible (", cuda::unavailable_reason(), ")");
+    return n;
+  }
+  char* end = nullptr;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  TR_CHECK(!v.empty() && *end == 0 && n >= 1 && n <= 4096, "--nproc: expected a positive count or 'gpu', got '", v,
+           "'");
+  return int(n);
+}
+
 void run(const RunArgs& a) {
   const bool is_rank = std::getenv("RANK") != nullptr;  // started by a launcher (ours or any other)
-  if ((a.nproc > 1 || a.nnodes > 1) && !is_rank) {
+  const int nproc = nproc_of(a.nproc);
+  if ((nproc > 1 || a.nnodes > 1) && !is_rank) {
     distributed::LaunchOptions lo;
-    lo.nproc = a.nproc;
+    lo.nproc = nproc;
     lo.nnodes = a.nnodes;
     lo.node_rank = a.node_rank;
     lo.master_addr = a.master_addr;
@@ -261,8 +277,9 @@ void register_commands(CLI::App& app) {
     c->add_option("--stop-at-step", a.stop_at,
                   "write a checkpoint and stop after this optimizer step (the schedule still spans the whole run)")
         ->check(CLI::PositiveNumber);
-    c->add_option("--nproc", a.nproc, "data-parallel ranks to start on this node ([data] batch_size is the global batch)")
-        ->check(CLI::PositiveNumber);
+    c->add_option("--nproc", a.nproc,
+                  "data-parallel ranks to start on this node, or 'gpu' for one per visible GPU ([data] batch_size "
+                  "is the global batch)");
     c->add_option("--nnodes", a.nnodes, "nodes taking part")->check(CLI::PositiveNumber);
     c->add_option("--node-rank", a.node_rank, "this node's index")->check(CLI::NonNegativeNumber);
     c->add_option("--master-addr", a.master_addr, "address of node 0 (its launcher serves the rendezvous store)");

@@ -59,6 +59,7 @@ void load_run(RunConfig& c, const TomlTable& t) {
   if (c.run.device != "auto" && c.run.device != "cpu" && c.run.device.rfind("cuda", 0) != 0)
     t.fail("device", str("is '", c.run.device, "', expected auto, cpu, cuda or cuda:N"));
   c.run.threads = t.get_int("threads", c.run.threads);
+  c.run.dtype = t.get_choice("dtype", {"float32", "float64"}, c.run.dtype);
   c.run.cudnn_benchmark = t.get_bool("cudnn_benchmark", c.run.cudnn_benchmark);
   c.run.deterministic = t.get_bool("deterministic", c.run.deterministic);
   if (t.has("allow_tf32")) c.run.allow_tf32 = t.get_bool("allow_tf32", false);
@@ -273,7 +274,7 @@ std::string to_toml(const RunConfig& c) {
   toml::table root;
   toml::table run{{"name", c.run.name},       {"out_dir", c.run.out_dir},
                   {"seed", c.run.seed},       {"device", c.run.device},
-                  {"threads", c.run.threads}, {"cudnn_benchmark", c.run.cudnn_benchmark},
+                  {"threads", c.run.threads}, {"dtype", c.run.dtype}, {"cudnn_benchmark", c.run.cudnn_benchmark},
                   {"deterministic", c.run.deterministic}};
   if (c.run.allow_tf32) run.insert("allow_tf32", *c.run.allow_tf32);
   root.insert("run", std::move(run));

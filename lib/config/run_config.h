@@ -23,6 +23,7 @@ struct RunSection {
   int64_t seed = 0;
   std::string device = "auto";  // auto | cpu | cuda | cuda:N
   int64_t threads = 0;          // 0: OMP_NUM_THREADS or all cores
+  std::string dtype = "float32";  // the parameters' and floating inputs' dtype: float32 | float64
   // CUDA libraries (torch.backends): cuDNN's algorithm search, deterministic algorithms only, and
   // TF32 for f32 convolutions and matrix products (unset: torch's defaults, convolutions yes and
   // matrix products no)

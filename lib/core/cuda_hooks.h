@@ -15,6 +15,8 @@ bool is_available();
 // been read (the copy itself is queued on the device's stream); the others wait for completion.
 void memcpy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n);
 void synchronize(int index);
+// Makes cuda:index the process's current device (torch.cuda.set_device).
+void set_device(int index);
 // Called after each copy from a device to the host and each synchronize, once the host has waited
 // for the device: ops raise there the errors their kernels recorded (ops/deferred_check.h).
 void set_after_sync_hook(void (*hook)());

@@ -16,9 +16,20 @@ namespace tr::train {
 
 namespace {
 
-Device pick_device(const std::string& spec) {
-  if (spec == "auto") return cuda::is_available() ? Device("cuda") : kCPU;
-  return Device(spec);
+// [run] device for this process: "auto" is cuda when a GPU is visible; in a run of several ranks
+// "cuda" is cuda:LOCAL_RANK (torchrun's convention), and a fixed cuda:N, which would put every
+// rank of the node on one GPU, is refused.
+Device pick_device(const std::string& spec, const distributed::DistEnv& env, const std::string& path) {
+  const std::string s = spec == "auto" ? (cuda::is_available() ? "cuda" : "cpu") : spec;
+  if (s == "cpu" || !env.active() || env.local_world_size == 1) return Device(s);
+  TR_CHECK(s == "cuda", path, ": [run] device = \"", spec, "\" would put all ", env.local_world_size,
+           " ranks of this node on one GPU; use device = \"cuda\" (each rank takes cuda:LOCAL_RANK)");
+  const int n = cuda::device_count();
+  TR_CHECK(n > 0, path, ": [run] device = \"cuda\": ", cuda::unavailable_reason());
+  TR_CHECK(env.local_rank < n, "rank ", env.rank, " (local rank ", env.local_rank, ") has no GPU of its own: ", n,
+           " CUDA device(s) are visible to the ", env.local_world_size,
+           " ranks of this node; start at most one rank per GPU (--nproc ", n, ", or --nproc gpu)");
+  return Device(DeviceType::CUDA, env.local_rank);
 }
 
 nn::Model build_model(const config::RunConfig& cfg) {
@@ -51,6 +62,7 @@ void init_distributed(Run& r) {
   po.timeout = std::chrono::milliseconds(int64_t(dc.timeout_s * 1000));
   po.prefix = str("run", r.env.restart_count);
   po.hostname = r.env.master_addr == "127.0.0.1" || r.env.master_addr == "localhost" ? "127.0.0.1" : "";
+  if (r.device.is_cuda()) po.cuda_device = r.device.index;
   r.pg = distributed::make_process_group(*r.store, po);
   distributed::DDPOptions o;
   o.bucket_mb = dc.bucket_mb;
@@ -126,7 +138,8 @@ RunLoss build_loss(config::RunConfig& cfg) {
 
 Run::Run(config::RunConfig c) : cfg(std::move(c)), env(distributed::read_dist_env()) {
   if (cfg.run.threads > 0) omp_set_num_threads(int(cfg.run.threads));
-  device = pick_device(cfg.run.device);
+  device = pick_device(cfg.run.device, env, cfg.path);
+  if (device.is_cuda()) cuda::set_device(device.index);  // the rank's GPU, for every launch that names none
   backends::cudnn().benchmark = cfg.run.cudnn_benchmark;
   backends::cudnn().deterministic = cfg.run.deterministic;
   backends::cudnn().allow_tf32 = cfg.run.allow_tf32.value_or(true);
@@ -141,6 +154,7 @@ Run::Run(config::RunConfig c) : cfg(std::move(c)), env(distributed::read_dist_en
       data::build_transforms(data_table, {model.input.shape, cfg.data.dataset, data.pixel_mean, data.pixel_std});
   data_table.finish();
   loss = build_loss(cfg);
+  if (dtype() != DType::F32) model.net->to(dtype());  // torch's model.double()
   if (!device.is_cpu()) model.net->to(device);
   if (env.active()) init_distributed(*this);
   optimizer = build_optimizer(cfg, *model.net);

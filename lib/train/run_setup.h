@@ -46,6 +46,12 @@ struct Run {
 
   int64_t epochs() const { return (total_steps + steps_per_epoch - 1) / steps_per_epoch; }
   DType amp_dtype() const { return cfg.amp.dtype == "fp16" ? DType::F16 : DType::BF16; }  // [amp] dtype
+  DType dtype() const { return cfg.run.dtype == "float64" ? DType::F64 : DType::F32; }     // [run] dtype
+  // A batch's tensor on the run's device, floating values in the run's dtype.
+  Tensor to_run(const Tensor& t) const {
+    Tensor d = t.to(device);
+    return d.is_floating_point() && d.dtype() != dtype() ? d.to(dtype()) : d;
+  }
   bool is_main() const { return env.rank == 0; }  // rank 0 (or the only process) writes the run directory
 };
 

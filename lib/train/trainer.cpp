@@ -22,9 +22,10 @@ using nlohmann::json;
 
 void Trainer::allreduce_sum(std::vector<double>& values) {
   if (!run_.pg) return;
-  Tensor t = from_vector(values, {int64_t(values.size())}, DType::F64);
+  // on the run's device: NCCL reduces device memory only
+  Tensor t = from_vector(values, {int64_t(values.size())}, DType::F64).to(run_.device);
   run_.pg->allreduce(t, distributed::ReduceOp::SUM);
-  for (size_t i = 0; i < values.size(); ++i) values[i] = t.select(0, int64_t(i)).item();
+  values = t.tolist();
 }
 
 void Trainer::log_record(const std::string& json) {
@@ -51,7 +52,7 @@ EvalResult Trainer::evaluate() {
     if (cfg.train.eval_batches > 0 && batches >= cfg.train.eval_batches) break;
     ++batches;
     if (!b->input.defined()) continue;  // this rank's slice of a last batch smaller than the world
-    Tensor x = b->input.to(run_.device), y = b->target.to(run_.device);
+    Tensor x = run_.to_run(b->input), y = run_.to_run(b->target);
     amp::AutocastGuard autocast(run_.device.type, run_.amp_dtype(), cfg.amp.enabled);  // the model as it trains
     auto [loss, corr] = run_.loss((*run_.model.net)(x), y);
     int64_t n = y.numel();
@@ -88,7 +89,7 @@ StepResult Trainer::train_step(const std::vector<data::Batch>& micro) {
     TR_CHECK(b.input.defined(), "rank ", r.env.rank, " got no samples of batch ", b.index, " (", b.global_size,
              " samples for ", r.env.world_size, " ranks); use drop_last = true or a batch size that fills every rank");
     if (r.ddp) r.ddp->prepare(i + 1 == micro.size());  // gradients are averaged on the last micro-batch
-    Tensor x = b.input.to(r.device), y = b.target.to(r.device);
+    Tensor x = r.to_run(b.input), y = r.to_run(b.target);
     Tensor loss;
     {
       amp::AutocastGuard autocast(r.device.type, r.amp_dtype(), r.cfg.amp.enabled);  // forward and loss only

@@ -6,6 +6,7 @@
 // with g = k / (K / groups), Cg = C / groups; beta = 0 does not read the output.
 #include <cudnn.h>
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <vector>
 #include "half_convert.h"
@@ -79,25 +80,34 @@ double scale(const void* p, cudnnDataType_t t) {
   return t == CUDNN_DATA_DOUBLE ? *static_cast<const double*>(p) : double(*static_cast<const float*>(p));
 }
 
-// f(n, k, p, q, c (absolute input channel), cc (weight channel), r, s, h, w) for every tap that reads x
+// f(n, k, cc, r, s, ch, p, h, q0, q1, w0): for output row p of plane (n, k) and tap (cc, r, s),
+// which reads input row h of channel ch; output columns q in [q0, q1) read input column
+// w0 + q v (the columns that fall inside the input; an empty range is skipped).
 template <typename F>
-void for_each_tap(const Geom& g, const F& f) {
+void for_each_tap_row(const Geom& g, const F& f) {
   for (int n = 0; n < g.N; ++n)
     for (int k = 0; k < g.K; ++k) {
       const int grp = k / g.Kg();
-      for (int p = 0; p < g.P; ++p)
-        for (int q = 0; q < g.Q; ++q)
-          for (int cc = 0; cc < g.Cg(); ++cc)
-            for (int r = 0; r < g.R; ++r) {
+      for (int cc = 0; cc < g.Cg(); ++cc)
+        for (int r = 0; r < g.R; ++r)
+          for (int s = 0; s < g.S; ++s) {
+            const int w0 = s * g.dw - g.pw;  // input column of output column 0
+            // q v + w0 in [0, W)
+            const int q0 = w0 >= 0 ? 0 : (-w0 + g.v - 1) / g.v;
+            const int q1 = std::min(g.Q, (g.W - 1 - w0) / g.v + 1);
+            if (q1 <= q0 || g.W - 1 - w0 < 0) continue;
+            for (int p = 0; p < g.P; ++p) {
               const int h = p * g.u - g.ph + r * g.dh;
               if (h < 0 || h >= g.H) continue;
-              for (int s = 0; s < g.S; ++s) {
-                const int w = q * g.v - g.pw + s * g.dw;
-                if (w < 0 || w >= g.W) continue;
-                f(n, k, p, q, grp * g.Cg() + cc, cc, r, s, h, w);
-              }
+              f(n, k, cc, r, s, grp * g.Cg() + cc, p, h, q0, q1, w0);
             }
+          }
     }
+}
+std::vector<double> to_doubles(const void* p, cudnnDataType_t t, size_t n) {
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = load(p, t, i);
+  return v;
 }
 size_t xi(const Geom& g, int n, int c, int h, int w) { return ((size_t(n) * g.C + c) * g.H + h) * g.W + w; }
 size_t wi(const Geom& g, int k, int cc, int r, int s) { return ((size_t(k) * g.Cg() + cc) * g.R + r) * g.S + s; }
@@ -267,9 +277,14 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void* alpha, cudnnT
   const cudnnDataType_t t = x->type;
   const double al = scale(alpha, t), be = scale(beta, t);
   enqueue(stream_of(h->stream), [=] {
+    const std::vector<double> x = to_doubles(xp, t, size_t(g.N) * g.C * g.H * g.W),
+                              w = to_doubles(wp, t, size_t(g.K) * g.Cg() * g.R * g.S);
     std::vector<double> acc(size_t(g.N) * g.K * g.P * g.Q, 0.0);
-    for_each_tap(g, [&](int n, int k, int p, int q, int ch, int cc, int r, int s, int hh, int ww) {
-      acc[yi(g, n, k, p, q)] += load(xp, t, xi(g, n, ch, hh, ww)) * load(wp, t, wi(g, k, cc, r, s));
+    for_each_tap_row(g, [&](int n, int k, int cc, int r, int s, int ch, int p, int h, int q0, int q1, int w0) {
+      const double wv = w[wi(g, k, cc, r, s)];
+      double* out = &acc[yi(g, n, k, p, 0)];
+      const double* in = &x[xi(g, n, ch, h, 0)];
+      for (int q = q0; q < q1; ++q) out[q] += wv * in[q * g.v + w0];
     });
     blend(yp, t, acc, al, be);
     return true;
@@ -312,9 +327,14 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void* alpha, c
   const cudnnDataType_t t = dx->type;
   const double al = scale(alpha, t), be = scale(beta, t);
   enqueue(stream_of(h->stream), [=] {
+    const std::vector<double> dy = to_doubles(dyp, t, size_t(g.N) * g.K * g.P * g.Q),
+                              w = to_doubles(wp, t, size_t(g.K) * g.Cg() * g.R * g.S);
     std::vector<double> acc(size_t(g.N) * g.C * g.H * g.W, 0.0);
-    for_each_tap(g, [&](int n, int k, int p, int q, int ch, int cc, int r, int s, int hh, int ww) {
-      acc[xi(g, n, ch, hh, ww)] += load(dyp, t, yi(g, n, k, p, q)) * load(wp, t, wi(g, k, cc, r, s));
+    for_each_tap_row(g, [&](int n, int k, int cc, int r, int s, int ch, int p, int h, int q0, int q1, int w0) {
+      const double wv = w[wi(g, k, cc, r, s)];
+      const double* in = &dy[yi(g, n, k, p, 0)];
+      double* out = &acc[xi(g, n, ch, h, 0)];
+      for (int q = q0; q < q1; ++q) out[q * g.v + w0] += wv * in[q];
     });
     blend(dxp, t, acc, al, be);
     return true;
@@ -358,9 +378,15 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void* alpha,
   const cudnnDataType_t t = x->type;
   const double al = scale(alpha, t), be = scale(beta, t);
   enqueue(stream_of(h->stream), [=] {
+    const std::vector<double> dy = to_doubles(dyp, t, size_t(g.N) * g.K * g.P * g.Q),
+                              x = to_doubles(xp, t, size_t(g.N) * g.C * g.H * g.W);
     std::vector<double> acc(size_t(g.K) * g.Cg() * g.R * g.S, 0.0);
-    for_each_tap(g, [&](int n, int k, int p, int q, int ch, int cc, int r, int s, int hh, int ww) {
-      acc[wi(g, k, cc, r, s)] += load(dyp, t, yi(g, n, k, p, q)) * load(xp, t, xi(g, n, ch, hh, ww));
+    for_each_tap_row(g, [&](int n, int k, int cc, int r, int s, int ch, int p, int h, int q0, int q1, int w0) {
+      const double* gy = &dy[yi(g, n, k, p, 0)];
+      const double* in = &x[xi(g, n, ch, h, 0)];
+      double sum = 0;
+      for (int q = q0; q < q1; ++q) sum += gy[q] * in[q * g.v + w0];
+      acc[wi(g, k, cc, r, s)] += sum;
     });
     blend(dwp, t, acc, al, be);
     return true;

@@ -1,11 +1,12 @@
 // Kernel launches in the emulator: a launch runs, in its stream's turn, as a loop over the grid's
 // blocks and each block's threads. The first block of a kernel's first launch runs its threads as
-// ucontext fibers, so that __syncthreads() (all live threads of the block) and warp shuffles (all
+// fibers (Boost.Context), so that __syncthreads() (all live threads of the block) and warp shuffles (all
 // live lanes of the warp) suspend a thread until the others arrive, as on a GPU. A kernel that met
 // no barrier there runs its threads as plain calls, one after the other, from then on (and stops
 // the process with a message should it meet one later); the others always run as fibers.
 #include <sys/mman.h>
-#include <ucontext.h>
+#include <boost/context/fiber.hpp>
+#include <boost/context/stack_context.hpp>
 #include <exception>
 #include <map>
 #include <memory>
@@ -23,12 +24,15 @@ namespace cuda_emu {
 
 namespace {
 
+namespace ctx = boost::context;
+
 constexpr size_t kStack = 128 * 1024;
 
 enum class State { Ready, AtBlockBarrier, AtWarpBarrier, Done };
 
 struct Fiber {
-  ucontext_t ctx;
+  ctx::fiber self;  // the suspended thread, resumed by the scheduler
+  ctx::fiber sink;  // the scheduler, resumed by the thread when it waits or ends
   unsigned char* stack = nullptr;
   State state = State::Ready;
   uint3 idx{};
@@ -39,7 +43,6 @@ struct BlockRun {
   Launch* launch = nullptr;
   std::vector<Fiber>* fibers = nullptr;
   int current = -1;
-  ucontext_t scheduler;
   bool barrier_seen = false;
   std::vector<uint64_t> slots, published;  // warp exchange: 32 per warp
   std::exception_ptr error;
@@ -47,38 +50,43 @@ struct BlockRun {
 thread_local BlockRun* running = nullptr;
 thread_local bool in_direct_kernel = false;
 
-// Stacks reused across blocks and launches (mapped once, up to the largest block seen).
-std::vector<Fiber>& fiber_pool(size_t n) {
-  thread_local std::vector<Fiber> pool;
+// Stacks mapped once and reused across blocks and launches (up to the largest block seen).
+std::vector<unsigned char*>& stack_pool(size_t n) {
+  thread_local std::vector<unsigned char*> pool;
   while (pool.size() < n) {
-    Fiber f;
     void* p = mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) fatal("cannot map fiber stacks");
-    f.stack = static_cast<unsigned char*>(p);
-    pool.push_back(f);
+    pool.push_back(static_cast<unsigned char*>(p));
   }
   return pool;
 }
+
+// Boost.Context's stack allocator interface over one pooled stack.
+struct PooledStack {
+  unsigned char* base;
+  ctx::stack_context allocate() {
+    ctx::stack_context sc;
+    sc.size = kStack;
+    sc.sp = base + kStack;  // stacks grow down
+    return sc;
+  }
+  void deallocate(ctx::stack_context&) noexcept {}
+};
 
 unsigned threads_of(const dim3& b) { return b.x * b.y * b.z; }
 
 uint3 thread_index(unsigned t, const dim3& b) { return {t % b.x, (t / b.x) % b.y, t / (b.x * b.y)}; }
 
-void fiber_main() {
-  BlockRun* r = running;
-  try {
-    r->launch->run_thread();
-  } catch (...) {
-    if (!r->error) r->error = std::current_exception();
-  }
-  (*r->fibers)[size_t(r->current)].state = State::Done;
-  // returning resumes uc_link: the scheduler
+// Suspends the running fiber until the scheduler resumes it.
+void suspend(Fiber& f) {
+  f.sink = std::move(f.sink).resume();
+  threadIdx = f.idx;
 }
 
 // Runs one block's n threads as fibers until all are done; returns whether any met a barrier.
 bool run_block_fibers(Launch* l, unsigned n) {
-  std::vector<Fiber>& pool = fiber_pool(n);
-  std::vector<Fiber> fibers(pool.begin(), pool.begin() + n);
+  std::vector<unsigned char*>& stacks = stack_pool(n);
+  std::vector<Fiber> fibers(n);
   BlockRun r;
   r.launch = l;
   r.fibers = &fibers;
@@ -88,13 +96,19 @@ bool run_block_fibers(Launch* l, unsigned n) {
   running = &r;
   for (unsigned t = 0; t < n; ++t) {
     Fiber& f = fibers[t];
-    f.state = State::Ready;
     f.idx = thread_index(t, l->block);
-    getcontext(&f.ctx);
-    f.ctx.uc_stack.ss_sp = f.stack;
-    f.ctx.uc_stack.ss_size = kStack;
-    f.ctx.uc_link = &r.scheduler;
-    makecontext(&f.ctx, fiber_main, 0);
+    f.stack = stacks[t];
+    f.self = ctx::fiber(std::allocator_arg, PooledStack{f.stack}, [&r, &f, t](ctx::fiber&& sink) {
+      f.sink = std::move(sink);
+      try {
+        r.launch->run_thread();
+      } catch (...) {
+        if (!r.error) r.error = std::current_exception();
+      }
+      f.state = State::Done;
+      (void)t;
+      return std::move(f.sink);
+    });
   }
   unsigned live = n;
   while (live > 0) {
@@ -102,7 +116,7 @@ bool run_block_fibers(Launch* l, unsigned n) {
       if (fibers[t].state != State::Ready) continue;
       r.current = int(t);
       threadIdx = fibers[t].idx;
-      swapcontext(&r.scheduler, &fibers[t].ctx);
+      fibers[t].self = std::move(fibers[t].self).resume();
     }
     live = 0;
     unsigned at_block = 0;
@@ -200,8 +214,7 @@ void block_barrier() {
   r->barrier_seen = true;
   Fiber& f = (*r->fibers)[size_t(r->current)];
   f.state = State::AtBlockBarrier;
-  swapcontext(&f.ctx, &r->scheduler);
-  threadIdx = f.idx;
+  suspend(f);
 }
 
 int lane_id() {
@@ -217,8 +230,7 @@ uint64_t warp_exchange(uint64_t bits, int src) {
   r->slots[size_t(me)] = bits;
   Fiber& f = (*r->fibers)[size_t(me)];
   f.state = State::AtWarpBarrier;
-  swapcontext(&f.ctx, &r->scheduler);
-  threadIdx = f.idx;
+  suspend(f);
   const int warp_base = me / 32 * 32;
   return r->published[size_t(warp_base + src)];
 }

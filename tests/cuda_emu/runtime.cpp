@@ -44,6 +44,7 @@ int64_t env_int(const char* name, int64_t dflt) {
 // ---- device memory ----
 
 constexpr size_t kAlign = 256;
+constexpr size_t kHuge = size_t(2) << 20;
 
 struct Arena {
   unsigned char* base = nullptr;
@@ -51,6 +52,7 @@ struct Arena {
   std::map<size_t, size_t> free_blocks;  // offset -> size
   std::map<size_t, size_t> used;         // offset -> size
   size_t in_use = 0;
+  size_t top = 0;  // end of the highest block ever handed out: what protection toggles cover
 };
 
 struct Devices {
@@ -91,10 +93,13 @@ Devices& devices() {
     for (size_t i = 0; i < r->visible.size(); ++i) {
       Arena a;
       a.size = bytes;
-      void* p = mmap(nullptr, bytes, r->protect ? PROT_NONE : PROT_READ | PROT_WRITE,
+      // 2 MiB aligned and backed by huge pages where the kernel allows: a protection toggle then
+      // rewrites one entry per 2 MiB instead of one per 4 KiB page
+      void* p = mmap(nullptr, bytes + kHuge, r->protect ? PROT_NONE : PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
       if (p == MAP_FAILED) fatal("cannot reserve " + std::to_string(bytes) + " bytes of emulated device memory");
-      a.base = static_cast<unsigned char*>(p);
+      a.base = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(p) + kHuge - 1) / kHuge * kHuge);
+      madvise(a.base, bytes, MADV_HUGEPAGE);
       a.free_blocks[0] = bytes;
       r->arenas.push_back(std::move(a));
       auto s = std::make_unique<CUstream_st>();
@@ -109,10 +114,13 @@ Devices& devices() {
   return *d;
 }
 
+// Only the part of each arena that blocks were ever handed out from (first fit keeps it compact):
+// toggling a whole reservation would cost its page tables on every wait for the device.
 void set_protection(int prot) {
   Devices& d = devices();
   for (auto& a : d.arenas)
-    if (mprotect(a.base, a.size, prot) != 0) fatal("mprotect of emulated device memory failed");
+    if (a.top && mprotect(a.base, std::min(a.size, (a.top + kHuge - 1) / kHuge * kHuge), prot) != 0)
+      fatal("mprotect of emulated device memory failed");
 }
 
 void fault_handler(int sig, siginfo_t* info, void*) {
@@ -194,6 +202,7 @@ bool progress(CUstream_st* s, bool blocking) {
   while (true) {
     {
       std::lock_guard<std::recursive_mutex> g(exec_mutex());
+      if (s->queue.empty()) return true;
       DeviceAccess access;
       while (!s->queue.empty()) {
         std::function<bool()> item = s->queue.front();  // a copy: the item may enqueue more work
@@ -355,6 +364,12 @@ cudaError_t cudaMalloc(void** p, size_t n) {
     if (left) a.free_blocks[off + want] = left;
     a.used[off] = want;
     a.in_use += want;
+    if (off + want > a.top) {
+      a.top = off + want;
+      // the newly covered pages take the protection of the moment
+      Devices& d = devices();
+      if (d.protect && d.access_depth > 0) set_protection(PROT_READ | PROT_WRITE);
+    }
     *p = a.base + off;
     return cudaSuccess;
   }
@@ -374,8 +389,7 @@ cudaError_t cudaFree(void* p) {
   size_t start = off, size = it->second;
   a.in_use -= size;
   a.used.erase(it);
-  // give the pages back and coalesce with the free neighbours
-  if (madvise(a.base + start, size, MADV_DONTNEED) != 0) { /* the memory stays usable either way */ }
+  // coalesce with the free neighbours
   auto next = a.free_blocks.find(start + size);
   if (next != a.free_blocks.end()) {
     size += next->second;

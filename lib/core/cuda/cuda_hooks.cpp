@@ -103,9 +103,19 @@ void memcpy(void* dst, Device dd, const void* src, Device sd, size_t n) {
     copy_to_device_staged(dst, src, n, dd.index);
     return;
   }
-  TR_CUDA_CHECK(cudaMemcpy(dst, src, n, dd.is_cpu() ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice));
+  // on the source's device: the copy then follows the work queued there (the current device's
+  // default stream knows nothing of another device's)
+  int prev = 0;
+  TR_CUDA_CHECK(cudaGetDevice(&prev));
+  if (dd.is_cuda() && dd.index != sd.index) synchronize(dd.index);  // the destination's pending work first
+  if (prev != sd.index) TR_CUDA_CHECK(cudaSetDevice(sd.index));
+  const cudaError_t e = cudaMemcpy(dst, src, n, dd.is_cpu() ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice);
+  if (prev != sd.index) cudaSetDevice(prev);
+  TR_CUDA_CHECK(e);
   if (dd.is_cpu()) after_sync();
 }
+
+void set_device(int index) { TR_CUDA_CHECK(cudaSetDevice(index)); }
 
 void synchronize(int index) {
   int prev = 0;
