@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # Configures and builds everything into build/ (Release). Extra args go to cmake.
+#   scripts/build.sh --cuda-emulation [cmake args]: the CUDA backend against the CUDA emulator
+#   (tests/cuda_emu) into build-cuda-emu/: the trainer and the test binaries, for running the GPU
+#   path's tests on a machine without a GPU. Never the product.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
+if [[ ${1:-} == --cuda-emulation ]]; then
+  shift
+  cmake -S . -B build-cuda-emu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRAINER_CUDA_EMULATION=ON "$@" >/dev/null
+  ninja -C build-cuda-emu trainer unit_tests integration_tests
+  exit 0
+fi
 # The CUDA backend is compiled whenever the toolkit is present, even without a GPU.
 if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
   export CUDACXX=/usr/local/cuda/bin/nvcc

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds everything and runs every test.
+# Installs what is missing, builds everything and runs every test: the build of the product
+# (CUDA compiled in when the toolkit is present; [gpu] tests skip without a GPU), then the CUDA
+# emulation build (tests/cuda_emu), in which the GPU path's tests run on the CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
@@ -9,5 +11,9 @@ skipped=$(build/tests/unit_tests "[gpu]" 2>&1 | grep -c "no CUDA device" || true
 if [ "$skipped" -gt 0 ]; then
   echo "note: $skipped [gpu] test cases skipped ($(build/trainer info | sed -n 's/^cuda devices: //p'))"
 fi
-cd build
-ctest --output-on-failure -j "$(nproc)"
+(cd build && ctest --output-on-failure -j "$(nproc)")
+
+echo "== the GPU path through the CUDA emulator (build-cuda-emu)"
+bash scripts/build.sh --cuda-emulation
+build-cuda-emu/trainer info
+(cd build-cuda-emu && ctest --output-on-failure -j "$(nproc)")

@@ -7,7 +7,10 @@
 #include <sys/mman.h>
 #include <boost/context/fiber.hpp>
 #include <boost/context/stack_context.hpp>
+#include <atomic>
+#include <condition_variable>
 #include <exception>
+#include <thread>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -158,44 +161,130 @@ bool run_block_fibers(Launch* l, unsigned n) {
   return r.barrier_seen;
 }
 
-// Whether each kernel met a barrier in its first block (then it always runs as fibers).
+// Whether each kernel met a barrier in its first block (then it always runs as fibers). Read
+// and written by the thread that runs launches (the one holding the executor lock).
 std::map<const void*, bool>& barrier_kernels() {
   static std::map<const void*, bool> m;
   return m;
 }
 
-void run_launch(Launch* l) {
+// Runs block `b` (linear over the grid) of the launch on this host thread.
+void run_block(Launch* l, unsigned b, bool fibers) {
   const unsigned n = threads_of(l->block);
   gridDim = l->grid;
   blockDim = l->block;
+  blockIdx = {b % l->grid.x, (b / l->grid.x) % l->grid.y, b / (l->grid.x * l->grid.y)};
+  if (fibers) {
+    run_block_fibers(l, n);
+    return;
+  }
+  struct Direct {
+    Direct() { in_direct_kernel = true; }
+    ~Direct() { in_direct_kernel = false; }
+  } direct;
+  for (unsigned t = 0; t < n; ++t) {
+    threadIdx = thread_index(t, l->block);
+    l->run_thread();
+  }
+}
+
+// Host threads that run a launch's blocks beside the caller (blocks are independent on a GPU).
+class BlockPool {
+ public:
+  BlockPool() {
+    const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+    for (unsigned i = 1; i < std::min(hw, 8u); ++i) workers_.emplace_back([this] { work(); });
+  }
+  ~BlockPool() {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+  // Runs blocks [first, count) of l over the pool and the caller; rethrows a block's exception.
+  void run(Launch* l, unsigned first, unsigned count, bool fibers) {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      job_ = {l, fibers, count};
+      next_ = first;
+      active_ = unsigned(workers_.size());
+      error_ = nullptr;
+      ++generation_;
+    }
+    cv_.notify_all();
+    drain();
+    std::unique_lock<std::mutex> g(mu_);
+    done_cv_.wait(g, [this] { return active_ == 0; });
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  struct Job {
+    Launch* launch = nullptr;
+    bool fibers = false;
+    unsigned count = 0;
+  };
+  void drain() {
+    while (true) {
+      const unsigned b = next_.fetch_add(1);
+      if (b >= job_.count) return;
+      try {
+        run_block(job_.launch, b, job_.fibers);
+      } catch (...) {
+        std::lock_guard<std::mutex> g(mu_);
+        if (!error_) error_ = std::current_exception();
+      }
+    }
+  }
+  void work() {
+    uint64_t seen = 0;
+    while (true) {
+      {
+        std::unique_lock<std::mutex> g(mu_);
+        cv_.wait(g, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+      }
+      drain();
+      std::lock_guard<std::mutex> g(mu_);
+      if (--active_ == 0) done_cv_.notify_all();
+    }
+  }
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  Job job_;
+  std::atomic<unsigned> next_{0};
+  unsigned active_ = 0;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+  std::exception_ptr error_;
+};
+
+void run_launch(Launch* l) {
+  const unsigned blocks = l->grid.x * l->grid.y * l->grid.z;
   // a kernel's first block tells whether it meets barriers (our kernels do in every block or none)
   auto& known = barrier_kernels();
   auto it = known.find(l->kernel);
-  bool fibers = it == known.end() || it->second;
-  for (unsigned z = 0; z < l->grid.z; ++z)
-    for (unsigned y = 0; y < l->grid.y; ++y)
-      for (unsigned x = 0; x < l->grid.x; ++x) {
-        blockIdx = {x, y, z};
-        if (fibers) {
-          const bool met = run_block_fibers(l, n);
-          if (it == known.end()) {
-            it = known.emplace(l->kernel, met).first;
-            fibers = met;
-          }
-        } else {
-          in_direct_kernel = true;
-          for (unsigned t = 0; t < n; ++t) {
-            threadIdx = thread_index(t, l->block);
-            try {
-              l->run_thread();
-            } catch (...) {
-              in_direct_kernel = false;
-              throw;
-            }
-          }
-          in_direct_kernel = false;
-        }
-      }
+  unsigned first = 0;
+  if (it == known.end()) {
+    gridDim = l->grid;
+    blockDim = l->block;
+    blockIdx = {0, 0, 0};
+    const bool met = run_block_fibers(l, threads_of(l->block));
+    it = known.emplace(l->kernel, met).first;
+    first = 1;
+  }
+  const bool fibers = it->second;
+  if (blocks - first >= 2 && uint64_t(blocks) * threads_of(l->block) >= 8192) {
+    static BlockPool* pool = new BlockPool;  // leaked: its threads must outlive static destructors' launches
+    pool->run(l, first, blocks, fibers);
+    return;
+  }
+  for (unsigned b = first; b < blocks; ++b) run_block(l, b, fibers);
 }
 
 void need_fiber(const char* what) {

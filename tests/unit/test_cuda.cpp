@@ -4,6 +4,8 @@
 // and the rest run everywhere: the caching allocator on the CPU, the error of Device("cuda")
 // without a GPU, the registry walk that wants a CUDA kernel for every op but a listed few.
 #include <catch2/catch.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
@@ -961,6 +963,38 @@ TEST_CASE("cuda: a CNN training step's gradients match the CPU (conv, batch norm
   const char* names[] = {"loss", "dw1", "db1", "dgamma1", "dbeta1", "dw2", "dgamma2", "dbeta2", "dwl"};
   for (size_t i = 0; i < c.size(); ++i) check_close(names[i], c[i], g[i], {1e-9, 1e-12});
   backends::cudnn() = saved;
+}
+
+TEST_CASE("cuda emulator: host code that touches device memory is stopped with a message", "[gpu][emulator]") {
+  TR_REQUIRE_GPU();
+  if (cuda::device_description(0).find("CUDA emulator") == std::string::npos) {
+    WARN("a real GPU: host reads of device memory are the hardware's business (a fault, or HMM)");
+    return;
+  }
+  Tensor t = ones({16}, TensorOptions().device(gpu()));
+  t.sum().item();  // the fill has run
+  int err[2];
+  REQUIRE(pipe(err) == 0);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    dup2(err[1], 2);
+    volatile float v = *static_cast<const float*>(t.raw_data());  // host code reading device memory
+    (void)v;
+    _exit(0);
+  }
+  close(err[1]);
+  std::string out;
+  char buf[512];
+  for (ssize_t n; (n = read(err[0], buf, sizeof buf)) > 0;) out.append(buf, size_t(n));
+  close(err[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFSIGNALED(status));
+  CHECK_THAT(out, Catch::Matchers::Contains("host code read or wrote device memory") &&
+                      Catch::Matchers::Contains("cuda:0 + "));
+  // the device itself reads it as before
+  CHECK(t.sum().item() == 16.0);
 }
 
 // ---------------------------------------------------------------- everywhere

@@ -6,6 +6,7 @@
 // the host waits for them. Only the emulation build (scripts/build.sh --cuda-emulation) sees this
 // header; the product binary never contains the emulator.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -166,29 +167,30 @@ T __shfl_down_sync(unsigned /*mask*/, T v, unsigned delta, int width = 32) {
   return r;
 }
 
-// Atomics: one host thread runs a kernel's fibers, so plain read-modify-writes are atomic.
+// Atomics: blocks may run on several host threads at once, so these are real atomics.
 template <typename T>
 T atomicAdd(T* p, T v) {
-  T old = *p;
-  *p = old + v;
-  return old;
-}
-template <typename T>
-T atomicMin(T* p, T v) {
-  T old = *p;
-  if (v < old) *p = v;
-  return old;
+  return std::atomic_ref<T>(*p).fetch_add(v);
 }
 template <typename T>
 T atomicCAS(T* p, T compare, T v) {
-  T old = *p;
-  if (old == compare) *p = v;
+  std::atomic_ref<T>(*p).compare_exchange_strong(compare, v);
+  return compare;  // the old value, whether or not the exchange happened
+}
+template <typename T>
+T atomicMin(T* p, T v) {
+  std::atomic_ref<T> a(*p);
+  T old = a.load();
+  while (v < old && !a.compare_exchange_weak(old, v)) {
+  }
   return old;
 }
 template <typename T>
 T atomicMax(T* p, T v) {
-  T old = *p;
-  if (v > old) *p = v;
+  std::atomic_ref<T> a(*p);
+  T old = a.load();
+  while (v > old && !a.compare_exchange_weak(old, v)) {
+  }
   return old;
 }
 inline float __uint_as_float(unsigned u) {
