@@ -6,6 +6,7 @@
 // pointwise kernels of the composite do.
 #pragma once
 #include <cmath>
+#include <cstdint>
 #include "core/macros.h"
 
 namespace tr::optim_math {
@@ -62,6 +63,24 @@ TR_HD void adam_element(T& p, T g, T& m, T& v, T* vmax, const AdamScalars<T>& s)
   }
   const T denom = sqrt(vv) / s.bc2_sqrt + s.eps;
   p = p + (m * s.neg_step_size) / denom;
+}
+
+// Element k of a parameter stored as T (buf / vmax may be null), updated in compute type A.
+template <typename A, typename T>
+TR_HD void sgd_at(T* p, const T* g, T* buf, bool first, int64_t k, const SgdScalars<A>& s) {
+  A pk = A(p[k]), bk = buf ? A(buf[k]) : A(0);
+  sgd_element<A>(pk, A(g[k]), &bk, first, s);
+  p[k] = T(pk);
+  if (buf) buf[k] = T(bk);
+}
+template <typename A, typename T>
+TR_HD void adam_at(T* p, const T* g, T* m, T* v, T* vmax, int64_t k, const AdamScalars<A>& s) {
+  A pk = A(p[k]), mk = A(m[k]), vk = A(v[k]), xk = vmax ? A(vmax[k]) : A(0);
+  adam_element<A>(pk, A(g[k]), mk, vk, &xk, s);
+  p[k] = T(pk);
+  m[k] = T(mk);
+  v[k] = T(vk);
+  if (vmax) vmax[k] = T(xk);
 }
 
 }  // namespace tr::optim_math

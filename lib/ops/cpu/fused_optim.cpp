@@ -25,12 +25,7 @@ void fused_sgd_cpu(const Ins& in, Outs&, const Attrs& a) {
       scalar_t* buf = momentum ? in[2 * n + i].data_ptr<scalar_t>() : nullptr;
       const bool f = first[i] != 0;
       parallel_for(in[i].numel(), kGrain, [&](int64_t b, int64_t e) {
-        for (int64_t k = b; k < e; ++k) {
-          A pk = A(p[k]), bk = buf ? A(buf[k]) : A(0);
-          optim_math::sgd_element<A>(pk, A(g[k]), &bk, f, s);
-          p[k] = scalar_t(pk);
-          if (buf) buf[k] = scalar_t(bk);
-        }
+        for (int64_t k = b; k < e; ++k) optim_math::sgd_at<A>(p, g, buf, f, k, s);
       });
     });
   }
@@ -51,14 +46,7 @@ void fused_adam_cpu(const Ins& in, Outs&, const Attrs& a) {
       scalar_t* v = in[3 * n + i].data_ptr<scalar_t>();
       scalar_t* vmax = amsgrad ? in[4 * n + i].data_ptr<scalar_t>() : nullptr;
       parallel_for(in[i].numel(), kGrain, [&](int64_t b, int64_t e) {
-        for (int64_t k = b; k < e; ++k) {
-          A pk = A(p[k]), mk = A(m[k]), vk = A(v[k]), xk = vmax ? A(vmax[k]) : A(0);
-          optim_math::adam_element<A>(pk, A(g[k]), mk, vk, &xk, s);
-          p[k] = scalar_t(pk);
-          m[k] = scalar_t(mk);
-          v[k] = scalar_t(vk);
-          if (vmax) vmax[k] = scalar_t(xk);
-        }
+        for (int64_t k = b; k < e; ++k) optim_math::adam_at<A>(p, g, m, v, vmax, k, s);
       });
     });
   }

@@ -1,8 +1,8 @@
 // CUDA launchers of conv2d, conv2d_backward_input and conv2d_backward_weight through cuDNN's
 // convolution API (cudnnConvolutionForward / BackwardData / BackwardFilter), NCHW, contiguous
-// operands. The algorithm is cuDNN's heuristic first choice that fits, or with
-// backends::cudnn().benchmark the fastest measured one (cudnnFind*, once per geometry), and with
-// .deterministic only algorithms cuDNN marks deterministic. f16/bf16 compute in f32; f32 in TF32
+// operands. The algorithm is cuDNN's heuristic first choice, or with backends::cudnn().benchmark
+// the fastest measured one (cudnnFind*, once per geometry), and with .deterministic only
+// algorithms cuDNN marks deterministic. f16/bf16 compute in f32; f32 in TF32
 // only when backends::cudnn().allow_tf32.
 //
 // cuDNN 9 marks this API deprecated in favour of its graph API; it is still shipped, documented
@@ -25,18 +25,12 @@ namespace {
 using Ins = std::vector<Tensor>;
 using Outs = std::vector<Tensor>;
 
-// One cuDNN handle per device, kept for the life of the process (as the cuBLAS handles).
 cudnnHandle_t cudnn_handle(int device) {
-  static std::mutex mu;
-  static std::map<int, cudnnHandle_t> handles;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = handles.find(device);
-  if (it != handles.end()) return it->second;
-  DeviceGuard g(device);
-  cudnnHandle_t h = nullptr;
-  TR_CUDNN_CHECK(cudnnCreate(&h));
-  handles[device] = h;
-  return h;
+  return per_device_handle<cudnnHandle_t>(device, [] {
+    cudnnHandle_t h = nullptr;
+    TR_CUDNN_CHECK(cudnnCreate(&h));
+    return h;
+  });
 }
 
 cudnnDataType_t cudnn_type(DType t) {
@@ -110,119 +104,93 @@ Perf pick(const std::vector<Perf>& perf, int n, const char* op) {
                   "algorithm for this convolution"));
 }
 
-// Algorithm choices per (direction, geometry), made once.
-template <typename Algo>
-struct AlgoCache {
-  std::mutex mu;
-  std::map<decltype(ConvDescriptors::key_), std::pair<Algo, size_t>> map;  // algorithm, workspace bytes
-  bool find(const ConvDescriptors& d, std::pair<Algo, size_t>& out) {
-    std::lock_guard<std::mutex> g(mu);
-    auto it = map.find(d.key_);
-    if (it == map.end()) return false;
-    out = it->second;
-    return true;
+// The three directions' cuDNN entry points, as one interface for choose() below. Each
+// direction's operands: forward (x, w) -> y; backward data (w, dy) -> dx; backward filter (x, dy) -> dw.
+struct Forward {
+  using Algo = cudnnConvolutionFwdAlgo_t;
+  using Perf = cudnnConvolutionFwdAlgoPerf_t;
+  static constexpr int kCount = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+  static constexpr const char* kOp = "conv2d";
+  static cudnnStatus_t workspace(cudnnHandle_t h, const ConvDescriptors& d, Algo a, size_t* bytes) {
+    return cudnnGetConvolutionForwardWorkspaceSize(h, d.x_, d.w_, d.conv_, d.y_, a, bytes);
   }
-  void put(const ConvDescriptors& d, std::pair<Algo, size_t> v) {
-    std::lock_guard<std::mutex> g(mu);
-    map[d.key_] = v;
+  static cudnnStatus_t heuristics(cudnnHandle_t h, const ConvDescriptors& d, int n, int* got, Perf* perf) {
+    return cudnnGetConvolutionForwardAlgorithm_v7(h, d.x_, d.w_, d.conv_, d.y_, n, got, perf);
+  }
+  static cudnnStatus_t find(cudnnHandle_t h, const ConvDescriptors& d, const void* x, const void* w, void* y, int n,
+                            int* got, Perf* perf, void* ws, size_t bytes) {
+    return cudnnFindConvolutionForwardAlgorithmEx(h, d.x_, x, d.w_, w, d.conv_, d.y_, y, n, got, perf, ws, bytes);
+  }
+};
+struct BackwardData {
+  using Algo = cudnnConvolutionBwdDataAlgo_t;
+  using Perf = cudnnConvolutionBwdDataAlgoPerf_t;
+  static constexpr int kCount = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
+  static constexpr const char* kOp = "conv2d_backward_input";
+  static cudnnStatus_t workspace(cudnnHandle_t h, const ConvDescriptors& d, Algo a, size_t* bytes) {
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w_, d.y_, d.conv_, d.x_, a, bytes);
+  }
+  static cudnnStatus_t heuristics(cudnnHandle_t h, const ConvDescriptors& d, int n, int* got, Perf* perf) {
+    return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w_, d.y_, d.conv_, d.x_, n, got, perf);
+  }
+  static cudnnStatus_t find(cudnnHandle_t h, const ConvDescriptors& d, const void* w, const void* dy, void* dx, int n,
+                            int* got, Perf* perf, void* ws, size_t bytes) {
+    return cudnnFindConvolutionBackwardDataAlgorithmEx(h, d.w_, w, d.y_, dy, d.conv_, d.x_, dx, n, got, perf, ws, bytes);
+  }
+};
+struct BackwardFilter {
+  using Algo = cudnnConvolutionBwdFilterAlgo_t;
+  using Perf = cudnnConvolutionBwdFilterAlgoPerf_t;
+  static constexpr int kCount = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
+  static constexpr const char* kOp = "conv2d_backward_weight";
+  static cudnnStatus_t workspace(cudnnHandle_t h, const ConvDescriptors& d, Algo a, size_t* bytes) {
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x_, d.y_, d.conv_, d.w_, a, bytes);
+  }
+  static cudnnStatus_t heuristics(cudnnHandle_t h, const ConvDescriptors& d, int n, int* got, Perf* perf) {
+    return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x_, d.y_, d.conv_, d.w_, n, got, perf);
+  }
+  static cudnnStatus_t find(cudnnHandle_t h, const ConvDescriptors& d, const void* x, const void* dy, void* dw, int n,
+                            int* got, Perf* perf, void* ws, size_t bytes) {
+    return cudnnFindConvolutionBackwardFilterAlgorithmEx(h, d.x_, x, d.y_, dy, d.conv_, d.w_, dw, n, got, perf, ws,
+                                                         bytes);
   }
 };
 
-// With benchmark: cudnnFind* times each algorithm on scratch buffers (the real ones are
-// overwritten by every trial; the Find functions that take pointers need the operands, which we
-// have, so the real buffers are used and the result is recomputed afterwards).
-std::pair<cudnnConvolutionFwdAlgo_t, size_t> forward_algo(cudnnHandle_t h, const ConvDescriptors& d,
-                                                          const void* x, const void* w, void* y, Device dev) {
-  static AlgoCache<cudnnConvolutionFwdAlgo_t> cache;
-  std::pair<cudnnConvolutionFwdAlgo_t, size_t> r;
-  if (cache.find(d, r)) return r;
-  std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
+// The algorithm of direction Dir for this geometry and its workspace bytes, chosen once per
+// (geometry, device, benchmark, deterministic): cuDNN's heuristic first choice that qualifies, or
+// with benchmark the fastest that cudnnFind* measures (on the call's own operands: the output is
+// overwritten by every trial and computed again by the caller).
+template <typename Dir>
+std::pair<typename Dir::Algo, size_t> choose(cudnnHandle_t h, const ConvDescriptors& d, const void* a, const void* b,
+                                             void* out, Device dev) {
+  using Key = std::tuple<decltype(ConvDescriptors::key_), int, bool, bool>;
+  static std::mutex mu;
+  static std::map<Key, std::pair<typename Dir::Algo, size_t>> cache;
+  const auto& be = backends::cudnn();
+  const Key key{d.key_, dev.index, be.benchmark, be.deterministic};
+  {
+    std::lock_guard<std::mutex> g(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+  }
+  std::vector<typename Dir::Perf> perf(Dir::kCount);
   int n = 0;
-  if (backends::cudnn().benchmark) {
+  if (be.benchmark) {
     size_t ws_bytes = 0;
-    for (int a = 0; a < CUDNN_CONVOLUTION_FWD_ALGO_COUNT; ++a) {
-      size_t b = 0;
-      if (cudnnGetConvolutionForwardWorkspaceSize(h, d.x_, d.w_, d.conv_, d.y_, cudnnConvolutionFwdAlgo_t(a), &b) ==
-          CUDNN_STATUS_SUCCESS)
-        ws_bytes = std::max(ws_bytes, b);
+    for (int i = 0; i < Dir::kCount; ++i) {
+      size_t bytes = 0;
+      if (Dir::workspace(h, d, typename Dir::Algo(i), &bytes) == CUDNN_STATUS_SUCCESS) ws_bytes = std::max(ws_bytes, bytes);
     }
     Tensor ws = workspace(ws_bytes, dev);
-    TR_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, d.x_, x, d.w_, w, d.conv_, d.y_, y, int(perf.size()), &n,
-                                                          perf.data(), ws.raw_data(), ws_bytes));
+    TR_CUDNN_CHECK(Dir::find(h, d, a, b, out, int(perf.size()), &n, perf.data(), ws.raw_data(), ws_bytes));
   } else {
-    TR_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x_, d.w_, d.conv_, d.y_, int(perf.size()), &n,
-                                                          perf.data()));
+    TR_CUDNN_CHECK(Dir::heuristics(h, d, int(perf.size()), &n, perf.data()));
   }
-  auto p = pick(perf, n, "conv2d");
+  const auto p = pick(perf, n, Dir::kOp);
   size_t bytes = 0;
-  TR_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(h, d.x_, d.w_, d.conv_, d.y_, p.algo, &bytes));
-  r = {p.algo, bytes};
-  cache.put(d, r);
-  return r;
-}
-
-std::pair<cudnnConvolutionBwdDataAlgo_t, size_t> backward_data_algo(cudnnHandle_t h, const ConvDescriptors& d,
-                                                                    const void* w, const void* gy, void* gx,
-                                                                    Device dev) {
-  static AlgoCache<cudnnConvolutionBwdDataAlgo_t> cache;
-  std::pair<cudnnConvolutionBwdDataAlgo_t, size_t> r;
-  if (cache.find(d, r)) return r;
-  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
-  int n = 0;
-  if (backends::cudnn().benchmark) {
-    size_t ws_bytes = 0;
-    for (int a = 0; a < CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT; ++a) {
-      size_t b = 0;
-      if (cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w_, d.y_, d.conv_, d.x_, cudnnConvolutionBwdDataAlgo_t(a),
-                                                       &b) == CUDNN_STATUS_SUCCESS)
-        ws_bytes = std::max(ws_bytes, b);
-    }
-    Tensor ws = workspace(ws_bytes, dev);
-    TR_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(h, d.w_, w, d.y_, gy, d.conv_, d.x_, gx,
-                                                               int(perf.size()), &n, perf.data(), ws.raw_data(),
-                                                               ws_bytes));
-  } else {
-    TR_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w_, d.y_, d.conv_, d.x_, int(perf.size()), &n,
-                                                               perf.data()));
-  }
-  auto p = pick(perf, n, "conv2d_backward_input");
-  size_t bytes = 0;
-  TR_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w_, d.y_, d.conv_, d.x_, p.algo, &bytes));
-  r = {p.algo, bytes};
-  cache.put(d, r);
-  return r;
-}
-
-std::pair<cudnnConvolutionBwdFilterAlgo_t, size_t> backward_filter_algo(cudnnHandle_t h, const ConvDescriptors& d,
-                                                                        const void* x, const void* gy, void* gw,
-                                                                        Device dev) {
-  static AlgoCache<cudnnConvolutionBwdFilterAlgo_t> cache;
-  std::pair<cudnnConvolutionBwdFilterAlgo_t, size_t> r;
-  if (cache.find(d, r)) return r;
-  std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
-  int n = 0;
-  if (backends::cudnn().benchmark) {
-    size_t ws_bytes = 0;
-    for (int a = 0; a < CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT; ++a) {
-      size_t b = 0;
-      if (cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x_, d.y_, d.conv_, d.w_,
-                                                         cudnnConvolutionBwdFilterAlgo_t(a), &b) == CUDNN_STATUS_SUCCESS)
-        ws_bytes = std::max(ws_bytes, b);
-    }
-    Tensor ws = workspace(ws_bytes, dev);
-    TR_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, d.x_, x, d.y_, gy, d.conv_, d.w_, gw,
-                                                                 int(perf.size()), &n, perf.data(), ws.raw_data(),
-                                                                 ws_bytes));
-  } else {
-    TR_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x_, d.y_, d.conv_, d.w_, int(perf.size()), &n,
-                                                                 perf.data()));
-  }
-  auto p = pick(perf, n, "conv2d_backward_weight");
-  size_t bytes = 0;
-  TR_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x_, d.y_, d.conv_, d.w_, p.algo, &bytes));
-  r = {p.algo, bytes};
-  cache.put(d, r);
-  return r;
+  TR_CUDNN_CHECK(Dir::workspace(h, d, p.algo, &bytes));
+  std::lock_guard<std::mutex> g(mu);
+  return cache[key] = {p.algo, bytes};
 }
 
 // alpha / beta in the type cuDNN wants: double for f64 data, float otherwise
@@ -241,7 +209,7 @@ void conv2d_cuda(const Ins& in, Outs& out, const Attrs& a) {
   const DType t = x.dtype();
   cudnnHandle_t h = cudnn_handle(y.device().index);
   ConvDescriptors d(x.sizes(), w.sizes(), y.sizes(), t, a);
-  auto [algo, bytes] = forward_algo(h, d, x.raw_data(), w.raw_data(), y.raw_data(), y.device());
+  auto [algo, bytes] = choose<Forward>(h, d, x.raw_data(), w.raw_data(), y.raw_data(), y.device());
   Tensor ws = workspace(bytes, y.device());
   TR_CUDNN_CHECK(cudnnConvolutionForward(h, kOne.ptr(t), d.x_, x.raw_data(), d.w_, w.raw_data(), d.conv_, algo,
                                          ws.raw_data(), bytes, kZero.ptr(t), d.y_, y.raw_data()));
@@ -266,7 +234,7 @@ void conv2d_backward_input_cuda(const Ins& in, Outs& out, const Attrs& a) {
   const DType t = gy.dtype();
   cudnnHandle_t h = cudnn_handle(gx.device().index);
   ConvDescriptors d(gx.sizes(), w.sizes(), gy.sizes(), t, a);
-  auto [algo, bytes] = backward_data_algo(h, d, w.raw_data(), gy.raw_data(), gx.raw_data(), gx.device());
+  auto [algo, bytes] = choose<BackwardData>(h, d, w.raw_data(), gy.raw_data(), gx.raw_data(), gx.device());
   Tensor ws = workspace(bytes, gx.device());
   TR_CUDNN_CHECK(cudnnConvolutionBackwardData(h, kOne.ptr(t), d.w_, w.raw_data(), d.y_, gy.raw_data(), d.conv_, algo,
                                               ws.raw_data(), bytes, kZero.ptr(t), d.x_, gx.raw_data()));
@@ -281,7 +249,7 @@ void conv2d_backward_weight_cuda(const Ins& in, Outs& out, const Attrs& a) {
   const DType t = gy.dtype();
   cudnnHandle_t h = cudnn_handle(gw.device().index);
   ConvDescriptors d(x.sizes(), gw.sizes(), gy.sizes(), t, a);
-  auto [algo, bytes] = backward_filter_algo(h, d, x.raw_data(), gy.raw_data(), gw.raw_data(), gw.device());
+  auto [algo, bytes] = choose<BackwardFilter>(h, d, x.raw_data(), gy.raw_data(), gw.raw_data(), gw.device());
   Tensor ws = workspace(bytes, gw.device());
   TR_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, kOne.ptr(t), d.x_, x.raw_data(), d.y_, gy.raw_data(), d.conv_,
                                                 algo, ws.raw_data(), bytes, kZero.ptr(t), d.w_, gw.raw_data()));

@@ -16,12 +16,7 @@ __global__ void fused_sgd_kernel(optim_math::SgdScalars<acc_t<T>> s, const Fused
   const T* g = static_cast<const T*>(t.ptr[1]);
   T* buf = static_cast<T*>(t.ptr[2]);
   const int64_t end = c.start + kFusedChunk < t.numel ? c.start + kFusedChunk : t.numel;
-  for (int64_t k = c.start + threadIdx.x; k < end; k += blockDim.x) {
-    A pk = A(p[k]), bk = buf ? A(buf[k]) : A(0);
-    optim_math::sgd_element<A>(pk, A(g[k]), &bk, t.first != 0, s);
-    p[k] = T(pk);
-    if (buf) buf[k] = T(bk);
-  }
+  for (int64_t k = c.start + threadIdx.x; k < end; k += blockDim.x) optim_math::sgd_at<A>(p, g, buf, t.first != 0, k, s);
 }
 
 template <typename T>
@@ -41,14 +36,7 @@ __global__ void fused_adam_kernel(const FusedTensor* tensors, const FusedChunk* 
   T* v = static_cast<T*>(t.ptr[3]);
   T* vmax = static_cast<T*>(t.ptr[4]);
   const int64_t end = c.start + kFusedChunk < t.numel ? c.start + kFusedChunk : t.numel;
-  for (int64_t k = c.start + threadIdx.x; k < end; k += blockDim.x) {
-    A pk = A(p[k]), mk = A(m[k]), vk = A(v[k]), xk = vmax ? A(vmax[k]) : A(0);
-    optim_math::adam_element<A>(pk, A(g[k]), mk, vk, &xk, s);
-    p[k] = T(pk);
-    m[k] = T(mk);
-    v[k] = T(vk);
-    if (vmax) vmax[k] = T(xk);
-  }
+  for (int64_t k = c.start + threadIdx.x; k < end; k += blockDim.x) optim_math::adam_at<A>(p, g, m, v, vmax, k, s);
 }
 
 }  // namespace

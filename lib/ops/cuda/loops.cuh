@@ -106,7 +106,7 @@ template <typename T>
 __device__ __forceinline__ T load_operand(const ElementwiseArgs& a, int k, int64_t off) {
   if (a.ptr[k] == nullptr) {
     T v;
-    memcpy(&v, &a.scalar[k], sizeof(T));
+    memcpy(static_cast<void*>(&v), &a.scalar[k], sizeof(T));  // T may be Half: bits, not a value
     return v;
   }
   return static_cast<const T*>(a.ptr[k])[off];

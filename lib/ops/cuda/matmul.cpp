@@ -14,19 +14,12 @@ namespace tr::cuda {
 
 namespace {
 
-// One cuBLAS handle per device, created on first use and kept for the life of the process
-// (destroying it at exit could race the CUDA runtime's own teardown).
 cublasHandle_t cublas_handle(int device) {
-  static std::mutex mu;
-  static std::map<int, cublasHandle_t> handles;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = handles.find(device);
-  if (it != handles.end()) return it->second;
-  DeviceGuard g(device);
-  cublasHandle_t h = nullptr;
-  TR_CUBLAS_CHECK(cublasCreate(&h));
-  handles[device] = h;
-  return h;
+  return per_device_handle<cublasHandle_t>(device, [] {
+    cublasHandle_t h = nullptr;
+    TR_CUBLAS_CHECK(cublasCreate(&h));
+    return h;
+  });
 }
 
 // The last two dims of a row-major matrix X[r, c] (batched or not) as the column-major operand

@@ -1,6 +1,8 @@
 // Adapts Tensors to the raw kernel arguments of launch.h: broadcast strides with merged dims,
 // host scalars (0-dim CPU tensors next to CUDA tensors), reduction geometry, the current device.
 #pragma once
+#include <map>
+#include <mutex>
 #include <vector>
 #include "core/tensor.h"
 #include "ops/cuda/launch.h"
@@ -35,6 +37,19 @@ std::vector<ElementwiseArgs> elementwise_args(const Tensor& out, const std::vect
 // Geometry of reducing `dims` (sorted, unique) of x. Returns false if it needs more than
 // kMaxDims dims after merging (the caller then reduces a permuted contiguous copy).
 bool reduce_args(const Tensor& x, const Shape& dims, ReduceArgs& a);
+
+// The library handle of `device`, made by create() (with the device current) on first use and
+// kept for the life of the process (destroying it at exit could race the CUDA runtime's teardown).
+template <typename Handle, typename Create>
+Handle per_device_handle(int device, Create create) {
+  static std::mutex mu;
+  static std::map<int, Handle> handles;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = handles.find(device);
+  if (it != handles.end()) return it->second;
+  DeviceGuard g(device);
+  return handles[device] = create();
+}
 
 // Bytes of scratch memory on `device` for one launch (freed to the caching allocator when the
 // returned tensor dies; stream order makes the reuse safe).
