@@ -19,17 +19,21 @@ struct SgdScalars {
 };
 
 // d = ±g (+ wd p); buf = first ? d : momentum buf + (1 - dampening) d; d = nesterov ? d + momentum buf : buf;
-// p = p - lr d
+// p = p - lr d, as pure scalar steps (selects on the scalars, no branches), which the CPU loop
+// vectorises: sgd_direction gives d, sgd_buffer the new buffer, sgd_param the new p.
 template <typename T>
-TR_HD void sgd_element(T& p, T g, T* buf, bool first, const SgdScalars<T>& s) {
-  T d = s.maximize ? -g : g;
-  if (s.has_weight_decay) d = d + s.weight_decay * p;
-  if (s.has_momentum) {
-    T b = first ? d : (*buf * s.momentum) + s.dampening_complement * d;
-    *buf = b;
-    d = s.nesterov ? d + s.momentum * b : b;
-  }
-  p = p + (-s.lr) * d;
+TR_HD T sgd_direction(T p, T g, const SgdScalars<T>& s) {
+  const T d = s.maximize ? -g : g;
+  return s.has_weight_decay ? d + s.weight_decay * p : d;
+}
+template <typename T>
+TR_HD T sgd_buffer(T d, T buf, bool first, const SgdScalars<T>& s) {
+  return first ? d : (buf * s.momentum) + s.dampening_complement * d;
+}
+template <typename T>
+TR_HD T sgd_param(T p, T d, T buf, const SgdScalars<T>& s) {
+  const T step = s.has_momentum ? (s.nesterov ? d + s.momentum * buf : buf) : d;
+  return p + (-s.lr) * step;
 }
 
 // Scalars of one Adam step of one parameter (its step count fixes the bias corrections).
@@ -45,39 +49,48 @@ struct AdamScalars {
 template <typename T> TR_HD T nan_max(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
 
 // AdamW: p = p (1 - lr wd); Adam: g = g + wd p. m = b1 m + (1 - b1) g; v = b2 v + ((1 - b2) g) g;
-// amsgrad: vmax = max(vmax, v); p = p + (-step_size m) / (sqrt(v or vmax) / sqrt(bc2) + eps)
+// amsgrad: vmax = max(vmax, v); p = p + (-step_size m) / (sqrt(v or vmax) / sqrt(bc2) + eps).
+// Pure scalar steps, as SGD's: the decayed p, the gradient, the moments, the new p.
 template <typename T>
-TR_HD void adam_element(T& p, T g, T& m, T& v, T* vmax, const AdamScalars<T>& s) {
-  using std::sqrt;
-  if (s.maximize) g = -g;
-  if (s.decoupled) p = p * s.decay_factor;
-  else if (s.has_weight_decay) g = g + s.weight_decay * p;
+TR_HD T adam_decayed(T p, const AdamScalars<T>& s) {
+  return s.decoupled ? p * s.decay_factor : p;
+}
+template <typename T>
+TR_HD T adam_grad(T g, T p, const AdamScalars<T>& s) {  // p: the parameter before decay
+  g = s.maximize ? -g : g;
+  return !s.decoupled && s.has_weight_decay ? g + s.weight_decay * p : g;
+}
+template <typename T>
+TR_HD T adam_m(T m, T g, const AdamScalars<T>& s) {
   m = m * s.beta1;
-  m = m + s.one_minus_beta1 * g;
+  return m + s.one_minus_beta1 * g;
+}
+template <typename T>
+TR_HD T adam_v(T v, T g, const AdamScalars<T>& s) {
   v = v * s.beta2;
-  v = v + (g * s.one_minus_beta2) * g;
-  T vv = v;
-  if (s.amsgrad) {
-    *vmax = nan_max(*vmax, v);
-    vv = *vmax;
-  }
-  const T denom = sqrt(vv) / s.bc2_sqrt + s.eps;
-  p = p + (m * s.neg_step_size) / denom;
+  return v + (g * s.one_minus_beta2) * g;
+}
+template <typename T>
+TR_HD T adam_param(T p, T m, T v_used, const AdamScalars<T>& s) {  // v_used: v, or vmax with amsgrad
+  using std::sqrt;
+  const T denom = sqrt(v_used) / s.bc2_sqrt + s.eps;
+  return p + (m * s.neg_step_size) / denom;
 }
 
 // Element k of a parameter stored as T (buf / vmax may be null), updated in compute type A.
 template <typename A, typename T>
 TR_HD void sgd_at(T* p, const T* g, T* buf, bool first, int64_t k, const SgdScalars<A>& s) {
-  A pk = A(p[k]), bk = buf ? A(buf[k]) : A(0);
-  sgd_element<A>(pk, A(g[k]), &bk, first, s);
-  p[k] = T(pk);
-  if (buf) buf[k] = T(bk);
+  const A pk = A(p[k]), d = sgd_direction<A>(pk, A(g[k]), s);
+  const A b = buf ? sgd_buffer<A>(d, first ? A(0) : A(buf[k]), first, s) : A(0);
+  p[k] = T(sgd_param<A>(pk, d, b, s));
+  if (buf) buf[k] = T(b);
 }
 template <typename A, typename T>
 TR_HD void adam_at(T* p, const T* g, T* m, T* v, T* vmax, int64_t k, const AdamScalars<A>& s) {
-  A pk = A(p[k]), mk = A(m[k]), vk = A(v[k]), xk = vmax ? A(vmax[k]) : A(0);
-  adam_element<A>(pk, A(g[k]), mk, vk, &xk, s);
-  p[k] = T(pk);
+  const A p0 = A(p[k]), gk = adam_grad<A>(A(g[k]), p0, s);
+  const A mk = adam_m<A>(A(m[k]), gk, s), vk = adam_v<A>(A(v[k]), gk, s);
+  const A xk = vmax ? nan_max(A(vmax[k]), vk) : vk;
+  p[k] = T(adam_param<A>(adam_decayed<A>(p0, s), mk, s.amsgrad ? xk : vk, s));
   m[k] = T(mk);
   v[k] = T(vk);
   if (vmax) vmax[k] = T(xk);
