@@ -8,6 +8,7 @@
 #include <vector>
 #include "core/allocator.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/device_guard.h"
 #include "core/cuda/pinned_staging.h"
 
 namespace tr::cuda {
@@ -35,6 +36,14 @@ const Probe& probe() {
   return p;
 }
 
+// Free and total bytes of cuda:index; false (and the error cleared) when the runtime cannot say.
+bool memory_info(int index, size_t& free_b, size_t& total_b) {
+  DeviceGuard g(index);
+  if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) return true;
+  cudaGetLastError();
+  return false;
+}
+
 Allocator& device_allocator(int index) {
   static std::mutex mu;
   static std::vector<std::unique_ptr<CachingAllocator>> allocs;
@@ -44,12 +53,12 @@ Allocator& device_allocator(int index) {
   if (!allocs[index]) {
     allocs[index] = std::make_unique<CachingAllocator>(
         [index](size_t n) -> void* {
-          int prev = 0;
-          cudaGetDevice(&prev);
-          cudaSetDevice(index);
           void* p = nullptr;
-          cudaError_t e = cudaMalloc(&p, n);
-          cudaSetDevice(prev);
+          cudaError_t e;
+          {
+            DeviceGuard g(index);
+            e = cudaMalloc(&p, n);
+          }
           if (e == cudaErrorMemoryAllocation) {  // out of memory: the allocator frees its cache and retries
             cudaGetLastError();
             return nullptr;
@@ -64,12 +73,7 @@ Allocator& device_allocator(int index) {
         [](void* p) { cudaFree(p); }, 0,
         [index] {
           size_t free_b = 0, total_b = 0;
-          int prev = 0;
-          cudaGetDevice(&prev);
-          cudaSetDevice(index);
-          const bool ok = cudaMemGetInfo(&free_b, &total_b) == cudaSuccess;
-          cudaSetDevice(prev);
-          if (!ok) cudaGetLastError();
+          const bool ok = memory_info(index, free_b, total_b);
           return str("cuda:", index, ok ? str(" (", format_bytes(double(free_b)), " free of ",
                                                 format_bytes(double(total_b)), ")") : std::string());
         });
@@ -105,24 +109,21 @@ void memcpy(void* dst, Device dd, const void* src, Device sd, size_t n) {
   }
   // on the source's device: the copy then follows the work queued there (the current device's
   // default stream knows nothing of another device's)
-  int prev = 0;
-  TR_CUDA_CHECK(cudaGetDevice(&prev));
   if (dd.is_cuda() && dd.index != sd.index) synchronize(dd.index);  // the destination's pending work first
-  if (prev != sd.index) TR_CUDA_CHECK(cudaSetDevice(sd.index));
-  const cudaError_t e = cudaMemcpy(dst, src, n, dd.is_cpu() ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice);
-  if (prev != sd.index) cudaSetDevice(prev);
-  TR_CUDA_CHECK(e);
+  {
+    DeviceGuard g(sd.index);
+    TR_CUDA_CHECK(cudaMemcpy(dst, src, n, dd.is_cpu() ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice));
+  }
   if (dd.is_cpu()) after_sync();
 }
 
 void set_device(int index) { TR_CUDA_CHECK(cudaSetDevice(index)); }
 
 void synchronize(int index) {
-  int prev = 0;
-  TR_CUDA_CHECK(cudaGetDevice(&prev));
-  TR_CUDA_CHECK(cudaSetDevice(index));
-  TR_CUDA_CHECK(cudaDeviceSynchronize());
-  TR_CUDA_CHECK(cudaSetDevice(prev));
+  {
+    DeviceGuard g(index);
+    TR_CUDA_CHECK(cudaDeviceSynchronize());
+  }
   after_sync();
 }
 
@@ -131,13 +132,8 @@ void set_after_sync_hook(void (*hook)()) { after_sync_hook.store(hook); }
 std::string device_description(int index) {
   cudaDeviceProp prop{};
   TR_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
-  int prev = 0;
-  TR_CUDA_CHECK(cudaGetDevice(&prev));
-  TR_CUDA_CHECK(cudaSetDevice(index));
   size_t free_b = 0, total_b = 0;
-  const cudaError_t e = cudaMemGetInfo(&free_b, &total_b);
-  TR_CUDA_CHECK(cudaSetDevice(prev));
-  TR_CUDA_CHECK(e);
+  TR_CHECK(memory_info(index, free_b, total_b), "cuda:", index, ": cudaMemGetInfo failed");
   return str(prop.name, ", compute capability ", prop.major, ".", prop.minor, ", ", format_bytes(double(total_b)), " (",
              format_bytes(double(free_b)), " free)");
 }

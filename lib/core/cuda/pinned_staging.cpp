@@ -5,6 +5,7 @@
 #include <mutex>
 #include <vector>
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/device_guard.h"
 
 namespace tr::cuda {
 
@@ -66,11 +67,8 @@ class Staging {
 
 void copy_to_device_staged(void* dst, const void* src, size_t n, int device) {
   static Staging* staging = new Staging;  // leaked: pinned memory must outlive static destructors' copies
-  int prev = 0;
-  TR_CUDA_CHECK(cudaGetDevice(&prev));
-  if (prev != device) TR_CUDA_CHECK(cudaSetDevice(device));
+  DeviceGuard g(device);
   staging->copy(dst, src, n, device);
-  if (prev != device) TR_CUDA_CHECK(cudaSetDevice(prev));
 }
 
 }  // namespace tr::cuda

@@ -11,9 +11,12 @@
 #include "core/grad_mode.h"
 #include "core/cuda_hooks.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/device_guard.h"
 #include "ops/factories.h"
 
 namespace tr::distributed {
+
+using cuda::DeviceGuard;  // NCCL calls and event records act on the current device
 
 namespace {
 
@@ -52,19 +55,6 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   }
   return ncclSum;
 }
-
-// Makes `device` current for the scope (NCCL calls and event records act on the current device).
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    cudaGetDevice(&prev_);
-    if (prev_ != device) TR_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceGuard() { cudaSetDevice(prev_); }
-
- private:
-  int prev_ = 0;
-};
 
 // Polls a non-blocking communicator until its last call is no longer in progress; returns that
 // state, or ncclInProgress when the deadline passed first.

@@ -6,17 +6,6 @@
 
 namespace tr::cuda {
 
-DeviceGuard::DeviceGuard(int index) {
-  TR_CUDA_CHECK(cudaGetDevice(&prev_));
-  if (prev_ != index) TR_CUDA_CHECK(cudaSetDevice(index));
-}
-
-DeviceGuard::~DeviceGuard() {
-  // unchecked: a destructor must not throw, and a failure here resurfaces at the next checked call
-  int cur = -1;
-  if (cudaGetDevice(&cur) == cudaSuccess && cur != prev_ && prev_ >= 0) cudaSetDevice(prev_);
-}
-
 bool is_host_scalar(const Tensor& t) { return t.dim() == 0 && t.device().is_cpu(); }
 
 uint64_t scalar_bits(const Tensor& t) {

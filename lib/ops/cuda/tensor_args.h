@@ -4,23 +4,11 @@
 #include <map>
 #include <mutex>
 #include <vector>
+#include "core/cuda/device_guard.h"
 #include "core/tensor.h"
 #include "ops/cuda/launch.h"
 
 namespace tr::cuda {
-
-// Makes cuda:index current for its lifetime (restores the previous device).
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int index);
-  explicit DeviceGuard(const Tensor& t) : DeviceGuard(t.device().index) {}
-  ~DeviceGuard();
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int prev_ = -1;
-};
 
 // A 0-dim CPU tensor among CUDA operands: read on the host, passed to the kernel by value.
 bool is_host_scalar(const Tensor& t);
