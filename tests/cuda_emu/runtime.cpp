@@ -109,7 +109,7 @@ Devices& devices() {
     }
     return r;
   }();
-  static bool handler = (install_fault_handler(), true);
+  static const bool handler = (install_fault_handler(), true);
   (void)handler;
   return *d;
 }
@@ -123,7 +123,9 @@ void set_protection(int prot) {
       fatal("mprotect of emulated device memory failed");
 }
 
-void fault_handler(int sig, siginfo_t* info, void*) {
+struct sigaction previous_handler {};  // whoever handled SIGSEGV before us (a test framework, say)
+
+void fault_handler(int sig, siginfo_t* info, void* uctx) {
   const auto addr = reinterpret_cast<uintptr_t>(info->si_addr);
   Devices& d = devices();
   for (size_t i = 0; i < d.arenas.size(); ++i) {
@@ -139,10 +141,24 @@ void fault_handler(int sig, siginfo_t* info, void*) {
       abort();
     }
   }
-  signal(sig, SIG_DFL);  // not ours: the default action, once the handler returns
+  // not ours: whoever was there before, or the default action once the handler returns
+  if (previous_handler.sa_flags & SA_SIGINFO && previous_handler.sa_sigaction) {
+    previous_handler.sa_sigaction(sig, info, uctx);
+  } else if (previous_handler.sa_handler != SIG_DFL && previous_handler.sa_handler != SIG_IGN &&
+             previous_handler.sa_handler) {
+    previous_handler.sa_handler(sig);
+  } else {
+    signal(sig, SIG_DFL);
+  }
 }
 
+// (Re)installs the handler when someone else took SIGSEGV meanwhile (Catch2 installs its own for
+// every test case): called whenever host code gets control back from device work.
 void install_fault_handler() {
+  struct sigaction cur {};
+  sigaction(SIGSEGV, nullptr, &cur);
+  if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == fault_handler) return;
+  previous_handler = cur;
   struct sigaction sa {};
   sa.sa_sigaction = fault_handler;
   sa.sa_flags = SA_SIGINFO | SA_NODEFER;
@@ -160,7 +176,10 @@ DeviceAccess::DeviceAccess() {
 }
 DeviceAccess::~DeviceAccess() {
   Devices& d = devices();
-  if (--d.access_depth == 0 && d.protect) set_protection(PROT_NONE);
+  if (--d.access_depth == 0 && d.protect) {
+    set_protection(PROT_NONE);
+    install_fault_handler();
+  }
 }
 
 int device_of(const void* p) {
