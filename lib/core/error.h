@@ -11,10 +11,15 @@ class Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
-// A device allocation that failed after the allocator freed its cache: dispatch adds the op.
+// A device allocation that failed after the allocator freed its cache. Dispatch adds the op that
+// asked for it (the innermost one: an op run by another op's kernel names itself first).
 class OutOfMemoryError : public Error {
  public:
-  using Error::Error;
+  explicit OutOfMemoryError(const std::string& what, bool names_op = false) : Error(what), names_op_(names_op) {}
+  bool names_op() const { return names_op_; }
+
+ private:
+  bool names_op_;
 };
 
 namespace detail {

@@ -30,6 +30,8 @@ Checks& checks() {
 
 }  // namespace
 
+Tensor error_word(Device d) { return full({1}, -1.0, TensorOptions(DType::I64).device(d)); }
+
 void check_on_sync(const Tensor& word, int64_t ok, std::function<void(int64_t)> raise) {
   TR_CHECK(word.numel() == 1 && word.dtype() == DType::I64, "check_on_sync: expected a one-element int64 word");
   if (word.device().is_cpu()) {

@@ -9,6 +9,9 @@
 
 namespace tr {
 
+// A one-element I64 word on `d` with all bits set (-1, i.e. ULLONG_MAX to an atomicMin): where a
+// kernel records the smallest position of an invalid input; -1 is "none found".
+Tensor error_word(Device d);
 // `word`: a one-element I64 tensor that the op's kernels leave at `ok` when they found nothing.
 // `raise(value)` throws the op's error from the value found (it may read the tensors it captured).
 void check_on_sync(const Tensor& word, int64_t ok, std::function<void(int64_t)> raise);

@@ -3,6 +3,7 @@
 // avg_pool2d_backward (each the other's backward).
 // Attrs: kernel, stride, padding ({h, w}); dilation (max) or count_include_pad (avg); input_size.
 #include "ops/ops.h"
+#include "ops/pool_geom.h"
 #include "ops/registry.h"
 
 namespace tr {
@@ -38,6 +39,16 @@ Attrs without_input_size(const Attrs& a) {
 }
 
 }  // namespace
+
+pool::Geom pool_geom(const Shape& x, const Shape& y, const Attrs& a) {
+  const Pair &k = a.ints("kernel"), &s = a.ints("stride"), &p = a.ints("padding");
+  pool::Geom g{x[0] * x[1], x[2], x[3], y[2], y[3], k[0], k[1], s[0], s[1], p[0], p[1]};
+  if (a.has("dilation")) {
+    g.DH = a.ints("dilation")[0];
+    g.DW = a.ints("dilation")[1];
+  }
+  return g;
+}
 
 // (y, idx) = max over each window; idx is the flat position ih * W + iw in the input plane.
 // dx = max_pool2d_backward(g, idx).

@@ -150,11 +150,10 @@ std::vector<Tensor> dispatch(const char* name, std::vector<Tensor> inputs, const
       OpTimer timer(name, inputs.empty() ? DType::F32 : inputs[0].dtype(), dev);
       k(inputs, outputs, attrs);
     } catch (const OutOfMemoryError& e) {
-      std::string m = e.what();
-      if (m.find(" (op ") != std::string::npos) throw;  // an op inside this one's kernel named itself
+      if (e.names_op()) throw;
       std::string shapes;
       for (auto& t : inputs) shapes += (shapes.empty() ? "" : ", ") + shape_str(t.sizes());
-      throw OutOfMemoryError(str(m, " (op ", op.name, " on inputs of shapes ", shapes, ")"));
+      throw OutOfMemoryError(str(e.what(), " (op ", op.name, " on inputs of shapes ", shapes, ")"), true);
     }
   }
 

@@ -7,6 +7,7 @@
 #include <limits>
 #include "ops/cpu/loops.h"
 #include "ops/ops.h"
+#include "ops/pool_geom.h"
 #include "ops/pool_math.h"
 #include "ops/registry.h"
 
@@ -19,15 +20,6 @@ using Outs = std::vector<Tensor>;
 
 using pool::Geom;
 
-Geom pool_geom(const Shape& x, const Shape& y, const Attrs& a) {
-  const Pair &k = a.ints("kernel"), &s = a.ints("stride"), &p = a.ints("padding");
-  Geom g{x[0] * x[1], x[2], x[3], y[2], y[3], k[0], k[1], s[0], s[1], p[0], p[1]};
-  if (a.has("dilation")) {
-    g.DH = a.ints("dilation")[0];
-    g.DW = a.ints("dilation")[1];
-  }
-  return g;
-}
 
 // f(plane) for each plane, split across the pool in chunks of about kGrain window taps.
 template <typename F>

@@ -24,7 +24,7 @@ Tensor int64_index(const Tensor& idx) {
 // the host next waits for the device (ops/deferred_check.h), so a launch never stalls the host.
 class IndexError {
  public:
-  explicit IndexError(Device d) : buf_(full({1}, -1.0, TensorOptions(DType::I64).device(d))) {}  // all bits set
+  explicit IndexError(Device d) : buf_(error_word(d)) {}
   unsigned long long* ptr() const { return static_cast<unsigned long long*>(buf_.raw_data()); }
   // Raises "<op>: index v is out of bounds ..." (v counted from the end when negative, as the CPU).
   void check(const char* op, const Tensor& idx, int64_t bound, int64_t dim, bool with_dim) const {

@@ -4,6 +4,7 @@
 #include "ops/cuda/tensor_args.h"
 #include "ops/deferred_check.h"
 #include "ops/ops.h"
+#include "ops/pool_geom.h"
 #include "ops/registry.h"
 
 namespace tr::cuda {
@@ -13,16 +14,6 @@ namespace {
 using Ins = std::vector<Tensor>;
 using Outs = std::vector<Tensor>;
 
-// x [N, C, H, W] -> y [N, C, OH, OW] with the window attrs of `a` (dilation 1 when absent).
-pool::Geom pool_geom(const Shape& x, const Shape& y, const Attrs& a) {
-  const Pair &k = a.ints("kernel"), &s = a.ints("stride"), &p = a.ints("padding");
-  pool::Geom g{x[0] * x[1], x[2], x[3], y[2], y[3], k[0], k[1], s[0], s[1], p[0], p[1]};
-  if (a.has("dilation")) {
-    g.DH = a.ints("dilation")[0];
-    g.DW = a.ints("dilation")[1];
-  }
-  return g;
-}
 
 void max_pool2d_cuda(const Ins& in, Outs& out, const Attrs& a) {
   DeviceGuard guard(out[0]);
@@ -43,9 +34,9 @@ void max_pool2d_backward_cuda(const Ins& in, Outs& out, const Attrs& a) {
   pool::Geom g = windows ? pool_geom(gx.sizes(), gy.sizes(), a)
                          : pool::Geom{gx.size(0) * gx.size(1), gx.size(2), gx.size(3), gy.size(2), gy.size(3),
                                       1, 1, 1, 1, 0, 0};
-  Tensor err = full({1}, -1.0, TensorOptions(DType::I64).device(gx.device()));  // all bits set: ULLONG_MAX
+  Tensor err = windows ? Tensor() : error_word(gx.device());  // only the scatter checks indices
   launch_max_pool2d_backward(gy.dtype(), g, windows, gy.raw_data(), idx.data_ptr<int64_t>(), gx.raw_data(),
-                             static_cast<unsigned long long*>(err.raw_data()));
+                             windows ? nullptr : static_cast<unsigned long long*>(err.raw_data()));
   if (!windows)
     check_on_sync(err, -1, [H = g.H, W = g.W](int64_t) {
       throw Error(str("max_pool2d_backward: an index is outside the ", H, " x ", W,
