@@ -45,6 +45,11 @@ TR_REGISTER_OP(_fused_adam_) {
   };
 }
 
+optim_math::SgdScalars<double> sgd_scalars(const Attrs& a) {
+  const double momentum = a.f("momentum"), wd = a.f("weight_decay");
+  return {a.f("lr"), momentum, 1.0 - a.f("dampening"), wd, a.b("nesterov"), a.b("maximize"), momentum != 0, wd != 0};
+}
+
 optim_math::AdamScalars<double> adam_scalars(const Attrs& a, double t) {
   const double lr = a.f("lr"), b1 = a.f("beta1"), b2 = a.f("beta2"), wd = a.f("weight_decay");
   const double bc1 = 1.0 - std::pow(b1, t), bc2 = 1.0 - std::pow(b2, t);

@@ -37,21 +37,9 @@ void fused_adam_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
 bool fusable(const std::vector<std::vector<Tensor>>& lists);
 
 // The kernels' view of the attrs (ops/fused_optim.cpp writes them, the CPU and CUDA kernels read
-// them): the scalars in compute type T.
-template <typename T>
-optim_math::SgdScalars<T> sgd_scalars(const Attrs& a) {
-  const double momentum = a.f("momentum"), wd = a.f("weight_decay");
-  return {T(a.f("lr")), T(momentum),     T(1.0 - a.f("dampening")), T(wd),
-          a.b("nesterov"), a.b("maximize"), momentum != 0, wd != 0};
-}
-// Adam's scalars for parameter i of the call, whose step count is t.
+// them), in double; optim_math::scalars_as converts them to the compute type.
+optim_math::SgdScalars<double> sgd_scalars(const Attrs& a);
+// Adam's scalars for a parameter whose step count is t.
 optim_math::AdamScalars<double> adam_scalars(const Attrs& a, double t);
-template <typename T>
-optim_math::AdamScalars<T> adam_scalars_as(const optim_math::AdamScalars<double>& s) {
-  return {T(s.beta1),        T(s.one_minus_beta1), T(s.beta2),         T(s.one_minus_beta2),
-          T(s.eps),          T(s.weight_decay),    T(s.decay_factor),  T(s.neg_step_size),
-          T(s.bc2_sqrt),     s.decoupled,          s.amsgrad,          s.maximize,
-          s.has_weight_decay};
-}
 
 }  // namespace tr

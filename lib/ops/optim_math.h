@@ -77,6 +77,20 @@ TR_HD T adam_param(T p, T m, T v_used, const AdamScalars<T>& s) {  // v_used: v,
   return p + (m * s.neg_step_size) / denom;
 }
 
+// The scalars in compute type T, from the double values the host computed (every scalar is
+// converted to T once, as the composite's pointwise kernels convert theirs).
+template <typename T, typename U>
+TR_HD SgdScalars<T> scalars_as(const SgdScalars<U>& s) {
+  return {T(s.lr),    T(s.momentum), T(s.dampening_complement), T(s.weight_decay),
+          s.nesterov, s.maximize,    s.has_momentum,            s.has_weight_decay};
+}
+template <typename T, typename U>
+TR_HD AdamScalars<T> scalars_as(const AdamScalars<U>& s) {
+  return {T(s.beta1),    T(s.one_minus_beta1), T(s.beta2),        T(s.one_minus_beta2), T(s.eps),
+          T(s.weight_decay), T(s.decay_factor), T(s.neg_step_size), T(s.bc2_sqrt),       s.decoupled,
+          s.amsgrad,     s.maximize,           s.has_weight_decay};
+}
+
 // Element k of a parameter stored as T (buf / vmax may be null), updated in compute type A.
 template <typename A, typename T>
 TR_HD void sgd_at(T* p, const T* g, T* buf, bool first, int64_t k, const SgdScalars<A>& s) {

@@ -68,7 +68,7 @@ void fused_sgd_cpu(const Ins& in, Outs&, const Attrs& a) {
   for (size_t i = 0; i < n; ++i) {
     TR_DISPATCH_FLOAT(in[i].dtype(), "_fused_sgd_", [&] {
       using A = acc_t<scalar_t>;
-      const optim_math::SgdScalars<A> s = sgd_scalars<A>(a);
+      const optim_math::SgdScalars<A> s = optim_math::scalars_as<A>(sgd_scalars(a));
       scalar_t* p = in[i].data_ptr<scalar_t>();
       const scalar_t* g = in[n + i].data_ptr<scalar_t>();
       scalar_t* buf = momentum ? in[2 * n + i].data_ptr<scalar_t>() : nullptr;
@@ -88,7 +88,7 @@ void fused_adam_cpu(const Ins& in, Outs&, const Attrs& a) {
   for (size_t i = 0; i < n; ++i) {
     TR_DISPATCH_FLOAT(in[i].dtype(), "_fused_adam_", [&] {
       using A = acc_t<scalar_t>;
-      const optim_math::AdamScalars<A> s = adam_scalars_as<A>(adam_scalars(a, double(steps[i])));
+      const optim_math::AdamScalars<A> s = optim_math::scalars_as<A>(adam_scalars(a, double(steps[i])));
       scalar_t* p = in[i].data_ptr<scalar_t>();
       const scalar_t* g = in[n + i].data_ptr<scalar_t>();
       scalar_t* m = in[2 * n + i].data_ptr<scalar_t>();

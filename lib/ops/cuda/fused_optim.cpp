@@ -63,7 +63,7 @@ void fused_sgd_cuda(const Ins& in, Outs&, const Attrs& a) {
     for (size_t i = 0; i < n; ++i)
       if (in[i].dtype() == dt) ts[k++].first = int32_t(first[i]);
     Tables t = upload(ts, in[0].device());
-    launch_fused_sgd(dt, sgd_scalars<double>(a), t.tensors, t.chunks, t.n_chunks);
+    launch_fused_sgd(dt, sgd_scalars(a), t.tensors, t.chunks, t.n_chunks);
   }
 }
 TR_REGISTER_KERNEL(_fused_sgd_, CUDA, fused_sgd_cuda);

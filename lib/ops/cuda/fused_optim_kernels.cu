@@ -24,12 +24,7 @@ __global__ void fused_adam_kernel(const FusedTensor* tensors, const FusedChunk* 
   using A = acc_t<T>;
   const FusedChunk c = chunks[blockIdx.x];
   const FusedTensor& t = tensors[c.tensor];
-  const optim_math::AdamScalars<double>& sd = t.adam;
-  const optim_math::AdamScalars<A> s{A(sd.beta1),        A(sd.one_minus_beta1), A(sd.beta2),
-                                     A(sd.one_minus_beta2), A(sd.eps),          A(sd.weight_decay),
-                                     A(sd.decay_factor), A(sd.neg_step_size),   A(sd.bc2_sqrt),
-                                     sd.decoupled,       sd.amsgrad,            sd.maximize,
-                                     sd.has_weight_decay};
+  const optim_math::AdamScalars<A> s = optim_math::scalars_as<A>(t.adam);
   T* p = static_cast<T*>(t.ptr[0]);
   const T* g = static_cast<const T*>(t.ptr[1]);
   T* m = static_cast<T*>(t.ptr[2]);
@@ -46,9 +41,8 @@ void launch_fused_sgd(DType t, const optim_math::SgdScalars<double>& sd, const F
   if (n_chunks == 0) return;
   TR_DISPATCH_FLOAT(t, "_fused_sgd_", [&] {
     using A = acc_t<scalar_t>;
-    const optim_math::SgdScalars<A> s{A(sd.lr), A(sd.momentum), A(sd.dampening_complement), A(sd.weight_decay),
-                                      sd.nesterov, sd.maximize, sd.has_momentum, sd.has_weight_decay};
-    launch_kernel(fused_sgd_kernel<scalar_t>, unsigned(n_chunks), kThreads, s, tensors, chunks);
+    launch_kernel(fused_sgd_kernel<scalar_t>, unsigned(n_chunks), kThreads, optim_math::scalars_as<A>(sd), tensors,
+                  chunks);
     TR_CUDA_CHECK_LAUNCH("fused_sgd_kernel");
   });
 }
