@@ -20,7 +20,7 @@ class NcclProcessGroup : public ProcessGroup {
   ~NcclProcessGroup() override;
 
   std::string backend() const override { return "nccl"; }
-  int cuda_device() const;
+  Device device() const override;  // cuda:N, the GPU this rank drives
   std::shared_ptr<Work> allreduce_async(Tensor& t, ReduceOp op) override;
   std::shared_ptr<Work> broadcast_async(Tensor& t, int root) override;
   std::shared_ptr<Work> allgather_async(const Tensor& t, std::vector<Tensor>& out) override;

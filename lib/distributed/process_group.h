@@ -41,6 +41,8 @@ class ProcessGroup {
   // Each collective must complete within this time once it starts running.
   std::chrono::milliseconds timeout() const { return timeout_; }
   virtual std::string backend() const = 0;  // "gloo" | "nccl"
+  // Where the tensors of this group's collectives live: host memory for gloo, the rank's GPU for nccl.
+  virtual Device device() const { return kCPU; }
 
   // ---- asynchronous: queued in issue order, run one after another ----
   virtual std::shared_ptr<Work> allreduce_async(Tensor& t, ReduceOp op) = 0;

@@ -22,8 +22,7 @@ using nlohmann::json;
 
 void Trainer::allreduce_sum(std::vector<double>& values) {
   if (!run_.pg) return;
-  // on the run's device: NCCL reduces device memory only
-  Tensor t = from_vector(values, {int64_t(values.size())}, DType::F64).to(run_.device);
+  Tensor t = from_vector(values, {int64_t(values.size())}, DType::F64).to(run_.pg->device());
   run_.pg->allreduce(t, distributed::ReduceOp::SUM);
   values = t.tolist();
 }
@@ -184,11 +183,17 @@ void Trainer::eval_and_log(Loop& l) {
   progress_->eval(l.step, l.epoch, e.loss, e.accuracy);
 }
 
+namespace {
+// The signal every rank stops for, from the sum over the ranks of their signal numbers: this
+// rank's own, or SIGTERM for one that came to another rank.
+int agreed_signal(double summed, int local_signal) { return summed > 0 ? (local_signal ? local_signal : SIGTERM) : 0; }
+}  // namespace
+
 int Trainer::agree_signal(int local_signal) {
   if (!run_.pg) return local_signal;
   std::vector<double> v{double(local_signal)};
   allreduce_sum(v);
-  return v[0] > 0 ? (local_signal ? local_signal : SIGTERM) : 0;
+  return agreed_signal(v[0], local_signal);
 }
 
 int Trainer::flush_steps(int local_signal) {
@@ -211,7 +216,7 @@ int Trainer::flush_steps(int local_signal) {
   }
   pending_.clear();
   last_flush_ = std::chrono::steady_clock::now();
-  return v.back() > 0 ? (local_signal ? local_signal : SIGTERM) : 0;
+  return agreed_signal(v.back(), local_signal);
 }
 
 bool Trainer::after_step(Loop& l, const std::vector<data::Batch>& micro, const StepResult& sr, StopSignal& stop) {

@@ -303,7 +303,7 @@ NcclProcessGroup::NcclProcessGroup(Store& store, const ProcessGroupOptions& opts
 
 NcclProcessGroup::~NcclProcessGroup() = default;
 
-int NcclProcessGroup::cuda_device() const { return impl_->device; }
+Device NcclProcessGroup::device() const { return Device(DeviceType::CUDA, impl_->device); }
 
 std::shared_ptr<Work> NcclProcessGroup::allreduce_async(Tensor& t, ReduceOp op) {
   check_allreduce(t, op, DeviceType::CUDA);
