@@ -309,52 +309,38 @@ std::string case_name(const json& c) {
 
 }  // namespace
 
-TEST_CASE("op forward values and gradients equal the PyTorch fixtures", "[fixtures]") {
+namespace {
+// Every fixture case with its inputs on `dev`: one check each, and a count in the log.
+void check_fixtures(Device dev) {
   const json& all = fixtures();
   REQUIRE(all.size() > 0);
-  std::map<std::string, std::vector<const json*>> by_op;
-  for (auto& c : all) by_op[c.at("op").get<std::string>()].push_back(&c);
-
   int passed = 0, failed = 0;
-  for (auto& [op, cases] : by_op) {
-    for (const json* c : cases) {
-      std::vector<std::string> bad;
-      try {
-        bad = run_case(*c);
-      } catch (const std::exception& e) {
-        bad.push_back(std::string("threw: ") + e.what());
-      }
-      std::string why;
-      for (auto& b : bad) why += "\n  " + b;
-      if (c->contains("tol_note")) why += "\n  (loosened tolerance: " + c->at("tol_note").get<std::string>() + ")";
-      INFO(case_name(*c) << why);
-      CHECK(bad.empty());
-      (bad.empty() ? passed : failed)++;
+  for (auto& c : all) {
+    std::vector<std::string> bad;
+    try {
+      bad = run_case(c, dev);
+    } catch (const std::exception& e) {
+      bad.push_back(std::string("threw: ") + e.what());
     }
+    std::string why;
+    for (auto& b : bad) why += "\n  " + b;
+    if (c.contains("tol_note")) why += "\n  (loosened tolerance: " + c.at("tol_note").get<std::string>() + ")";
+    INFO(case_name(c) << " on " << dev.str() << why);
+    CHECK(bad.empty());
+    (bad.empty() ? passed : failed)++;
   }
-  WARN("fixtures: " << all.size() << " cases: " << passed << " passed, " << failed << " failed");
+  WARN("fixtures on " << dev.str() << ": " << all.size() << " cases: " << passed << " passed, " << failed << " failed");
 }
+}  // namespace
+
+TEST_CASE("op forward values and gradients equal the PyTorch fixtures", "[fixtures]") { check_fixtures(kCPU); }
 
 TEST_CASE("op forward values and gradients on CUDA equal the PyTorch fixtures", "[fixtures][gpu]") {
   if (cuda::device_count() == 0) {
     WARN("no CUDA device: " << cuda::unavailable_reason());
     return;
   }
-  int passed = 0, failed = 0;
-  for (auto& c : fixtures()) {
-    std::vector<std::string> bad;
-    try {
-      bad = run_case(c, Device(DeviceType::CUDA, 0));
-    } catch (const std::exception& e) {
-      bad.push_back(std::string("threw: ") + e.what());
-    }
-    std::string why;
-    for (auto& b : bad) why += "\n  " + b;
-    INFO(case_name(c) << " on cuda:0" << why);
-    CHECK(bad.empty());
-    (bad.empty() ? passed : failed)++;
-  }
-  WARN("fixtures on cuda:0: " << fixtures().size() << " cases: " << passed << " passed, " << failed << " failed");
+  check_fixtures(Device(DeviceType::CUDA, 0));
 }
 
 TEST_CASE("the fixtures cover every op of ops.h in float64 and float32", "[fixtures]") {

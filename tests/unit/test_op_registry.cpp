@@ -31,43 +31,35 @@ TEST_CASE("every op has a CPU kernel, a backward or a non-differentiable mark, a
   }
 }
 
-TEST_CASE("gradcheck and gradgradcheck of every registered case", "[gradcheck]") {
+namespace {
+// gradcheck (and gradgradcheck where the case asks) of every registered case, its inputs on `dev`.
+void gradcheck_cases(Device dev) {
   for (auto& c : op_cases()) {
-    DYNAMIC_SECTION(c.op << ": " << c.name) {
-      Inputs in = c.make_inputs();
+    DYNAMIC_SECTION(c.op << ": " << c.name << " on " << dev.str()) {
+      Inputs in;
+      for (auto& t : c.make_inputs()) {
+        Tensor d = t.detach().to(dev);
+        in.push_back(t.requires_grad() ? d.requires_grad_(true) : d);
+      }
       GradcheckResult r1 = gradcheck(c.fn, in);
-      INFO("gradcheck " << c.op << " (" << c.name << "): " << r1.message);
+      INFO("gradcheck " << c.op << " (" << c.name << ") on " << dev.str() << ": " << r1.message);
       CHECK(r1.ok);
       if (c.second_order) {
         GradcheckResult r2 = gradgradcheck(c.fn, in);
-        INFO("gradgradcheck " << c.op << " (" << c.name << "): " << r2.message);
+        INFO("gradgradcheck " << c.op << " (" << c.name << ") on " << dev.str() << ": " << r2.message);
         CHECK(r2.ok);
       }
     }
   }
 }
+}  // namespace
+
+TEST_CASE("gradcheck and gradgradcheck of every registered case", "[gradcheck]") { gradcheck_cases(kCPU); }
 
 TEST_CASE("gradcheck and gradgradcheck of every registered case on CUDA", "[gradcheck][gpu]") {
   if (cuda::device_count() == 0) {
     WARN("no CUDA device: " << cuda::unavailable_reason());
     return;
   }
-  const Device gpu(DeviceType::CUDA, 0);
-  for (auto& c : op_cases()) {
-    DYNAMIC_SECTION(c.op << ": " << c.name << " on cuda:0") {
-      Inputs in;
-      for (auto& t : c.make_inputs()) {
-        Tensor g = t.detach().to(gpu);
-        in.push_back(t.requires_grad() ? g.requires_grad_(true) : g);
-      }
-      GradcheckResult r1 = gradcheck(c.fn, in);
-      INFO("gradcheck " << c.op << " (" << c.name << ") on cuda:0: " << r1.message);
-      CHECK(r1.ok);
-      if (c.second_order) {
-        GradcheckResult r2 = gradgradcheck(c.fn, in);
-        INFO("gradgradcheck " << c.op << " (" << c.name << ") on cuda:0: " << r2.message);
-        CHECK(r2.ok);
-      }
-    }
-  }
+  gradcheck_cases(Device(DeviceType::CUDA, 0));
 }
