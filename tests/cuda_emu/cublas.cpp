@@ -17,13 +17,8 @@ struct cublasContext {
 
 namespace {
 
-using cuda_emu::device_of;
+using cuda_emu::all_on_device;
 
-bool pointers_ok(const cublasContext* h, std::initializer_list<const void*> ps) {
-  for (const void* p : ps)
-    if (p && device_of(p) != h->device) return false;
-  return true;
-}
 
 CBLAS_TRANSPOSE cblas_op(cublasOperation_t t) { return t == CUBLAS_OP_N ? CblasNoTrans : CblasTrans; }
 
@@ -80,7 +75,7 @@ cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperat
   if (m < 0 || n < 0 || k < 0 || batch < 0 || ldc < std::max(1, m) ||
       lda < std::max(1, ta == CUBLAS_OP_N ? m : k) || ldb < std::max(1, tb == CUBLAS_OP_N ? k : n))
     return CUBLAS_STATUS_INVALID_VALUE;
-  if (!pointers_ok(h, {A, B, C})) return CUBLAS_STATUS_INVALID_VALUE;
+  if (!all_on_device(h->device, {A, B, C})) return CUBLAS_STATUS_INVALID_VALUE;
   cuda_emu::enqueue(cuda_emu::stream_of(h->stream), [=] {
     for (int b = 0; b < batch; ++b) {
       T* c = C + b * sc;
@@ -107,7 +102,7 @@ cublasStatus_t gemm_ex(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t
   if (compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_FAST_TF32) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (elem_size(at) == 0 || elem_size(at) == 8 || at != bt || bt != ct) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (m < 0 || n < 0 || k < 0 || batch < 0 || ldc < std::max(1, m)) return CUBLAS_STATUS_INVALID_VALUE;
-  if (!pointers_ok(h, {A, B, C})) return CUBLAS_STATUS_INVALID_VALUE;
+  if (!all_on_device(h->device, {A, B, C})) return CUBLAS_STATUS_INVALID_VALUE;
   const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
   cuda_emu::enqueue(cuda_emu::stream_of(h->stream), [=] {
     const size_t na = span(ta, m, k, lda), nb = span(tb, k, n, ldb);
@@ -150,12 +145,8 @@ cublasStatus_t cublasGetProperty(libraryPropertyType type, int* value) {
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasCreate(cublasHandle_t* h) {
-  int dev = 0, count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    cudaGetLastError();
-    return CUBLAS_STATUS_NOT_INITIALIZED;
-  }
-  cudaGetDevice(&dev);
+  const int dev = cuda_emu::handle_device();
+  if (dev < 0) return CUBLAS_STATUS_NOT_INITIALIZED;
   *h = new cublasContext;
   (*h)->device = dev;
   return CUBLAS_STATUS_SUCCESS;

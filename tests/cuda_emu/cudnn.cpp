@@ -119,11 +119,6 @@ void blend(void* out, cudnnDataType_t t, const std::vector<double>& acc, double 
     store(out, t, i, alpha * acc[i] + (beta == 0 ? 0.0 : beta * load(out, t, i)));
 }
 
-bool on_device(const cudnnContext* h, std::initializer_list<const void*> ps) {
-  for (const void* p : ps)
-    if (device_of(p) != h->device) return false;
-  return true;
-}
 
 template <typename Perf, typename Algo>
 void offer(int requested, int* returned, Perf* perf) {
@@ -162,12 +157,8 @@ const char* cudnnGetErrorString(cudnnStatus_t s) {
   }
 }
 cudnnStatus_t cudnnCreate(cudnnHandle_t* h) {
-  int count = 0, dev = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    cudaGetLastError();
-    return CUDNN_STATUS_NOT_INITIALIZED;
-  }
-  cudaGetDevice(&dev);
+  const int dev = handle_device();
+  if (dev < 0) return CUDNN_STATUS_NOT_INITIALIZED;
   *h = new cudnnContext;
   (*h)->device = dev;
   return CUDNN_STATUS_SUCCESS;
@@ -273,7 +264,7 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void* alpha, cudnnT
   Geom g;
   if (cudnnStatus_t s = geometry(x, w, c, y, g); s != CUDNN_STATUS_SUCCESS) return s;
   if (cudnnStatus_t s = check_workspace(int(a), ws, ws_bytes); s != CUDNN_STATUS_SUCCESS) return s;
-  if (!on_device(h, {xp, wp, yp})) return CUDNN_STATUS_BAD_PARAM;
+  if (!all_on_device(h->device, {xp, wp, yp})) return CUDNN_STATUS_BAD_PARAM;
   const cudnnDataType_t t = x->type;
   const double al = scale(alpha, t), be = scale(beta, t);
   enqueue(stream_of(h->stream), [=] {
@@ -323,7 +314,7 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void* alpha, c
   Geom g;
   if (cudnnStatus_t s = geometry(dx, w, c, dy, g); s != CUDNN_STATUS_SUCCESS) return s;
   if (cudnnStatus_t s = check_workspace(int(a), ws, ws_bytes); s != CUDNN_STATUS_SUCCESS) return s;
-  if (!on_device(h, {wp, dyp, dxp})) return CUDNN_STATUS_BAD_PARAM;
+  if (!all_on_device(h->device, {wp, dyp, dxp})) return CUDNN_STATUS_BAD_PARAM;
   const cudnnDataType_t t = dx->type;
   const double al = scale(alpha, t), be = scale(beta, t);
   enqueue(stream_of(h->stream), [=] {
@@ -374,7 +365,7 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void* alpha,
   Geom g;
   if (cudnnStatus_t s = geometry(x, dw, c, dy, g); s != CUDNN_STATUS_SUCCESS) return s;
   if (cudnnStatus_t s = check_workspace(int(a), ws, ws_bytes); s != CUDNN_STATUS_SUCCESS) return s;
-  if (!on_device(h, {xp, dyp, dwp})) return CUDNN_STATUS_BAD_PARAM;
+  if (!all_on_device(h->device, {xp, dyp, dwp})) return CUDNN_STATUS_BAD_PARAM;
   const cudnnDataType_t t = x->type;
   const double al = scale(alpha, t), be = scale(beta, t);
   enqueue(stream_of(h->stream), [=] {
@@ -402,7 +393,7 @@ cudnnStatus_t cudnnAddTensor(cudnnHandle_t h, const void* alpha, cudnnTensorDesc
   const int ad[4] = {a->n, a->c, a->h, a->w}, cd[4] = {c->n, c->c, c->h, c->w};
   for (int i = 0; i < 4; ++i)
     if (ad[i] != cd[i] && ad[i] != 1) return CUDNN_STATUS_BAD_PARAM;
-  if (!on_device(h, {ap, cp})) return CUDNN_STATUS_BAD_PARAM;
+  if (!all_on_device(h->device, {ap, cp})) return CUDNN_STATUS_BAD_PARAM;
   const cudnnDataType_t t = c->type;
   const double al = scale(alpha, t), be = scale(beta, t);
   const cudnnTensorStruct A = *a, Cd = *c;

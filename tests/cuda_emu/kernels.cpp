@@ -101,7 +101,7 @@ bool run_block_fibers(Launch* l, unsigned n) {
     Fiber& f = fibers[t];
     f.idx = thread_index(t, l->block);
     f.stack = stacks[t];
-    f.self = ctx::fiber(std::allocator_arg, PooledStack{f.stack}, [&r, &f, t](ctx::fiber&& sink) {
+    f.self = ctx::fiber(std::allocator_arg, PooledStack{f.stack}, [&r, &f](ctx::fiber&& sink) {
       f.sink = std::move(sink);
       try {
         r.launch->run_thread();
@@ -109,7 +109,6 @@ bool run_block_fibers(Launch* l, unsigned n) {
         if (!r.error) r.error = std::current_exception();
       }
       f.state = State::Done;
-      (void)t;
       return std::move(f.sink);
     });
   }

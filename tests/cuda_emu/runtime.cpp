@@ -192,6 +192,14 @@ int device_of(const void* p) {
   return -1;
 }
 
+bool all_on_device(int device, std::initializer_list<const void*> ps) {
+  for (const void* p : ps)
+    if (p && device_of(p) != device) return false;
+  return true;
+}
+
+int handle_device() { return valid_device(current_device) ? current_device : -1; }
+
 cudaError_t set_error(cudaError_t e) {
   if (e != cudaSuccess) last_error = e;
   return e;

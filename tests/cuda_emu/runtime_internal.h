@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <deque>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 
@@ -47,6 +48,11 @@ class DeviceAccess {
 };
 // The device that owns a pointer into device memory, or -1 for host memory.
 int device_of(const void* p);
+// Whether every non-null pointer of ps is memory of `device` (what the libraries check of operands).
+bool all_on_device(int device, std::initializer_list<const void*> ps);
+// The device a library handle created now belongs to: the current one, or -1 when no device is
+// visible (cublasCreate / cudnnCreate then fail with NOT_INITIALIZED).
+int handle_device();
 // Records `e` as the thread's last error and returns it.
 cudaError_t set_error(cudaError_t e);
 // Fails the process with the emulator's message (a misuse the hardware would also punish).
