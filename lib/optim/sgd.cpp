@@ -49,31 +49,21 @@ void SGD::do_step() {
     double wd = o.at("weight_decay");
     bool nesterov = o.at("nesterov") != 0, maximize = o.at("maximize") != 0;
     std::vector<Tensor> ps, grads, bufs;
-    std::vector<bool> first;
+    std::vector<bool> first;  // a parameter's first step: its new buffer is written from d
     for (auto& p : g.params) {
       if (!p.grad().defined()) continue;
       ps.push_back(p);
       grads.push_back(p.grad());
-      if (momentum != 0) {
-        ParamState& st = state(p);
-        auto it = st.find("momentum_buffer");
-        first.push_back(it == st.end());
-        bufs.push_back(it == st.end() ? Tensor() : it->second);
-      } else {
-        first.push_back(false);
-      }
+      first.push_back(false);
+      if (momentum == 0) continue;
+      ParamState& st = state(p);
+      auto it = st.find("momentum_buffer");
+      first.back() = it == st.end();
+      bufs.push_back(first.back() ? (st["momentum_buffer"] = zeros_like(p)) : it->second);
     }
-    // fused: a new buffer is allocated here and written by the op from d (first step)
     std::vector<std::vector<Tensor>> lists{ps, grads};
-    if (momentum != 0) {
-      std::vector<Tensor> probe = bufs;
-      for (size_t i = 0; i < probe.size(); ++i)
-        if (first[i]) probe[i] = ps[i];  // stands for the buffer empty_like(p) will be
-      lists.push_back(probe);
-    }
+    if (momentum != 0) lists.push_back(bufs);
     if (fusable(lists)) {
-      for (size_t i = 0; i < bufs.size(); ++i)
-        if (first[i]) bufs[i] = state(ps[i])["momentum_buffer"] = zeros_like(ps[i]);
       fused_sgd_(ps, grads, bufs, first, {lr, momentum, dampening, wd, nesterov, maximize});
       continue;
     }
@@ -82,14 +72,10 @@ void SGD::do_step() {
       Tensor d = maximize ? -grads[i] : grads[i];
       if (wd != 0) d = add(d, p, wd);
       if (momentum != 0) {
-        ParamState& st = state(p);
-        auto it = st.find("momentum_buffer");
-        if (it == st.end()) {
-          it = st.emplace("momentum_buffer", d.clone()).first;
-        } else {
-          it->second.mul_(momentum).add_(d, 1.0 - dampening);
-        }
-        d = nesterov ? add(d, it->second, momentum) : it->second;
+        Tensor& buf = bufs[i];
+        if (first[i]) buf.copy_(d);  // torch: clone(d)
+        else buf.mul_(momentum).add_(d, 1.0 - dampening);
+        d = nesterov ? add(d, buf, momentum) : buf;
       }
       p.add_(d, -lr);
     }
