@@ -60,9 +60,8 @@ void Adam::do_step() {
         st["step"] = zeros({}, DType::F32);  // torch.tensor(0.)
         st["exp_avg"] = zeros_like(p);
         st["exp_avg_sq"] = zeros_like(p);
-        if (amsgrad) st["max_exp_avg_sq"] = zeros_like(p);
       }
-      // amsgrad switched on after the first step (torch would fail): start the maximum at zero
+      // (also when amsgrad is switched on after the first step, where torch would fail)
       if (amsgrad && !st.count("max_exp_avg_sq")) st["max_exp_avg_sq"] = zeros_like(p);
       Tensor& step_t = st.at("step");
       step_t.add_(1.0);
