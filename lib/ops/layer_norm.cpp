@@ -18,10 +18,11 @@ namespace {
 // mean and rstd are kept in f32 for f16 / bf16 rows (their compute type), else in x's dtype.
 DType stat_dtype(DType t) { return t == DType::F16 || t == DType::BF16 ? DType::F32 : t; }
 
-void check_rows(const char* op, const Tensor& x, const Tensor& w, const Tensor& b) {
+// x: floating rows [R, N]; each of `per_column` (weight, bias) [N] of x's dtype.
+void check_rows(const char* op, const Tensor& x, std::initializer_list<const Tensor*> per_column) {
   TR_CHECK(x.dim() == 2 && is_floating(x.dtype()), op, ": expected floating rows [R, N], got ", dtype_name(x.dtype()),
            " of shape ", x.sizes());
-  for (const Tensor* t : {&w, &b})
+  for (const Tensor* t : per_column)
     TR_CHECK(t->dim() == 1 && t->size(0) == x.size(1) && t->dtype() == x.dtype(), op, ": weight and bias must be [",
              x.size(1), "] of ", dtype_name(x.dtype()), ", got ", dtype_name(t->dtype()), " of shape ", t->sizes());
 }
@@ -33,7 +34,7 @@ TR_REGISTER_OP(native_layer_norm) {
   d.save_outputs = true;
   d.unsaved_outputs = 1u << 0;  // the backward needs mean and rstd, not y
   d.infer = [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<TensorSpec> {
-    check_rows("native_layer_norm", in[0], in[1], in[2]);
+    check_rows("native_layer_norm", in[0], {&in[1], &in[2]});
     const Shape r{in[0].size(0)};
     const DType st = stat_dtype(in[0].dtype());
     return {{in[0].sizes(), in[0].dtype()}, {r, st}, {r, st}};
@@ -58,7 +59,7 @@ TR_REGISTER_OP(native_layer_norm_backward) {
   d.infer = [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<TensorSpec> {
     const char* op = "native_layer_norm_backward";
     const Tensor &gy = in[0], &x = in[1];
-    check_rows(op, x, in[2], in[2]);
+    check_rows(op, x, {&in[2]});
     TR_CHECK(gy.sizes() == x.sizes() && gy.dtype() == x.dtype(), op, ": grad_output (", dtype_name(gy.dtype()),
              ", shape ", gy.sizes(), ") does not match the input (", dtype_name(x.dtype()), ", shape ", x.sizes(), ")");
     for (int i : {3, 4})

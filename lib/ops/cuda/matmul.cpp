@@ -2,8 +2,6 @@
 // with f32 compute, integers through a plain kernel (int64 accumulation, as the CPU loop).
 // Row-major C = A B is computed as the column-major product C^T = B^T A^T.
 #include <climits>
-#include <map>
-#include <mutex>
 #include "ops/backends.h"
 #include "ops/cuda/library_check.h"
 #include "ops/cuda/tensor_args.h"
