@@ -2,6 +2,7 @@
 #include "core/grad_mode.h"
 #include "core/cuda_hooks.h"
 #include "ops/ops.h"
+#include "ops/op_profiler.h"
 #include "ops/registry.h"
 
 namespace tr {
@@ -92,7 +93,10 @@ Tensor& dispatch_inplace(const char* name, Tensor& self, std::vector<Tensor> oth
       std::vector<Tensor> ins{self};
       ins.insert(ins.end(), others.begin(), others.end());
       std::vector<Tensor> outs{self};
-      k(ins, outs, attrs);
+      {
+        OpTimer timer(name, self.dtype(), self.device());  // profiled as "add" etc., as the op it runs
+        k(ins, outs, attrs);
+      }
       self.impl()->storage->bump_version();
       return self;
     }
