@@ -4,6 +4,7 @@
 // and the rest run everywhere: the caching allocator on the CPU, the error of Device("cuda")
 // without a GPU, the registry walk that wants a CUDA kernel for every op but a listed few.
 #include <catch2/catch.hpp>
+#include "unit/require_gpu.h"
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmath>
@@ -29,14 +30,6 @@ using namespace tr;
 
 namespace {
 
-// Skips a [gpu] test, visibly, on a machine without a usable GPU.
-#define TR_REQUIRE_GPU()                                                   \
-  do {                                                                     \
-    if (::tr::cuda::device_count() == 0) {                                 \
-      WARN("no CUDA device: " << ::tr::cuda::unavailable_reason());        \
-      return;                                                              \
-    }                                                                      \
-  } while (0)
 
 using Inputs = std::vector<Tensor>;
 using Fn = std::function<Tensor(const Inputs&)>;

@@ -2,6 +2,7 @@
 // from tests/fixtures/op_fixtures.json (written by make_op_fixtures.py beside it). Random ops use
 // our own Philox streams, so they are checked by their statistics instead.
 #include <catch2/catch.hpp>
+#include "unit/require_gpu.h"
 #include "unit/fixtures.h"
 #include <algorithm>
 #include <cmath>
@@ -336,10 +337,7 @@ void check_fixtures(Device dev) {
 TEST_CASE("op forward values and gradients equal the PyTorch fixtures", "[fixtures]") { check_fixtures(kCPU); }
 
 TEST_CASE("op forward values and gradients on CUDA equal the PyTorch fixtures", "[fixtures][gpu]") {
-  if (cuda::device_count() == 0) {
-    WARN("no CUDA device: " << cuda::unavailable_reason());
-    return;
-  }
+  TR_REQUIRE_GPU();
   check_fixtures(Device(DeviceType::CUDA, 0));
 }
 

@@ -1,6 +1,7 @@
 // Walks the op registry: every op has a CPU kernel (or is a view), a backward or an explicit
 // non-differentiable mark, and differentiable ops have gradcheck cases; then runs every case.
 #include <catch2/catch.hpp>
+#include "unit/require_gpu.h"
 #include <set>
 #include "core/cuda_hooks.h"
 #include "op_cases.h"
@@ -57,9 +58,6 @@ void gradcheck_cases(Device dev) {
 TEST_CASE("gradcheck and gradgradcheck of every registered case", "[gradcheck]") { gradcheck_cases(kCPU); }
 
 TEST_CASE("gradcheck and gradgradcheck of every registered case on CUDA", "[gradcheck][gpu]") {
-  if (cuda::device_count() == 0) {
-    WARN("no CUDA device: " << cuda::unavailable_reason());
-    return;
-  }
+  TR_REQUIRE_GPU();
   gradcheck_cases(Device(DeviceType::CUDA, 0));
 }

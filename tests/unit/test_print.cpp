@@ -1,6 +1,7 @@
 // Printing: each case of tests/fixtures/print_cases.json (written by make_print_fixtures.py with torch
 // 1.13) is rebuilt here and operator<< must reproduce torch's repr exactly.
 #include <catch2/catch.hpp>
+#include "unit/require_gpu.h"
 #include "autograd/print.h"
 #include "unit/fixtures.h"
 #include <cmath>
@@ -88,10 +89,7 @@ TEST_CASE("operator<< prints torch's repr for every fixture case", "[print]") {
 }
 
 TEST_CASE("CUDA tensors print with their device, as torch does", "[print][gpu]") {
-  if (cuda::device_count() == 0) {
-    WARN("no CUDA device: " << cuda::unavailable_reason());
-    return;
-  }
+  TR_REQUIRE_GPU();
   int checked = 0;
   for (const auto& c : print_cases()) {
     if (!is_cuda_case(c)) continue;

@@ -6,6 +6,7 @@
 // Error naming the collective and the rank, within the timeout, never a hang. Also prints the
 // 4 MiB allreduce latency of 2 processes. [gpu]: the NCCL group, skipped without a GPU.
 #include <catch2/catch.hpp>
+#include "unit/require_gpu.h"
 #include "ops/factories.h"
 #include <fcntl.h>
 #include <omp.h>
@@ -568,10 +569,7 @@ TEST_CASE("gloo allreduce latency, 4 MiB, 2 processes", "[dist]") {
 // ---- NCCL: needs a GPU (ranks are threads, one GPU each; a world of one on a single GPU) ----
 
 TEST_CASE("nccl process group on CUDA tensors", "[dist][gpu]") {
-  if (!cuda::is_compiled() || cuda::device_count() == 0) {
-    WARN("no CUDA device: " << cuda::unavailable_reason());
-    return;
-  }
+  TR_REQUIRE_GPU();
   const int world = std::min(cuda::device_count(), 2);
   TempDir dir;
   FileStore store(dir.path);
