@@ -7,6 +7,7 @@ Usage: OPENBLAS_NUM_THREADS=B python3 torch_train_bench.py --threads T [--steps 
        python3 torch_train_bench.py --device cuda [--amp bf16|fp16]   (on a GPU host's torch)
 """
 import argparse
+import contextlib
 import json
 import math
 import time
@@ -82,7 +83,7 @@ def bench(name, steps, warmup, amp=None, device="cpu"):
         y = torch.randint(0, 10, (bs,))
         per_sample = 1
     model, x, y = model.to(device), x.to(device), y.to(device)
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp, torch.float32)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp)
     scaler = torch.cuda.amp.GradScaler() if amp == "fp16" else None
     model.train()
     for i in range(warmup + steps):
@@ -90,7 +91,9 @@ def bench(name, steps, warmup, amp=None, device="cpu"):
             if device != "cpu":
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
-        with torch.autocast(device.split(":")[0], dtype=dtype, enabled=amp is not None):
+        # (torch 1.13's CPU autocast refuses any dtype but bf16, even disabled: no context without amp)
+        ctx = torch.autocast(device.split(":")[0], dtype=dtype) if amp else contextlib.nullcontext()
+        with ctx:
             out = model(x)
             loss = F.cross_entropy(out.reshape(-1, out.shape[-1]).float(), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
