@@ -4,6 +4,15 @@
 
 namespace tr {
 
+namespace {
+
+// m is the transpose of a contiguous matrix (m.t() is contiguous), e.g. a weight seen as W^T.
+bool is_transposed_matrix(const Tensor& m) {
+  return m.dim() == 2 && m.size(0) > 1 && m.size(1) > 1 && m.stride(0) == 1 && m.stride(1) == m.size(0);
+}
+
+}  // namespace
+
 TR_REGISTER_OP(mm) {
   d.autocast = amp::CastPolicy::LowerPrecision;
   d.num_inputs = 2;
@@ -15,11 +24,13 @@ TR_REGISTER_OP(mm) {
              " and ", b.size(0), "x", b.size(1), ")");
     return {{{a.size(0), b.size(1)}, a.dtype()}};
   };
-  // C = A B: dA = dC B^T, dB = A^T dC
+  // C = A B: dA = dC B^T, dB = A^T dC. A gradient is computed in its input's layout: for B = W^T
+  // (linear's weight), dB = (dC^T A)^T, so that dW arrives contiguous and is not copied again.
   d.backward = [](const BackwardContext& c) -> std::vector<Tensor> {
     Tensor ga, gb;
-    if (c.needs_input_grad[0]) ga = mm(c.grads[0], c.inputs[1].t());
-    if (c.needs_input_grad[1]) gb = mm(c.inputs[0].t(), c.grads[0]);
+    const Tensor &a = c.inputs[0], &b = c.inputs[1], &g = c.grads[0];
+    if (c.needs_input_grad[0]) ga = is_transposed_matrix(a) ? mm(b, g.t()).t() : mm(g, b.t());
+    if (c.needs_input_grad[1]) gb = is_transposed_matrix(b) ? mm(g.t(), a).t() : mm(a.t(), g);
     return {ga, gb};
   };
 }
