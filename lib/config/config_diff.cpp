@@ -35,7 +35,7 @@ bool harmless_change(const std::string& key) {
   static const char* kHarmless[] = {"run.name",         "run.out_dir",        "run.threads",     "run.device",
                                     "data.workers",     "data.eval_batch_size", "train.steps",   "train.epochs",
                                     "train.eval_every", "train.eval_batches", "train.log_every",
-                                    "run.cudnn_benchmark", "run.deterministic", "run.allow_tf32"};
+                                    "run.cudnn_benchmark", "run.deterministic", "run.allow_tf32", "run.fused_ops"};
   for (const char* h : kHarmless)
     if (key == h) return true;
   return key.rfind("log.", 0) == 0 || key.rfind("checkpoint.", 0) == 0 || key.rfind("dist.", 0) == 0;

@@ -30,6 +30,7 @@ struct RunSection {
   bool cudnn_benchmark = false;
   bool deterministic = false;
   std::optional<bool> allow_tf32;
+  bool fused_ops = true;  // fused kernels (false: their composite op chains, same math)
 };
 
 struct ModelSection {

@@ -10,5 +10,9 @@ Matmul& matmul() {
   static Matmul m;
   return m;
 }
+Fusion& fusion() {
+  static Fusion f;
+  return f;
+}
 
 }  // namespace tr::backends

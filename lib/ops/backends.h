@@ -1,6 +1,6 @@
-// Process-wide switches of the CUDA libraries, torch.backends' globals: how cuDNN picks its
-// convolution algorithms and whether f32 products may run in TF32 on tensor cores. Set once by
-// the run setup from [run] before the first op; read by the CUDA launchers.
+// Process-wide switches, torch.backends' globals: how cuDNN picks its convolution algorithms,
+// whether f32 products may run in TF32 on tensor cores, and whether fused kernels replace composite
+// chains. Set once by the run setup from [run] before the first op; read by the kernels' callers.
 #pragma once
 
 namespace tr::backends {
@@ -13,8 +13,15 @@ struct Cudnn {
 struct Matmul {
   bool allow_tf32 = false;  // torch.backends.cuda.matmul.allow_tf32 (default false)
 };
+// Fused kernels that replace a chain of composite ops with the same math (gelu_backward,
+// softmax_backward, ...): false runs the composite chain, the fused op's spec, e.g. to check
+// that a fusion changes no result beyond rounding.
+struct Fusion {
+  bool enabled = true;
+};
 
 Cudnn& cudnn();
 Matmul& matmul();
+Fusion& fusion();
 
 }  // namespace tr::backends

@@ -64,6 +64,8 @@ Tensor operator!=(const Tensor& a, double b);
 #define TR_PREDICATE_OP(NAME, ...) Tensor NAME(const Tensor& x);
 #include "ops/predicate_ops.def"
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");  // "none" (erf) | "tanh"
+// g gelu'(x): one fused op where it has a kernel, else (and with backends::fusion() off) composite ops
+Tensor gelu_backward(const Tensor& g, const Tensor& x, const std::string& approximate = "none");
 Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
 Tensor cast(const Tensor& x, DType t);  // differentiable dtype conversion

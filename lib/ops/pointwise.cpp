@@ -2,6 +2,7 @@
 // predicate_ops.def (promotion, autocast and shape rule from their lines; the backward of each
 // differentiable one written here, beside its line's formula), where, threshold_backward, cast.
 #include <cmath>
+#include "ops/backends.h"
 #include "ops/infer.h"
 #include "ops/op_tables.h"
 #include "ops/ops.h"
@@ -160,21 +161,24 @@ TR_BACKWARD(clamp, Keeps::Inputs) {
   if (c.attrs.b("has_max")) keep = logical_and(keep, x <= c.attrs.f("max"));
   return {where(keep, G(c), zeros_like(G(c)))};
 }
-TR_BACKWARD(gelu, Keeps::Inputs) {
-  const Tensor& x = c.inputs[0];
-  if (c.attrs.s("approximate") == "tanh") {
+TR_BACKWARD(gelu, Keeps::Inputs) { return {gelu_backward(G(c), c.inputs[0], c.attrs.s("approximate"))}; }
+
+// g gelu'(x) as composite ops: where the device has no gelu_backward kernel, and its unfused spec.
+Tensor gelu_backward_composite(const Tensor& g, const Tensor& x, const std::string& approximate) {
+  if (approximate == "tanh") {
     // u = k (x + 0.044715 x^3); y = 0.5 x (1 + tanh u)
     // y' = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) k (1 + 3 * 0.044715 x^2)
     const double k = 0.7978845608028654;
     Tensor t = tanh((x + x * x * x * 0.044715) * k);
     Tensor dy = (1.0 + t) * 0.5 + x * 0.5 * (1.0 - t * t) * ((x * x * (3.0 * 0.044715) + 1.0) * k);
-    return {G(c) * dy};
+    return g * dy;
   }
   // y' = Phi(x) + x phi(x)
   Tensor cdf = (erf(x * 0.7071067811865476) + 1.0) * 0.5;
   Tensor pdf = exp(x * x * -0.5) * 0.3989422804014327;
-  return {G(c) * (cdf + x * pdf)};
+  return g * (cdf + x * pdf);
 }
+
 // y' = sigmoid(beta x), and 1 where beta x > threshold
 TR_BACKWARD(softplus, Keeps::Inputs) {
   const Tensor& x = c.inputs[0];
@@ -221,6 +225,31 @@ TR_REGISTER_OP(logical_and) { predicate(d, 2); d.promote = Promote::None; }
 TR_REGISTER_OP(threshold_backward) {
   binary(d, DtypeSet::NUMERIC, amp::CastPolicy::None, [](const BackwardContext& c) -> std::vector<Tensor> {
     return {sum_to(threshold_backward(G(c), c.inputs[1], c.attrs.f("threshold")), in_shape(c, 0)), Tensor()};
+  }, Keeps::Inputs);
+}
+// (g, x) -> g gelu'(x) (attr approximate; torch.ops.aten.gelu_backward). Its own gradient:
+// d/dg = gelu'(x), d/dx = g gelu''(x), with
+//   erf form  gelu''(x) = phi(x) (2 - x^2)
+//   tanh form gelu''(x) = (1 - t^2) (u' - x t u'^2 + x u'' / 2), u = k (x + c x^3), u' = k (1 + 3 c x^2), u'' = 6 k c x
+TR_REGISTER_OP(gelu_backward) {
+  binary(d, DtypeSet::FLOAT, amp::CastPolicy::None, [](const BackwardContext& c) -> std::vector<Tensor> {
+    const Tensor &g = c.inputs[0], &x = c.inputs[1];
+    const std::string approx = c.attrs.s("approximate");
+    Tensor gg, gx;
+    if (c.needs_input_grad[0]) gg = sum_to(gelu_backward(G(c), x, approx), in_shape(c, 0));
+    if (c.needs_input_grad[1]) {
+      Tensor d2;
+      if (approx == "tanh") {
+        const double k = 0.7978845608028654, cc = 0.044715;
+        Tensor t = tanh((x + x * x * x * cc) * k);
+        Tensor u1 = (x * x * (3.0 * cc) + 1.0) * k;
+        d2 = (1.0 - t * t) * (u1 - x * t * u1 * u1 + x * x * (3.0 * k * cc));
+      } else {
+        d2 = exp(x * x * -0.5) * 0.3989422804014327 * (2.0 - x * x);
+      }
+      gx = sum_to(G(c) * g * d2, in_shape(c, 1));
+    }
+    return {gg, gx};
   }, Keeps::Inputs);
 }
 TR_REGISTER_OP(cast) {
@@ -295,6 +324,13 @@ Tensor operator>(const Tensor& a, double b) { return gt(a, ws(b)); }
 Tensor operator>=(const Tensor& a, double b) { return ge(a, ws(b)); }
 Tensor operator==(const Tensor& a, double b) { return eq(a, ws(b)); }
 Tensor operator!=(const Tensor& a, double b) { return ne(a, ws(b)); }
+
+// One fused pass where the device has the kernel (and fusion is on: backends.h).
+Tensor gelu_backward(const Tensor& g, const Tensor& x, const std::string& approximate) {
+  if (backends::fusion().enabled && has_kernel("gelu_backward", g.device()))
+    return dispatch1("gelu_backward", {g, x}, {{"approximate", approximate}});
+  return gelu_backward_composite(g, x, approximate);
+}
 
 Tensor gelu(const Tensor& x, const std::string& approximate) {
   TR_CHECK(approximate == "none" || approximate == "tanh", "gelu: approximate must be 'none' or 'tanh', got '",

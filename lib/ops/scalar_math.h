@@ -61,6 +61,22 @@ template <typename T> TR_HD T gelu_tanh(T x) {
   const T k = T(0.79788456080286535588);
   return T(0.5) * x * (T(1) + tanh(k * (x + T(0.044715) * x * x * x)));
 }
+// gelu's backward, g gelu'(x) (torch's gelu_backward):
+//   erf form  gelu'(x) = Phi(x) + x phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2, phi(x) = e^(-x^2/2) / sqrt(2 pi)
+//   tanh form t = tanh(k (x + c x^3)), gelu'(x) = (1 + t) / 2 + x (1 - t^2) k (1 + 3 c x^2) / 2
+template <typename T> TR_HD T gelu_backward_erf(T g, T x) {
+  using std::erf;
+  using std::exp;
+  const T cdf = T(0.5) * (T(1) + erf(x * T(0.70710678118654752440)));
+  const T pdf = exp(T(-0.5) * x * x) * T(0.39894228040143267794);
+  return g * (cdf + x * pdf);
+}
+template <typename T> TR_HD T gelu_backward_tanh(T g, T x) {
+  using std::tanh;
+  const T k = T(0.79788456080286535588), c = T(0.044715);
+  const T t = tanh(k * (x + c * x * x * x));
+  return g * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * k * (T(1) + T(3) * c * x * x));
+}
 // silu(x) = x * sigmoid(x)
 template <typename T> TR_HD T silu(T x) { return x * sigmoid(x); }
 // softplus(x) = log(1 + e^(beta x)) / beta, linear above threshold

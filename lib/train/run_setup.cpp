@@ -144,6 +144,7 @@ Run::Run(config::RunConfig c) : cfg(std::move(c)), env(distributed::read_dist_en
   backends::cudnn().deterministic = cfg.run.deterministic;
   backends::cudnn().allow_tf32 = cfg.run.allow_tf32.value_or(true);
   backends::matmul().allow_tf32 = cfg.run.allow_tf32.value_or(false);
+  backends::fusion().enabled = cfg.run.fused_ops;
   manual_seed(uint64_t(cfg.run.seed));
   model = build_model(cfg);
   // [data]: the dataset's keys and transforms are read here, recorded in cfg.data.resolved

@@ -687,6 +687,20 @@ TEST_CASE("cuda: threshold_backward (relu's backward) matches the CPU", "[gpu]")
   }
 }
 
+TEST_CASE("cuda: gelu_backward matches the CPU", "[gpu]") {
+  TR_REQUIRE_GPU();
+  for (DType t : kFloatTypes)
+    for (const char* approx : {"none", "tanh"}) {
+      const std::string a = approx;
+      compare(std::string("gelu_backward ") + approx + " " + dtype_name(t),
+              [a](const Inputs& in) { return dispatch1("gelu_backward", in, {{"approximate", a}}); },
+              {data({7, 9}, t, 223), data({7, 9}, t, 224)});
+      compare(std::string("gelu_backward broadcast ") + approx + " " + dtype_name(t),
+              [a](const Inputs& in) { return dispatch1("gelu_backward", in, {{"approximate", a}}); },
+              {data({7, 9}, t, 225), data({9}, t, 226)});
+    }
+}
+
 // ---------------------------------------------------------------- batch norm
 
 TEST_CASE("cuda: batch_norm's fused ops match the CPU in training and eval, with gradients", "[gpu]") {

@@ -1,11 +1,74 @@
 // CPU softmax / log_softmax: rows along `dim`, max-subtracted, accumulated in f32/f64.
 #include <cmath>
 #include "ops/cpu/loops.h"
+#include "ops/cpu/vec_math.h"
 #include "ops/registry.h"
 
 namespace tr::cpu {
 
 namespace {
+
+float hmax8(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// exp(v) for v <= 0 (or NaN), as softmax needs. libmvec's expf leaves lanes below -87.3 (where the
+// result is denormal or 0, e.g. every -inf of a causal mask) to scalar expf, calling it lane by
+// lane: 5x slower on masked rows. Here -inf and v < -104 give 0 directly; only lanes in
+// [-104, -87) (denormal results) go through scalar expf.
+__m256 exp8_nonpositive(__m256 v) {
+  const __m256 lo = _mm256_set1_ps(-87.0f);
+  __m256 r = exp8(_mm256_max_ps(lo, v));  // max_ps returns v where v is NaN
+  const int under = _mm256_movemask_ps(_mm256_cmp_ps(v, lo, _CMP_LT_OQ));
+  if (under == 0) return r;
+  alignas(32) float vv[8], rr[8];
+  _mm256_store_ps(vv, v);
+  _mm256_store_ps(rr, r);
+  for (int k = 0; k < 8; ++k)
+    if (under & (1 << k)) rr[k] = vv[k] < -104.0f ? 0.0f : std::exp(vv[k]);
+  return _mm256_load_ps(rr);
+}
+
+// One f32 row of n: m = max x, e_k = exp(x_k - m) (libmvec, 8 lanes), s = sum e_k in 8 lanes;
+// softmax y_k = e_k / s, log_softmax y_k = x_k - m - log s. The tail is one padded block
+// (-inf pads add exp(-inf) = 0 to the sum).
+template <bool Log>
+void softmax_row_f32(const float* x, float* y, int64_t n) {
+  const int64_t full = n / 8 * 8;
+  alignas(32) float tail[8];
+  for (int k = 0; k < 8; ++k) tail[k] = full + k < n ? x[full + k] : -INFINITY;
+  __m256 vm = _mm256_load_ps(tail);
+  for (int64_t k = 0; k < full; k += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(x + k));
+  const float m = hmax8(vm);
+  const __m256 mv = _mm256_set1_ps(m);
+  __m256 vs = _mm256_setzero_ps();
+  for (int64_t k = 0; k < full; k += 8) {
+    __m256 e = exp8_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(x + k), mv));
+    if (!Log) _mm256_storeu_ps(y + k, e);
+    vs = _mm256_add_ps(vs, e);
+  }
+  alignas(32) float te[8];
+  _mm256_store_ps(te, exp8_nonpositive(_mm256_sub_ps(_mm256_load_ps(tail), mv)));
+  vs = _mm256_add_ps(vs, _mm256_load_ps(te));
+  const float s = hsum8(vs);
+  if (Log) {
+    const float sub = m + std::log(s);
+    for (int64_t k = 0; k < n; ++k) y[k] = x[k] - sub;
+  } else {
+    for (int64_t k = full; k < n; ++k) y[k] = te[k - full];
+    const float inv = 1.0f / s;
+    for (int64_t k = 0; k < n; ++k) y[k] *= inv;
+  }
+}
 
 template <bool Log>
 void softmax_kernel(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& a) {
@@ -27,6 +90,10 @@ void softmax_kernel(const std::vector<Tensor>& in, std::vector<Tensor>& out, con
     const scalar_t* px = xr.data_ptr<scalar_t>();
     scalar_t* py = yr.data_ptr<scalar_t>();
     parallel_for(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(len, 1)), [&](int64_t b, int64_t e) {
+      if constexpr (std::is_same_v<scalar_t, float>) {
+        for (int64_t r = b; r < e; ++r) softmax_row_f32<Log>(px + r * len, py + r * len, len);
+        return;
+      }
       for (int64_t r = b; r < e; ++r) {
         const scalar_t* row = px + r * len;
         scalar_t* o = py + r * len;

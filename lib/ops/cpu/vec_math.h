@@ -1,6 +1,6 @@
 // Vectorised f32 transcendental functions for contiguous tensors, through glibc's libmvec
 // (8-lane AVX2 variants of expf/logf/tanhf; accurate to a few ulp). Used by the CPU kernels of
-// exp, log, tanh, sigmoid and silu; other dtypes and strided tensors take the scalar loop.
+// exp, log, tanh, erf, gelu, sigmoid and silu; other dtypes and strided tensors take the scalar loop.
 #pragma once
 #include <immintrin.h>
 #include <cstdint>
@@ -11,6 +11,7 @@ extern "C" {
 __m256 _ZGVdN8v_expf(__m256);
 __m256 _ZGVdN8v_logf(__m256);
 __m256 _ZGVdN8v_tanhf(__m256);
+__m256 _ZGVdN8v_erff(__m256);
 }
 
 namespace tr::cpu {
@@ -33,6 +34,22 @@ void map_f32x8(const float* x, float* y, int64_t n, const F8& f8) {
 inline __m256 exp8(__m256 v) { return _ZGVdN8v_expf(v); }
 inline __m256 log8(__m256 v) { return _ZGVdN8v_logf(v); }
 inline __m256 tanh8(__m256 v) { return _ZGVdN8v_tanhf(v); }
+inline __m256 erf8(__m256 v) { return _ZGVdN8v_erff(v); }
+// gelu(x) = 0.5 x (1 + erf(x / sqrt 2)), or with tanh_form 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+struct Gelu8 {
+  bool tanh_form;
+  __m256 operator()(__m256 x) const {
+    const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+    __m256 t;
+    if (tanh_form) {
+      __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+      t = tanh8(_mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f), _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), x3, x)));
+    } else {
+      t = erf8(_mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752440f)));
+    }
+    return _mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_add_ps(one, t));
+  }
+};
 // sigmoid(x) = 1 / (1 + e^-x)
 inline __m256 sigmoid8(__m256 v) {
   const __m256 one = _mm256_set1_ps(1.0f);
@@ -40,6 +57,25 @@ inline __m256 sigmoid8(__m256 v) {
 }
 // silu(x) = x sigmoid(x)
 inline __m256 silu8(__m256 v) { return _mm256_mul_ps(v, sigmoid8(v)); }
+
+// g gelu'(x) in 8 lanes (scalar_math.h's gelu_backward_erf / gelu_backward_tanh)
+inline __m256 gelu_backward8(__m256 g, __m256 x, bool tanh_form) {
+  const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+  const __m256 x2 = _mm256_mul_ps(x, x);
+  __m256 d;
+  if (tanh_form) {
+    const __m256 k = _mm256_set1_ps(0.79788456080286535588f), c = _mm256_set1_ps(0.044715f);
+    const __m256 t = tanh8(_mm256_mul_ps(k, _mm256_fmadd_ps(_mm256_mul_ps(c, x2), x, x)));
+    const __m256 u1 = _mm256_mul_ps(k, _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(3.0f), c), x2, one));
+    const __m256 a = _mm256_mul_ps(half, _mm256_add_ps(one, t));
+    d = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_fnmadd_ps(t, t, one)), u1, a);
+  } else {
+    const __m256 cdf = _mm256_mul_ps(half, _mm256_add_ps(one, erf8(_mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752440f)))));
+    const __m256 pdf = _mm256_mul_ps(exp8(_mm256_mul_ps(_mm256_set1_ps(-0.5f), x2)), _mm256_set1_ps(0.39894228040143267794f));
+    d = _mm256_fmadd_ps(x, pdf, cdf);
+  }
+  return _mm256_mul_ps(g, d);
+}
 
 // True when the kernel can take the vector path: f32, both contiguous.
 inline bool vec_f32_ok(const Tensor& in, const Tensor& out) {

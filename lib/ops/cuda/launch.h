@@ -58,6 +58,8 @@ void launch_predicate(PredicateOp op, DType t, const ElementwiseArgs& a);
 void launch_logical_and(const ElementwiseArgs& a);
 // y = threshold_backward(g, x) (scalar_math.h) for g, x, y of dtype `t`.
 void launch_threshold_backward(DType t, double threshold, const ElementwiseArgs& a);
+// y = g gelu'(x) (scalar_math.h's gelu_backward_erf / _tanh) for g, x, y of a float dtype `t`.
+void launch_gelu_backward(DType t, bool tanh_form, const ElementwiseArgs& a);
 // y = cond ? x1 : x2; elements of x1, x2, y have `elem_size` bytes.
 void launch_where(size_t elem_size, const ElementwiseArgs& a);
 // y = x bit for bit (same dtype, or fill_ from a host scalar); elements of `elem_size` bytes.

@@ -102,6 +102,15 @@ void threshold_backward_cuda(const Ins& in, Outs& out, const Attrs& attrs) {
 }
 TR_REGISTER_KERNEL(threshold_backward, CUDA, threshold_backward_cuda);
 
+// g gelu'(x) (inputs {g, x} of one float dtype)
+void gelu_backward_cuda(const Ins& in, Outs& out, const Attrs& attrs) {
+  check_same_dtype("gelu_backward", {in[0], in[1]}, out[0].dtype());
+  DeviceGuard g(out[0]);
+  for (auto& a : elementwise_args(out[0], {in[0], in[1]}))
+    launch_gelu_backward(out[0].dtype(), attrs.s("approximate") == "tanh", a);
+}
+TR_REGISTER_KERNEL(gelu_backward, CUDA, gelu_backward_cuda);
+
 void where_cuda(const Ins& in, Outs& out, const Attrs&) {
   TR_CHECK(in[0].dtype() == DType::Bool, "where: condition must be bool, got ", dtype_name(in[0].dtype()));
   check_same_dtype("where", {in[1], in[2]}, out[0].dtype());

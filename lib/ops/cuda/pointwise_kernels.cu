@@ -94,6 +94,14 @@ struct ThresholdBackwardFn {
   acc_t<T> threshold;
   __device__ T operator()(T g, T y) const { return T(math::threshold_backward(acc_t<T>(g), acc_t<T>(y), threshold)); }
 };
+template <typename T>
+struct GeluBackwardFn {
+  bool tanh_form;
+  __device__ T operator()(T g, T x) const {
+    using A = acc_t<T>;
+    return T(tanh_form ? math::gelu_backward_tanh(A(g), A(x)) : math::gelu_backward_erf(A(g), A(x)));
+  }
+};
 template <typename U>
 struct WhereFn {
   __device__ U operator()(bool c, U a, U b) const { return c ? a : b; }
@@ -176,6 +184,12 @@ void launch_threshold_backward(DType t, double threshold, const ElementwiseArgs&
   TR_DISPATCH_NUMERIC(t, "threshold_backward", [&] {
     launch_elementwise<scalar_t, scalar_t, scalar_t>("threshold_backward_kernel", a,
                                                       ThresholdBackwardFn<scalar_t>{acc_t<scalar_t>(threshold)});
+  });
+}
+
+void launch_gelu_backward(DType t, bool tanh_form, const ElementwiseArgs& a) {
+  TR_DISPATCH_FLOAT(t, "gelu_backward", [&] {
+    launch_elementwise<scalar_t, scalar_t, scalar_t>("gelu_backward_kernel", a, GeluBackwardFn<scalar_t>{tanh_form});
   });
 }
 
