@@ -16,7 +16,10 @@ ours() {
   "$BUILD_DIR/trainer" run "$ROOT/configs/$cfg.toml" "$@" --set run.out_dir="$OUT" --set run.name="$name" \
     --set train.steps="$steps" --set train.log_every="$half" --set train.eval_batches=1 \
     --set log.progress=none --set checkpoint.save_final=false --set checkpoint.every_epoch=false >/dev/null
-  grep '"split":"train"' "$OUT/$name/metrics.jsonl" | tail -1 | sed 's/.*"samples_per_s":\([0-9.]*\).*/\1/'
+  grep '"split":"train"' "$OUT/$name/metrics.jsonl" | tail -1 > "$OUT/last_line"
+  field samples_per_s < "$OUT/last_line"
 }
+# field KEY < line: the number KEY has in a metrics line
+field() { sed -n "s/.*\"$1\":\([-0-9.e+]*\).*/\1/p"; }
 max() { awk "BEGIN{print ($1 > $2) ? $1 : $2}"; }
 ratio() { awk "BEGIN{printf \"%.2f\", $1/$2}"; }

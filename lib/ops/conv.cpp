@@ -67,12 +67,19 @@ Tensor conv_bw(const Tensor& gy, const Tensor& x, const Shape& weight_size, cons
   return dispatch1("conv2d_backward_weight", {gy, x}, a);
 }
 
+// 2 x multiply-adds of a convolution with output (or output gradient) y and weight shape w:
+// each output element sums C/groups x kH x kW products.
+double conv_flops(const Tensor& y, const Shape& w) { return 2.0 * double(y.numel()) * double(w[1] * w[2] * w[3]); }
+
 }  // namespace
 
 // y = conv(x, w) (+ b[o] on output channel o when a bias is given: inputs x, w[, b]);
 // dx = Bin(gy, w), dw = Bw(gy, x), db = sum of gy over N, OH, OW
 TR_REGISTER_OP(conv2d) {
   d.autocast = amp::CastPolicy::LowerPrecision;
+  d.flops = [](const std::vector<Tensor>& in, const std::vector<Tensor>& out, const Attrs&) {
+    return conv_flops(out[0], in[1].sizes());
+  };
   d.num_inputs = -1;
   d.infer = [](const std::vector<Tensor>& in, const Attrs& a) -> std::vector<TensorSpec> {
     TR_CHECK(in.size() == 2 || in.size() == 3, "conv2d: expected inputs (input, weight[, bias]), got ", in.size(),
@@ -100,6 +107,9 @@ TR_REGISTER_OP(conv2d) {
 // d/dgy = conv(g, w) and d/dw = Bw(gy, g).
 TR_REGISTER_OP(conv2d_backward_input) {
   d.num_inputs = 2;
+  d.flops = [](const std::vector<Tensor>& in, const std::vector<Tensor>&, const Attrs&) {
+    return conv_flops(in[0], in[1].sizes());
+  };
   d.infer = [](const std::vector<Tensor>& in, const Attrs& a) -> std::vector<TensorSpec> {
     const char* op = "conv2d_backward_input";
     check_float_pair(op, "grad_output", in[0], "weight", in[1]);
@@ -123,6 +133,9 @@ TR_REGISTER_OP(conv2d_backward_input) {
 // d/dgy = conv(x, g) and d/dx = Bin(gy, g).
 TR_REGISTER_OP(conv2d_backward_weight) {
   d.num_inputs = 2;
+  d.flops = [](const std::vector<Tensor>& in, const std::vector<Tensor>& out, const Attrs&) {
+    return conv_flops(in[0], out[0].sizes());
+  };
   d.infer = [](const std::vector<Tensor>& in, const Attrs& a) -> std::vector<TensorSpec> {
     const char* op = "conv2d_backward_weight";
     check_float_pair(op, "grad_output", in[0], "input", in[1]);

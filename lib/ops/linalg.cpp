@@ -15,6 +15,9 @@ bool is_transposed_matrix(const Tensor& m) {
 
 TR_REGISTER_OP(mm) {
   d.autocast = amp::CastPolicy::LowerPrecision;
+  d.flops = [](const std::vector<Tensor>& in, const std::vector<Tensor>& out, const Attrs&) {
+    return 2.0 * double(out[0].numel()) * double(in[0].size(1));
+  };
   d.num_inputs = 2;
   d.promote = Promote::Common;
   d.infer = [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<TensorSpec> {
@@ -37,6 +40,9 @@ TR_REGISTER_OP(mm) {
 
 TR_REGISTER_OP(bmm) {
   d.autocast = amp::CastPolicy::LowerPrecision;
+  d.flops = [](const std::vector<Tensor>& in, const std::vector<Tensor>& out, const Attrs&) {
+    return 2.0 * double(out[0].numel()) * double(in[0].size(2));
+  };
   d.num_inputs = 2;
   d.promote = Promote::Common;
   d.infer = [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<TensorSpec> {

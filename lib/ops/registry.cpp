@@ -1,4 +1,5 @@
 #include "ops/registry.h"
+#include "ops/flop_counter.h"
 #include "ops/op_profiler.h"
 #include <cctype>
 #include <unordered_map>
@@ -148,6 +149,7 @@ std::vector<Tensor> dispatch(const char* name, std::vector<Tensor> inputs, const
       NoGradGuard ng;  // composite kernels call other ops; nothing inside a kernel is recorded
       amp::AutocastExcludeGuard no_autocast;  // nor cast again
       OpTimer timer(name, inputs.empty() ? DType::F32 : inputs[0].dtype(), dev);
+      FlopCounter::KernelScope counted(op, inputs, outputs, attrs);
       k(inputs, outputs, attrs);
     } catch (const OutOfMemoryError& e) {
       if (e.names_op()) throw;

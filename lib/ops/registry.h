@@ -33,6 +33,7 @@ using InferFn = std::vector<TensorSpec> (*)(const std::vector<Tensor>& in, const
 using KernelFn = void (*)(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& a);
 using ViewFn = Tensor (*)(const Tensor& in, const Attrs& a);
 using BackwardFn = std::vector<Tensor> (*)(const BackwardContext& ctx);
+using FlopsFn = double (*)(const std::vector<Tensor>& in, const std::vector<Tensor>& out, const Attrs& a);
 
 enum class OpKind : uint8_t { Compute, View };
 
@@ -59,6 +60,7 @@ struct OpDef {
   bool save_outputs = false;
   uint32_t unsaved_outputs = 0;  // with save_outputs: bit i set = output i is not kept (undefined in backward)
   std::string grad_name;  // torch's name of the backward node: "AddBackward0"
+  FlopsFn flops = nullptr;  // 2 x multiply-adds of one call (matrix products, convolutions): ops/flop_counter.h
 
   static constexpr const char* kRegistryKind = "op";
 };

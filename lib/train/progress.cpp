@@ -47,6 +47,11 @@ void Progress::step(int64_t, int64_t, double loss, int64_t samples, double grad_
   }
 }
 
+double Progress::steps_per_s() const {
+  const double w = window_seconds();
+  return w > 0 ? double(steps_) / w : 0.0;
+}
+
 std::string Progress::train_line(int64_t step, int64_t epoch, const std::vector<double>& lrs, const std::string& extra) {
   double w = window_seconds();
   double sps = w > 0 ? double(samples_) / w : 0.0;

@@ -32,6 +32,10 @@ class Progress {
   // plain line when a log is due); call before train_line, which closes the window.
   void show(int64_t step, int64_t epoch, const std::vector<double>& lrs, bool refresh = false);
   bool live() const { return live_ && !quiet_; }
+  // Optimizer steps per second in the open window; and leaving time spent on other work (e.g.
+  // measuring the matmul peak) out of it.
+  double steps_per_s() const;
+  void exclude_from_window(std::chrono::steady_clock::duration d) { window_t0_ += d; }
   // An eval result line for the console (ends a live line first); accuracy where the loss has one.
   void eval(int64_t step, int64_t epoch, double loss, std::optional<double> accuracy);
   void message(const std::string& text);  // a line for the console unless quiet

@@ -12,6 +12,8 @@
 #include "io/checkpoint_dir.h"
 #include "io/safetensors.h"
 #include "ops/autocast.h"
+#include "ops/flop_counter.h"
+#include "train/mfu.h"
 #include "ops/ops.h"
 #include "optim/clip_grad.h"
 
@@ -219,6 +221,21 @@ int Trainer::flush_steps(int local_signal) {
   return agreed_signal(v.back(), local_signal);
 }
 
+std::string Trainer::mfu_fields() {
+  if (peak_flops_ == 0) {  // once, outside the timed window
+    const auto t0 = std::chrono::steady_clock::now();
+    const DType t = run_.cfg.amp.enabled ? run_.amp_dtype() : run_.dtype();
+    peak_flops_ = measure_matmul_peak(run_.device, t);
+    progress_->exclude_from_window(std::chrono::steady_clock::now() - t0);
+    progress_->message(str("MFU: ", json_num(step_flops_ / 1e9), " GFLOP per step on each rank (matrix products and ",
+                           "convolutions, forward and backward) against a measured ", dtype_name(t), " matmul peak of ",
+                           json_num(std::round(peak_flops_ / 1e8) / 10), " GFLOP/s on ", run_.device.str()));
+  }
+  const double mfu = step_flops_ * progress_->steps_per_s() / peak_flops_;
+  return str(",\"flops_per_step\":", json_num(step_flops_), ",\"peak_flops\":", json_num(std::round(peak_flops_)),
+             ",\"mfu\":", json_num(std::round(mfu * 1e4) / 1e4));
+}
+
 bool Trainer::after_step(Loop& l, const std::vector<data::Batch>& micro, const StepResult& sr, StopSignal& stop) {
   int64_t samples = 0;
   for (auto& b : micro) samples += b.global_size;  // all ranks: samples_per_s is the run's throughput
@@ -245,6 +262,7 @@ bool Trainer::after_step(Loop& l, const std::vector<data::Batch>& micro, const S
     std::string extra;
     if (run_.scaler.is_enabled())
       extra = str(",\"loss_scale\":", json_num(run_.scaler.get_scale()), ",\"skipped_steps\":", run_.scaler.skipped_steps());
+    if (run_.is_main() && step_flops_ > 0) extra += mfu_fields();
     if (!run_.device.is_cpu()) {  // the device memory tensors held at most since the last line
       extra += str(",\"mem_peak_mb\":", json_num(double(max_memory_allocated(run_.device)) / (1 << 20)));
       reset_peak_memory_stats(run_.device);
@@ -273,7 +291,14 @@ bool Trainer::train_epoch(Loop& l, StopSignal& stop) {
   run_.loader->begin_epoch(l.epoch, l.epoch == l.start.epoch ? l.start.batch : 0);
   std::vector<data::Batch> micro;
   while (l.step < run_.total_steps && next_micro_batches(micro)) {
-    const StepResult sr = train_step(micro);
+    StepResult sr;
+    if (step_flops_ < 0) {  // the first step of this process: count its FLOPs for MFU
+      FlopCounter counter;
+      sr = train_step(micro);
+      step_flops_ = counter.flops();
+    } else {
+      sr = train_step(micro);
+    }
     ++l.step;
     l.saved_last = false;
     if (!after_step(l, micro, sr, stop)) return false;

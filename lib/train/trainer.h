@@ -109,6 +109,9 @@ class Trainer {
   int flush_steps(int local_signal);
   // The signal every rank agrees on (one collective when there are ranks).
   int agree_signal(int local_signal);
+  // ,"flops_per_step":..,"peak_flops":..,"mfu":.. for a train line (train/mfu.h); measures the peak
+  // on its first call.
+  std::string mfu_fields();
 
   // ---- checkpoints (trainer_checkpoint.cpp) ----
   std::string checkpoint_root() const { return run_.cfg.run_dir() + "/checkpoints"; }
@@ -137,6 +140,8 @@ class Trainer {
   bool evaluated_since_checkpoint_ = false;
   std::optional<double> best_metric_;  // [checkpoint] keep_best: the best value so far ...
   std::string best_checkpoint_;        // ... and the checkpoint holding it
+  double step_flops_ = -1;             // FLOPs of this process's first step (< 0: not counted yet)
+  double peak_flops_ = 0;              // measured matmul FLOP/s (0: not measured yet)
 };
 
 }  // namespace tr::train

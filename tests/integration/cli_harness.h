@@ -71,7 +71,7 @@ inline std::string synthetic_config_without_dropout() {
 }
 
 inline std::string strip_timing(const std::string& metrics) {
-  return std::regex_replace(metrics, std::regex(",\"samples_per_s\":[-0-9.e+]+"), "");
+  return std::regex_replace(metrics, std::regex(",\"(samples_per_s|peak_flops|mfu)\":[-0-9.e+]+"), "");
 }
 
 

@@ -24,7 +24,15 @@ TEST_CASE("run writes metrics.jsonl and the resolved config; same seed, same met
   REQUIRE(b.code == 0);
   std::string ma = read(d / "runs/a/metrics.jsonl"), mb = read(d / "runs/b/metrics.jsonl");
   CHECK_THAT(ma, Contains("{\"split\":\"train\",\"step\":4,\"epoch\":0,\"loss\":"));
-  CHECK_THAT(ma, Contains("\"lr\":[0.1],\"samples_per_s\":"));
+  CHECK_THAT(ma, Contains("\"lr\":[0.1],\"flops_per_step\":"));
+  // MFU: the synthetic MLP's step FLOPs (8 -> 16 -> 3, batch 32; the input needs no gradient:
+  // forward and weight gradients of both layers, the input gradient of the second) and a fraction
+  std::smatch mf;
+  REQUIRE(std::regex_search(ma, mf, std::regex("\"flops_per_step\":([0-9.e+]+),\"peak_flops\":([0-9.e+]+),\"mfu\":([0-9.e+]+),\"samples_per_s\":")));
+  CHECK(std::stod(mf[1].str()) == 2.0 * 32 * (2 * (8 * 16 + 16 * 3) + 16 * 3));
+  CHECK(std::stod(mf[2].str()) > 1e8);
+  CHECK(std::stod(mf[3].str()) > 0);
+  CHECK(std::stod(mf[3].str()) < 2);
   CHECK_THAT(ma, Contains("{\"split\":\"eval\",\"step\":32,\"epoch\":1,\"loss\":"));
   CHECK(strip_timing(ma) == strip_timing(mb));
   std::string cfg = read(d / "runs/a/config.toml");
