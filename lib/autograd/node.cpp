@@ -54,9 +54,17 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   Tensor g = grads[0];
   AutogradMeta& m = *impl->autograd;
   if (!m.grad.defined()) {
-    // Take the incoming buffer when nobody else can see it; otherwise copy.
+    // Take the incoming buffer when nobody else can see it; otherwise copy. A view qualifies when
+    // it covers its whole storage and holds the only reference to it (e.g. the transpose that a
+    // matrix product's backward returns for W^T): the grad becomes a plain tensor on that storage.
+    const bool sole_view = g.impl()->is_view && g.storage().use_count() == 1 && g.storage_offset() == 0 &&
+                           size_t(g.numel()) * itemsize(g.dtype()) == g.storage()->nbytes();
     bool steal = !GradMode::is_enabled() && g.impl_ptr().use_count() <= 2 && g.is_contiguous() &&
-                 !g.impl()->is_view && !g.requires_grad();
+                 (!g.impl()->is_view || sole_view) && !g.requires_grad();
+    if (steal && g.impl()->is_view) {
+      g = g.detach();
+      g.impl()->is_view = false;
+    }
     m.grad = steal ? g : (GradMode::is_enabled() ? g.clone() : g.detach().clone());
   } else if (GradMode::is_enabled()) {
     m.grad = add(m.grad, g);  // create_graph: keep the graph of the accumulated gradient

@@ -101,6 +101,9 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
 // ---- softmax family and normalisation ----
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
+// Their gradient from the output y (dim wrapped): y (g - sum_dim(g y)), or g - exp(y) sum_dim(g)
+// for log_softmax; one fused op where the device has the kernel, else those composite ops.
+Tensor softmax_backward(const Tensor& g, const Tensor& y, int64_t dim, bool log);
 // (x - E[x]) / sqrt(Var[x] + eps) * weight + bias over the trailing normalized_shape dims.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);

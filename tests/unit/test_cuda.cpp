@@ -701,6 +701,19 @@ TEST_CASE("cuda: gelu_backward matches the CPU", "[gpu]") {
     }
 }
 
+TEST_CASE("cuda: softmax_backward matches the CPU", "[gpu]") {
+  TR_REQUIRE_GPU();
+  for (DType t : kFloatTypes)
+    for (bool log : {false, true})
+      for (int64_t dim : {0, 1}) {
+        Tensor x = data({7, 9}, t, 227);
+        Tensor y = log ? log_softmax(x, dim) : softmax(x, dim);
+        compare(std::string("softmax_backward ") + (log ? "log " : "") + std::to_string(dim) + " " + dtype_name(t),
+                [log, dim](const Inputs& in) { return dispatch1("softmax_backward", in, {{"dim", dim}, {"log", log}}); },
+                {data({7, 9}, t, 228), y});
+      }
+}
+
 // ---------------------------------------------------------------- batch norm
 
 TEST_CASE("cuda: batch_norm's fused ops match the CPU in training and eval, with gradients", "[gpu]") {

@@ -70,3 +70,40 @@ TR_OP_CASE("gelu_backward", "erf", ({randn64({3, 4}, 270), randn64({3, 4}, 271)}
            [](const Inputs& x) { return Outputs{gelu_backward(x[0], x[1], "none")}; });
 TR_OP_CASE("gelu_backward", "tanh, broadcast x", ({randn64({3, 4}, 272), randn64({4}, 273)}),
            [](const Inputs& x) { return Outputs{gelu_backward(x[0], x[1], "tanh")}; });
+
+TEST_CASE("softmax_backward: the fused kernel equals the composite formula", "[fused]") {
+  Generator gen(11);
+  for (bool log : {false, true}) {
+    for (int64_t n : {1, 8, 13, 130}) {
+      Tensor x = randn({3, n}, TensorOptions(DType::F32), &gen);
+      Tensor y = log ? log_softmax(x, 1) : softmax(x, 1);
+      Tensor g = randn({3, n}, TensorOptions(DType::F32), &gen);
+      auto [ref, got] = unfused_and_fused([&] { return softmax_backward(g, y, 1, log); });
+      INFO("log=" << log << " n=" << n);
+      CHECK(allclose(got, ref, 1e-5, 1e-6));
+    }
+    // along a middle dim, f64, a strided gradient
+    Tensor x = randn({4, 5, 6}, TensorOptions(DType::F64), &gen);
+    Tensor y = log ? log_softmax(x, 1) : softmax(x, 1);
+    Tensor g = randn({6, 5, 4}, TensorOptions(DType::F64), &gen).permute({2, 1, 0});
+    auto [ref, got] = unfused_and_fused([&] { return softmax_backward(g, y, 1, log); });
+    CHECK(allclose(got, ref, 1e-12, 1e-12));
+  }
+}
+
+TEST_CASE("softmax_backward: softmax's and log_softmax's gradients through it", "[fused]") {
+  Tensor x = from_vector({1.0, 2.0, 3.0}, {3}, TensorOptions(DType::F64)).requires_grad_(true);
+  Tensor w = from_vector({1.0, 0.0, -1.0}, {3}, TensorOptions(DType::F64));
+  (softmax(x, 0) * w).sum().backward();
+  // d/dx_j sum_i w_i y_i = y_j (w_j - sum_i w_i y_i)
+  std::vector<double> y = softmax(x.detach(), 0).tolist(), gx = x.grad().tolist();
+  const double s = y[0] - y[2];
+  for (int j = 0; j < 3; ++j) CHECK(gx[size_t(j)] == Approx(y[size_t(j)] * ((j == 0 ? 1.0 : j == 1 ? 0.0 : -1.0) - s)).epsilon(1e-14));
+}
+
+TR_OP_CASE("softmax_backward", "softmax, last dim", ({randn64({3, 5}, 280), randn64({3, 5}, 281)}), [](const Inputs& x) {
+  return Outputs{softmax_backward(x[0], softmax(x[1], 1), 1, false)};
+});
+TR_OP_CASE("softmax_backward", "log_softmax, dim 0", ({randn64({4, 3}, 282), randn64({4, 3}, 283)}), [](const Inputs& x) {
+  return Outputs{softmax_backward(x[0], log_softmax(x[1], 0), 0, true)};
+});

@@ -124,5 +124,71 @@ void log_softmax_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out, co
 TR_REGISTER_KERNEL(softmax, CPU, softmax_cpu);
 TR_REGISTER_KERNEL(log_softmax, CPU, log_softmax_cpu);
 
+// One f32 row: s = sum g_k y_k (8 lanes), o_k = y_k (g_k - s); with Log: s = sum g_k, o_k = g_k - exp(y_k) s.
+template <bool Log>
+void softmax_backward_row_f32(const float* g, const float* y, float* o, int64_t n) {
+  const int64_t full = n / 8 * 8;
+  __m256 vs = _mm256_setzero_ps();
+  for (int64_t k = 0; k < full; k += 8) {
+    const __m256 gv = _mm256_loadu_ps(g + k);
+    vs = Log ? _mm256_add_ps(vs, gv) : _mm256_fmadd_ps(gv, _mm256_loadu_ps(y + k), vs);
+  }
+  float s = hsum8(vs);
+  for (int64_t k = full; k < n; ++k) s += Log ? g[k] : g[k] * y[k];
+  const __m256 sv = _mm256_set1_ps(s);
+  int64_t k = 0;
+  for (; k < full; k += 8) {
+    const __m256 gv = _mm256_loadu_ps(g + k), yv = _mm256_loadu_ps(y + k);
+    _mm256_storeu_ps(o + k, Log ? _mm256_fnmadd_ps(exp8(yv), sv, gv) : _mm256_mul_ps(yv, _mm256_sub_ps(gv, sv)));
+  }
+  for (; k < n; ++k) o[k] = Log ? g[k] - std::exp(y[k]) * s : y[k] * (g[k] - s);
+}
+
+// softmax_backward (inputs g, y; attrs dim, log): rows along `dim` moved last and made contiguous.
+void softmax_backward_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& a) {
+  const int64_t dim = a.i("dim");
+  const bool log = a.b("log");
+  const Tensor &g = in[0], &y = in[1];
+  const int64_t nd = y.dim();
+  Shape perm;
+  for (int64_t i = 0; i < nd; ++i) if (i != dim) perm.push_back(i);
+  if (nd) perm.push_back(dim);
+  auto rows_of = [&](const Tensor& t) { return nd ? t.detach().permute(perm).contiguous() : t.detach().contiguous().reshape({1}); };
+  Tensor gr = rows_of(g), yr = rows_of(y);
+  const bool direct = nd > 0 && dim == nd - 1;
+  Tensor orr = direct ? out[0] : empty_like(yr);
+  const int64_t len = nd ? y.size(dim) : 1;
+  const int64_t rows = len ? yr.numel() / len : 0;
+  TR_DISPATCH_FLOAT(y.dtype(), "softmax_backward", [&] {
+    using A = acc_t<scalar_t>;
+    const scalar_t *pg = gr.data_ptr<scalar_t>(), *py = yr.data_ptr<scalar_t>();
+    scalar_t* po = orr.data_ptr<scalar_t>();
+    parallel_for(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(len, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const scalar_t *gk = pg + r * len, *yk = py + r * len;
+        scalar_t* ok = po + r * len;
+        if constexpr (std::is_same_v<scalar_t, float>) {
+          // (a plain if: this function is no template, so the other dtypes' branch is compiled too)
+          const float *gf = reinterpret_cast<const float*>(gk), *yf = reinterpret_cast<const float*>(yk);
+          float* of = reinterpret_cast<float*>(ok);
+          if (log) softmax_backward_row_f32<true>(gf, yf, of, len);
+          else softmax_backward_row_f32<false>(gf, yf, of, len);
+          continue;
+        }
+        A s = 0;
+        for (int64_t k = 0; k < len; ++k) s += log ? A(gk[k]) : A(gk[k]) * A(yk[k]);
+        for (int64_t k = 0; k < len; ++k)
+          ok[k] = scalar_t(log ? A(gk[k]) - std::exp(A(yk[k])) * s : A(yk[k]) * (A(gk[k]) - s));
+      }
+    });
+  });
+  if (nd == 0) {
+    out[0].copy_(orr.reshape({}));
+    return;
+  }
+  if (!direct) out[0].permute(perm).copy_(orr);
+}
+TR_REGISTER_KERNEL(softmax_backward, CPU, softmax_backward_cpu);
+
 }  // namespace
 }  // namespace tr::cpu

@@ -105,6 +105,9 @@ struct SoftmaxArgs {
   void* out = nullptr;
 };
 void launch_softmax(bool log, DType t, const SoftmaxArgs& a);
+// softmax's gradient from its output: a.in is y, `grad` g with y's strides, a.out the result:
+//   y (g - sum g y), or with log  g - exp(y) sum g  (scalar_math.h / the CPU kernel's formulas)
+void launch_softmax_backward(bool log, DType t, const SoftmaxArgs& a, const void* grad);
 
 // ---- indexing: int64 indices; an out-of-range index sets *error to its position ----
 // out[o, j, i] = x[o, idx[j], i] (x and out contiguous)

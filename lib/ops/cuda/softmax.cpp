@@ -67,6 +67,28 @@ void log_softmax_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out, c
 TR_REGISTER_KERNEL(softmax, CUDA, softmax_cuda);
 TR_REGISTER_KERNEL(log_softmax, CUDA, log_softmax_cuda);
 
+// (g, y) -> softmax's gradient along attr dim (attr log: of log_softmax). g is read with y's
+// strides, so both are made contiguous where their layouts differ.
+void softmax_backward_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& attrs) {
+  const int64_t dim = attrs.i("dim");
+  TR_CHECK(in[0].dtype() == out[0].dtype() && in[1].dtype() == out[0].dtype(), "softmax_backward: grad_output (",
+           dtype_name(in[0].dtype()), ") and output (", dtype_name(in[1].dtype()), ") must have one dtype");
+  DeviceGuard dg(out[0]);
+  Tensor g = in[0], y = in[1];
+  if (g.strides() != y.strides()) {
+    g = g.contiguous();
+    y = y.contiguous();
+  }
+  SoftmaxArgs a;
+  if (!softmax_args(y, out[0], dim, a)) {
+    g = g.contiguous();
+    y = y.contiguous();
+    TR_CHECK(softmax_args(y, out[0], dim, a), "softmax_backward: geometry of shape ", y.sizes(), " could not be merged");
+  }
+  launch_softmax_backward(attrs.b("log"), y.dtype(), a, g.raw_data());
+}
+TR_REGISTER_KERNEL(softmax_backward, CUDA, softmax_backward_cuda);
+
 }  // namespace
 
 }  // namespace tr::cuda

@@ -63,7 +63,43 @@ __global__ void softmax_kernel(SoftmaxArgs a, bool log) {
   }
 }
 
+template <typename T>
+__global__ void softmax_backward_kernel(SoftmaxArgs a, const T* grad, bool log) {
+  using A = acc_t<T>;
+  __shared__ A smem[kThreads / 32];
+  const T* in = static_cast<const T*>(a.in);
+  T* out = static_cast<T*>(a.out);
+  const int lane = threadIdx.x, G = blockDim.x;
+  const int64_t len = a.len;
+  for (int64_t row = int64_t(blockIdx.x) * blockDim.y + threadIdx.y; row < a.rows;
+       row += int64_t(gridDim.x) * blockDim.y) {
+    const int64_t off = strided_offset<kMaxDims>(row, a.ndim, a.sizes, a.in_strides);
+    const T *y = in + off, *g = grad + off;
+    T* o = out + strided_offset<kMaxDims>(row, a.ndim, a.sizes, a.out_strides);
+    const int64_t sx = a.in_dim_stride, so = a.out_dim_stride;
+    A s = 0;
+    for (int64_t k = lane; k < len; k += G) s += log ? A(g[k * sx]) : A(g[k * sx]) * A(y[k * sx]);
+    s = group_reduce(s, Plus<A>{}, smem);
+    for (int64_t k = lane; k < len; k += G) {
+      const A gk = A(g[k * sx]), yk = A(y[k * sx]);
+      o[k * so] = T(log ? gk - math::exp(yk) * s : yk * (gk - s));
+    }
+  }
+}
+
 }  // namespace
+
+void launch_softmax_backward(bool log, DType t, const SoftmaxArgs& a, const void* grad) {
+  if (a.rows == 0 || a.len == 0) return;
+  const bool warp_rows = a.len <= kWarpRowMax;
+  dim3 block = warp_rows ? dim3(32, kThreads / 32) : dim3(kThreads, 1);
+  const int64_t blocks = (a.rows + block.y - 1) / block.y;
+  dim3 grid(unsigned(std::min<int64_t>(blocks, int64_t(1) << 20)));
+  TR_DISPATCH_FLOAT(t, "softmax_backward", [&] {
+    launch_kernel(softmax_backward_kernel<scalar_t>, grid, block, a, static_cast<const scalar_t*>(grad), log);
+    TR_CUDA_CHECK_LAUNCH("softmax_backward_kernel");
+  });
+}
 
 void launch_softmax(bool log, DType t, const SoftmaxArgs& a) {
   if (a.rows == 0 || a.len == 0) return;
