@@ -113,6 +113,7 @@ StepResult Trainer::train_step(const std::vector<data::Batch>& micro) {
       if (gc.max_norm > 0) res.grad_norm = optim::clip_grad_norm(params, gc.max_norm, gc.norm_type, gc.error_if_nonfinite);
     }
   }
+  res.lrs = r.optimizer->lrs();  // what this step uses: the line logged for it shows these
   res.stepped = r.scaler.step(*r.optimizer);
   r.scaler.update();
   // A skipped step leaves the schedule where it was (torch would advance it and warn).
@@ -239,7 +240,7 @@ bool Trainer::after_step(Loop& l, const std::vector<data::Batch>& micro, const S
   } else if ((sig = agree_signal(local_sig)) != 0) {
     flush_steps(0);
   }
-  std::vector<double> lrs = run_.optimizer->lrs();
+  const std::vector<double>& lrs = sr.lrs;  // the lrs the step used, as torch's get_last_lr() before scheduler.step()
   if (pending_.empty()) progress_->show(l.step, l.epoch, lrs, display_due);
   if (log_due) {
     std::string extra;

@@ -35,6 +35,7 @@ struct StepResult {
   Tensor loss;            // this rank's part of the step's mean loss: f64, 0-dim, on the run's device
   double grad_norm = -1;  // before clipping; -1 without norm clipping (or when the step overflowed)
   bool stepped = true;    // false: the GradScaler skipped the optimizer step (inf/NaN gradients)
+  std::vector<double> lrs;  // the lr of each param group this step used (before the scheduler stepped)
 };
 
 // Where a run stands between two optimizer steps: what a checkpoint must restore besides the
