@@ -171,12 +171,12 @@ void run(const RunArgs& a) {
   if (r.stopped_by_signal) throw ExitStatus{train::StopSignal::exit_status(r.stopped_by_signal)};
 }
 
-void eval(const std::string& path, const std::string& checkpoint, const std::vector<std::string>& overrides) {
+void eval(const std::string& path, const std::string& checkpoint, const std::vector<std::string>& overrides, bool ema) {
   config::RunConfig c = config::load_run_config(path, overrides);
   c.log.progress = "none";
   train::Trainer t(c);
   std::string w = checkpoint;
-  if (std::filesystem::is_directory(w)) w += "/model.safetensors";
+  if (std::filesystem::is_directory(w)) w += std::string("/") + (ema ? train::kEmaFile : "model.safetensors");
   t.load_weights(w);
   train::EvalResult r = t.evaluate();
   std::string accuracy = r.accuracy ? str(",\"accuracy\":", fmt_g9(*r.accuracy)) : "";
@@ -259,13 +259,18 @@ void checkpoint_verify(const std::string& dir) {
               r.state.value("files", nlohmann::json::object()).size());
 }
 
-// `trainer export <checkpoint> <out.safetensors>`: the model's weights alone, PyTorch's names.
-void export_weights(const std::string& dir, const std::string& out) {
+// `trainer export <checkpoint> <out.safetensors> [--ema]`: the model's weights alone (or the EMA
+// weights), PyTorch's names.
+void export_weights(const std::string& dir, const std::string& out, bool ema) {
   nlohmann::json state = io::load_checkpoint_state(dir);  // verified first
+  const std::string file = ema ? train::kEmaFile : "model.safetensors";
+  if (ema && !std::filesystem::exists(dir + "/" + file))
+    throw Error(str("trainer export --ema: checkpoint ", dir, " holds no EMA weights (", file,
+                    "); its run had [train] ema_decay = 0"));
   std::map<std::string, std::string> meta;
-  io::NamedTensorList tensors = io::load_safetensors(dir + "/model.safetensors", &meta);
+  io::NamedTensorList tensors = io::load_safetensors(dir + "/" + file, &meta);
   io::save_safetensors(out, tensors, {{"format", "pt"}, {"step", std::to_string(state.value("step", int64_t(0)))}});
-  std::printf("wrote %zu tensors of %s to %s\n", tensors.size(), dir.c_str(), out.c_str());
+  std::printf("wrote %zu tensors of %s%s to %s\n", tensors.size(), dir.c_str(), ema ? " (EMA weights)" : "", out.c_str());
 }
 
 void register_commands(CLI::App& app) {
@@ -294,10 +299,12 @@ void register_commands(CLI::App& app) {
     auto* c = app.add_subcommand("eval", "evaluate saved weights with a run config");
     static std::string cfg, ckpt;
     static std::vector<std::string> sets;
+    static bool ema = false;
     c->add_option("config", cfg, "run config file")->required()->check(CLI::ExistingFile);
     c->add_option("--checkpoint", ckpt, "checkpoint directory or model.safetensors")->required();
     c->add_option("--set", sets, "override a config key: section.key=value (repeatable)");
-    c->callback([] { eval(cfg, ckpt, sets); });
+    c->add_flag("--ema", ema, "evaluate the checkpoint directory's EMA weights (ema.safetensors)");
+    c->callback([] { eval(cfg, ckpt, sets, ema); });
   }
   {
     auto* c = app.add_subcommand("summary", "print each layer's output shape and parameter count");
@@ -316,9 +323,11 @@ void register_commands(CLI::App& app) {
   {
     auto* c = app.add_subcommand("export", "write a checkpoint's model weights alone to a safetensors file");
     static std::string dir, out;
+    static bool ema = false;
     c->add_option("checkpoint", dir, "checkpoint directory")->required();
     c->add_option("out", out, "output .safetensors file")->required();
-    c->callback([] { export_weights(dir, out); });
+    c->add_flag("--ema", ema, "the EMA weights (ema.safetensors; runs with [train] ema_decay > 0) instead of the model's");
+    c->callback([] { export_weights(dir, out, ema); });
   }
   {
     std::string kind_names;

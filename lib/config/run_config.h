@@ -92,6 +92,7 @@ struct TrainSection {
   int64_t log_every = 50;
   int64_t accumulate = 1;  // micro-batches of batch_size per optimizer step
   GradClip grad_clip;
+  double ema_decay = 0;    // > 0: also keep an EMA of the weights (optim/averaged_model.h), evaluated beside the model
 };
 
 struct LogSection {

@@ -66,6 +66,10 @@ LambdaExpr::LambdaExpr(const std::string& expr, const std::string& what) : impl_
   p.DefineConst("pi", std::numbers::pi);
   p.DefineConst("_pi", std::numbers::pi);
   p.DefineConst("_e", std::numbers::e);
+  // No bytecode optimizer: it rewrites `(step+1)/5` into `step*0.2+0.2` (and folds other
+  // constants), which rounds differently from the Python lambda the expression stands for. Off, the
+  // operations run as written, each rounded once, as Python does them.
+  p.EnableOptimizer(false);
   try {
     p.SetExpr(expr);
     p.Eval();  // muparser parses lazily: the first evaluation reports syntax errors and unknown names

@@ -13,6 +13,8 @@
 //   floor(x), ceil(x)
 // Constants: pi (= _pi; both the double nearest pi), _e.
 // Python's `**` is not an operator here: use `^`.
+// Evaluated as written (muparser's bytecode optimizer is off): an expression gives the bits of the
+// Python lambda with the same operations in the same order, e.g. `(step+1)/5` those of `(s+1)/5`.
 #pragma once
 #include <memory>
 #include <string>

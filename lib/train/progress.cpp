@@ -12,6 +12,14 @@ std::string json_num(double v) {
   return buf;
 }
 
+namespace {
+std::string fixed4(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.4f", v);
+  return buf;
+}
+}  // namespace
+
 std::string fmt_duration(double s) {
   int64_t t = int64_t(s + 0.5);
   char buf[32];
@@ -82,12 +90,16 @@ void Progress::show(int64_t step, int64_t epoch, const std::vector<double>& lrs,
   std::fflush(stdout);
 }
 
-void Progress::eval(int64_t step, int64_t epoch, double loss, std::optional<double> accuracy) {
+void Progress::eval(int64_t step, int64_t epoch, double loss, std::optional<double> accuracy,
+                    std::optional<EvalScores> ema) {
   if (quiet_) return;
-  char buf[160];
-  int n = std::snprintf(buf, sizeof buf, "eval  step %lld  epoch %lld  loss %.4f", (long long)step, (long long)epoch, loss);
-  if (accuracy && n > 0 && size_t(n) < sizeof buf) std::snprintf(buf + n, sizeof buf - size_t(n), "  accuracy %.4f", *accuracy);
-  message(buf);
+  std::string line = str("eval  step ", step, "  epoch ", epoch, "  loss ", fixed4(loss));
+  if (accuracy) line += "  accuracy " + fixed4(*accuracy);
+  if (ema) {
+    line += "  |  EMA loss " + fixed4(ema->loss);
+    if (ema->accuracy) line += "  accuracy " + fixed4(*ema->accuracy);
+  }
+  message(line);
 }
 
 void Progress::message(const std::string& text) {

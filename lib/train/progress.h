@@ -17,6 +17,12 @@ std::string json_num(double v);
 // "mm:ss" or "h:mm:ss".
 std::string fmt_duration(double seconds);
 
+// A loss and, for a classification loss, an accuracy.
+struct EvalScores {
+  double loss = 0;
+  std::optional<double> accuracy;
+};
+
 class Progress {
  public:
   // progress: "auto" | "lines" | "none"; total_steps for the ETA; log_every in optimizer steps.
@@ -36,8 +42,10 @@ class Progress {
   // measuring the matmul peak) out of it.
   double steps_per_s() const;
   void exclude_from_window(std::chrono::steady_clock::duration d) { window_t0_ += d; }
-  // An eval result line for the console (ends a live line first); accuracy where the loss has one.
-  void eval(int64_t step, int64_t epoch, double loss, std::optional<double> accuracy);
+  // An eval result line for the console (ends a live line first); accuracy where the loss has one,
+  // and the EMA weights' scores when the run keeps them.
+  void eval(int64_t step, int64_t epoch, double loss, std::optional<double> accuracy,
+            std::optional<EvalScores> ema = std::nullopt);
   void message(const std::string& text);  // a line for the console unless quiet
   bool quiet() const { return quiet_; }
   // The open window's sums (loss, grad norm, samples, steps), saved in checkpoints so that the

@@ -71,6 +71,20 @@ void init_distributed(Run& r) {
   r.ddp = std::make_unique<distributed::DistributedDataParallel>(*r.model.net, *r.pg, o);
 }
 
+// [train] ema_decay: a second model of the same definition that AveragedModel keeps the average
+// in. Built without touching the random stream (its initial weights are overwritten anyway), so a
+// run with EMA trains on exactly the numbers of the same run without.
+std::unique_ptr<optim::AveragedModel> build_ema(const Run& r) {
+  if (r.cfg.train.ema_decay <= 0) return nullptr;
+  const GeneratorState rng = default_generator().get_state();
+  nn::ModulePtr copy = build_model(r.cfg).net;
+  default_generator().set_state(rng);
+  if (r.dtype() != DType::F32) copy->to(r.dtype());
+  if (!r.device.is_cpu()) copy->to(r.device);
+  copy->eval();  // it is only ever evaluated
+  return std::make_unique<optim::AveragedModel>(copy, *r.model.net, r.cfg.train.ema_decay);
+}
+
 // Parameter groups from [[optimizer.groups]], then the registered optimizer with [optimizer]'s
 // hyperparameters as every group's defaults; its constructor's checks get the section's location.
 std::unique_ptr<optim::Optimizer> build_optimizer(const config::RunConfig& cfg, nn::Module& model) {
@@ -158,6 +172,7 @@ Run::Run(config::RunConfig c) : cfg(std::move(c)), env(distributed::read_dist_en
   if (dtype() != DType::F32) model.net->to(dtype());  // torch's model.double()
   if (!device.is_cpu()) model.net->to(device);
   if (env.active()) init_distributed(*this);
+  ema = build_ema(*this);  // after DDP's broadcast: every rank averages rank 0's starting weights
   optimizer = build_optimizer(cfg, *model.net);
   scaler = build_scaler(cfg.amp);
   loader = build_loader(*this, std::move(transforms));

@@ -1,6 +1,6 @@
 // Run setup: every part of a training run built from its config, in dependency order — threads
-// and seed, device, model, datasets (they need the model's input shape), DDP, param groups and
-// optimizer, GradScaler, training loader (with transforms), LR scheduler, loss. Every config error
+// and seed, device, model, datasets (they need the model's input shape), DDP, the EMA copy, param
+// groups and optimizer, GradScaler, training loader (with transforms), LR scheduler, loss. Every config error
 // surfaces here, before the first step. The builders of registered kinds record the keys they
 // read in `cfg`, so config::to_toml(cfg) is the fully resolved config afterwards. The Trainer
 // (train/trainer.h) runs the loop over these parts.
@@ -16,6 +16,7 @@
 #include "distributed/process_group.h"
 #include "distributed/tcp_store.h"
 #include "nn/model_file.h"
+#include "optim/averaged_model.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 #include "train/run_loss.h"
@@ -42,6 +43,7 @@ struct Run {
   std::unique_ptr<data::DataLoader> loader;  // the training loader: batch_size samples a micro-batch
   int64_t steps_per_epoch = 0, total_steps = 0;
   std::unique_ptr<optim::LRScheduler> scheduler;  // null without [scheduler]
+  std::unique_ptr<optim::AveragedModel> ema;      // [train] ema_decay > 0: the EMA of the weights
   RunLoss loss;
 
   int64_t epochs() const { return (total_steps + steps_per_epoch - 1) / steps_per_epoch; }

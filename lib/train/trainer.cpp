@@ -33,10 +33,13 @@ void Trainer::log_record(const std::string& json) {
   if (metrics_) metrics_->write(json);
 }
 
-EvalResult Trainer::evaluate() {
+EvalResult Trainer::evaluate() { return evaluate(*run_.model.net); }
+
+EvalResult Trainer::evaluate(nn::Module& net) {
   NoGradGuard ng;
   const auto& cfg = run_.cfg;
-  run_.model.net->eval();
+  const bool was_training = net.is_training();
+  net.eval();
   int64_t bs = cfg.data.eval_batch_size > 0 ? cfg.data.eval_batch_size : cfg.data.batch_size;
   data::DataLoaderOptions lo;
   lo.batch_size = bs;
@@ -55,13 +58,13 @@ EvalResult Trainer::evaluate() {
     if (!b->input.defined()) continue;  // this rank's slice of a last batch smaller than the world
     Tensor x = run_.to_run(b->input), y = run_.to_run(b->target);
     amp::AutocastGuard autocast(run_.device.type, run_.amp_dtype(), cfg.amp.enabled);  // the model as it trains
-    auto [loss, corr] = run_.loss((*run_.model.net)(x), y);
+    auto [loss, corr] = run_.loss(net(x), y);
     int64_t n = y.numel();
     loss_sum += loss.item() * double(n);
     if (corr.defined()) correct += int64_t(corr.item());
     count += n;
   }
-  run_.model.net->train();
+  net.train(was_training);
   std::vector<double> sums{loss_sum, double(correct), double(count)};
   allreduce_sum(sums);
   loss_sum = sums[0];
@@ -115,8 +118,11 @@ StepResult Trainer::train_step(const std::vector<data::Batch>& micro) {
       if (gc.max_norm > 0) res.grad_norm = optim::clip_grad_norm(params, gc.max_norm, gc.norm_type, gc.error_if_nonfinite);
     }
   }
+  res.lrs = r.optimizer->lrs();  // what this step uses: the line logged for it shows these
   res.stepped = r.scaler.step(*r.optimizer);
   r.scaler.update();
+  // The EMA follows the steps taken; a skipped step changed no weight, so it adds no average.
+  if (r.ema && res.stepped) r.ema->update_parameters(*r.model.net);
   // A skipped step leaves the schedule where it was (torch would advance it and warn).
   if (r.scheduler && res.stepped) {
     r.scheduler->optimizer_stepped();
@@ -180,9 +186,17 @@ void Trainer::eval_and_log(Loop& l) {
   EvalResult e = evaluate();
   l.result.last_eval = last_eval_ = e;
   evaluated_since_checkpoint_ = true;
+  std::string ema;
+  if (run_.ema) {  // the EMA weights on the same eval set, keys beside the model's
+    EvalResult m = evaluate(run_.ema->module());
+    l.result.last_ema_eval = m;
+    ema = str(",\"ema_loss\":", json_num(m.loss), m.accuracy ? str(",\"ema_accuracy\":", json_num(*m.accuracy)) : "");
+    progress_->eval(l.step, l.epoch, e.loss, e.accuracy, EvalScores{m.loss, m.accuracy});
+  } else {
+    progress_->eval(l.step, l.epoch, e.loss, e.accuracy);
+  }
   log_record(str("{\"split\":\"eval\",\"step\":", l.step, ",\"epoch\":", l.epoch, ",\"loss\":", json_num(e.loss),
-                 e.accuracy ? str(",\"accuracy\":", json_num(*e.accuracy)) : std::string(), "}"));
-  progress_->eval(l.step, l.epoch, e.loss, e.accuracy);
+                 e.accuracy ? str(",\"accuracy\":", json_num(*e.accuracy)) : std::string(), ema, "}"));
 }
 
 namespace {
@@ -256,7 +270,7 @@ bool Trainer::after_step(Loop& l, const std::vector<data::Batch>& micro, const S
   } else if ((sig = agree_signal(local_sig)) != 0) {
     flush_steps(0);
   }
-  std::vector<double> lrs = run_.optimizer->lrs();
+  const std::vector<double>& lrs = sr.lrs;  // the lrs the step used, as torch's get_last_lr() before scheduler.step()
   if (pending_.empty()) progress_->show(l.step, l.epoch, lrs, display_due);
   if (log_due) {
     std::string extra;
@@ -334,7 +348,11 @@ void Trainer::finish(Loop& l) {
   char buf[200];
   int n = std::snprintf(buf, sizeof buf, "done: %lld steps in %.1f s; eval loss %.4f", (long long)l.step,
                         l.result.seconds, e.loss);
-  if (e.accuracy && n > 0 && size_t(n) < sizeof buf) std::snprintf(buf + n, sizeof buf - size_t(n), ", accuracy %.4f", *e.accuracy);
+  if (e.accuracy && n > 0 && size_t(n) < sizeof buf) n += std::snprintf(buf + n, sizeof buf - size_t(n), ", accuracy %.4f", *e.accuracy);
+  if (const auto& m = l.result.last_ema_eval; m && n > 0 && size_t(n) < sizeof buf) {
+    n += std::snprintf(buf + n, sizeof buf - size_t(n), "; EMA eval loss %.4f", m->loss);
+    if (m->accuracy && size_t(n) < sizeof buf) std::snprintf(buf + n, sizeof buf - size_t(n), ", accuracy %.4f", *m->accuracy);
+  }
   progress_->message(buf);
 }
 

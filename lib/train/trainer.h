@@ -16,6 +16,10 @@
 
 namespace tr::train {
 
+// The EMA weights' file in a checkpoint directory ([train] ema_decay > 0), beside model.safetensors
+// and with its names: `trainer export --ema` and `trainer eval --ema` read it.
+inline constexpr const char* kEmaFile = "ema.safetensors";
+
 struct EvalResult {
   double loss = 0;
   std::optional<double> accuracy;  // for a classification loss
@@ -25,6 +29,7 @@ struct EvalResult {
 struct FitResult {
   int64_t steps = 0;
   EvalResult last_eval;
+  std::optional<EvalResult> last_ema_eval;  // the EMA weights' ([train] ema_decay > 0)
   double seconds = 0;
   int stopped_by_signal = 0;  // SIGINT / SIGTERM: a checkpoint was written and the run stopped early
   bool stopped_at_step = false;  // stop_at_step: the same, on request
@@ -35,6 +40,7 @@ struct StepResult {
   Tensor loss;            // this rank's part of the step's mean loss: f64, 0-dim, on the run's device
   double grad_norm = -1;  // before clipping; -1 without norm clipping (or when the step overflowed)
   bool stepped = true;    // false: the GradScaler skipped the optimizer step (inf/NaN gradients)
+  std::vector<double> lrs;  // the lr of each param group this step used (before the scheduler stepped)
 };
 
 // Where a run stands between two optimizer steps: what a checkpoint must restore besides the
@@ -56,7 +62,9 @@ class Trainer {
   // spans the whole run): training in chunks, and the exact-resume tests.
   void stop_at_step(int64_t step) { stop_at_step_ = step; }
   FitResult fit();
+  // The model on the eval set; the overload scores another module of the run (the EMA weights).
   EvalResult evaluate();
+  EvalResult evaluate(nn::Module& net);
   // Loads weights written by a run (model.safetensors) into the model.
   void load_weights(const std::string& path);
   const Run& run() const { return run_; }

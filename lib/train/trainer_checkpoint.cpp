@@ -2,8 +2,10 @@
 // contract) and how it is restored.
 //   model.safetensors      the state_dict (torch's names)
 //   optimizer.safetensors  per-parameter state, torch's "state.<index>.<key>" names
+//   ema.safetensors        with [train] ema_decay > 0: the EMA weights, the model's state_dict names
 //   state.json             position (step, epoch, batch), RNG, scheduler, optimizer groups, the
-//                          progress window, metrics.jsonl's line count, the resolved config;
+//                          progress window, metrics.jsonl's line count, the EMA's update count,
+//                          the resolved config;
 //                          io::CheckpointWriter adds each file's size and checksum.
 #include <cstdio>
 #include <filesystem>
@@ -48,6 +50,7 @@ void Trainer::write_checkpoint(const std::string& name, const TrainPosition& pos
   optim::OptimizerState os = optim::state_dict(*run_.optimizer);
   io::NamedTensorList opt_tensors(os.tensors.begin(), os.tensors.end());
   io::save_safetensors(w.path_for("optimizer.safetensors"), opt_tensors);
+  if (run_.ema) io::save_safetensors(w.path_for(kEmaFile), run_.ema->module().state_dict());
   GeneratorState rng = default_generator().get_state();
   if (is_best) best_checkpoint_ = name;
   json state = {
@@ -62,6 +65,7 @@ void Trainer::write_checkpoint(const std::string& name, const TrainPosition& pos
       {"scaler", run_.scaler.is_enabled()
                      ? json{{"state", run_.scaler.state_dict()}, {"skipped_steps", run_.scaler.skipped_steps()}}
                      : json(nullptr)},
+      {"ema", run_.ema ? json{{"decay", run_.ema->decay()}, {"n_averaged", run_.ema->n_averaged()}} : json(nullptr)},
       {"progress_window", progress_->window_state()},
       {"metrics_lines", metrics_records()},
       {"world_size", run_.env.world_size},
@@ -78,6 +82,7 @@ void Trainer::write_checkpoint(const std::string& name, const TrainPosition& pos
 void Trainer::write_final_weights(int64_t step) {
   io::CheckpointWriter w(checkpoint_root(), io::kFinalCheckpointName);
   io::save_safetensors(w.path_for("model.safetensors"), run_.model.net->state_dict(), {{"step", std::to_string(step)}});
+  if (run_.ema) io::save_safetensors(w.path_for(kEmaFile), run_.ema->module().state_dict(), {{"step", std::to_string(step)}});
   w.commit({{"step", step}, {"weights_only", true}});
 }
 
@@ -124,6 +129,14 @@ json Trainer::restore_checkpoint(const std::string& dir) {
   if (run_.scheduler) {
     TR_CHECK(!state.at("scheduler").is_null(), "cannot resume from ", dir, ": it has no scheduler state");
     run_.scheduler->load_state_dict(state.at("scheduler"));
+  }
+  if (run_.ema) {  // (the config check above has refused a checkpoint of a run without EMA)
+    TR_CHECK(state.contains("ema") && !state.at("ema").is_null() && fs::exists(dir + "/" + kEmaFile),
+             "cannot resume from ", dir, ": it holds no EMA weights (", kEmaFile, ")");
+    nn::StateDict esd;
+    for (auto& [n, t] : io::load_safetensors(dir + "/" + kEmaFile)) esd.emplace_back(n, t);
+    run_.ema->module().load_state_dict(esd, true);
+    run_.ema->set_n_averaged(state.at("ema").at("n_averaged").get<int64_t>());
   }
   if (run_.scaler.is_enabled()) {
     TR_CHECK(state.contains("scaler") && !state.at("scaler").is_null(), "cannot resume from ", dir,

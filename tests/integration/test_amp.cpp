@@ -103,9 +103,9 @@ TEST_CASE("amp: skipped steps do not advance the LR schedule", "[integration][am
   std::vector<std::vector<double>> lr = metric_lrs(m);
   REQUIRE(lr.size() == skipped.size());
   REQUIRE(skipped.back() > 0);
-  // the lr after step k is 0.1 / (1 + optimizer steps taken so far)
+  // step i+1 uses 0.1 / (1 + optimizer steps taken before it)
   for (size_t i = 0; i < lr.size(); ++i) {
-    const double taken = double(i + 1) - skipped[i];
+    const double taken = double(i) - (i > 0 ? skipped[i - 1] : 0.0);
     CHECK(lr[i].at(0) == Approx(0.1 / (1.0 + taken)).epsilon(1e-6));
   }
 }

@@ -89,6 +89,56 @@ TEST_CASE("resume is exact: gpt_char (AdamW, warmup + cosine LambdaLR) stopped m
                      13);
 }
 
+TEST_CASE("EMA of the weights: eval lines gain ema_ keys, training is unchanged, resume is exact, export --ema",
+          "[integration][checkpoint][ema]") {
+  fs::path d = fresh_dir("resume_ema");
+  const std::string cfg = "'" + kRepo + "/configs/fmnist_cnn.toml'";
+  const std::string args = "--set train.steps=40 --set train.eval_every=20 --set train.eval_batches=2 "
+                           "--set train.log_every=5 --set data.eval_batch_size=100";
+  // fmnist_cnn has batch norm (buffers) and dropout (the random stream the EMA must not disturb)
+  check_exact_resume(d, cfg, args + " --set train.ema_decay=0.9", 17);
+  CHECK(read(d / "runs/straight/checkpoints/final/ema.safetensors") ==
+        read(d / "runs/resumed/checkpoints/final/ema.safetensors"));
+  CHECK(fs::exists(d / "runs/resumed/checkpoints/step_17/ema.safetensors"));
+  const std::string m = read(d / "runs/straight/metrics.jsonl");
+  std::vector<double> ema_acc = metric_values(m, "eval", "ema_accuracy"), acc = metric_values(m, "eval", "accuracy");
+  CHECK(metric_values(m, "eval", "ema_loss").size() == 2);
+  REQUIRE(ema_acc.size() == 2);
+  CHECK(ema_acc != acc);
+
+  // the model trains on the same numbers as without EMA: the metrics differ by the ema_ keys only
+  Result plain = trainer(d, "run " + cfg + " --set run.name=plain " + args);
+  INFO(plain.out);
+  REQUIRE(plain.code == 0);
+  const std::regex ema_keys(",\"ema_loss\":[-0-9.e+]+,\"ema_accuracy\":[-0-9.e+]+");
+  CHECK(strip_timing(std::regex_replace(m, ema_keys, "")) == strip_timing(read(d / "runs/plain/metrics.jsonl")));
+  CHECK(read(d / "runs/straight/checkpoints/final/model.safetensors") ==
+        read(d / "runs/plain/checkpoints/final/model.safetensors"));
+
+  // export --ema writes the EMA weights (the model's names); trainer eval --ema scores them as the run did
+  Result e = trainer(d, "export runs/straight/checkpoints/final ema_w.safetensors --ema");
+  INFO(e.out);
+  REQUIRE(e.code == 0);
+  CHECK_THAT(e.out, Contains("(EMA weights)"));
+  REQUIRE(trainer(d, "export runs/straight/checkpoints/final model_w.safetensors").code == 0);
+  const std::string ew = read(d / "ema_w.safetensors"), mw = read(d / "model_w.safetensors");
+  CHECK(ew.size() == mw.size());  // the same names, dtypes and shapes ...
+  CHECK(ew != mw);                // ... other values
+  Result ev = trainer(d, "eval " + cfg + " --checkpoint runs/straight/checkpoints/final --ema " + args);
+  INFO(ev.out);
+  REQUIRE(ev.code == 0);
+  CHECK(metric_values(ev.out, "eval", "accuracy").at(0) == Approx(ema_acc.back()).epsilon(1e-9));
+  Result none = trainer(d, "export runs/plain/checkpoints/final x.safetensors --ema");
+  CHECK(none.code != 0);
+  CHECK_THAT(none.out, Contains("holds no EMA weights") && Contains("ema_decay"));
+
+  // a run with EMA does not resume a checkpoint without it
+  Result bad = trainer(d, "run " + cfg + " --set run.name=plain --resume auto " + args + " --set train.ema_decay=0.9");
+  CHECK(bad.code != 0);
+  CHECK_THAT(bad.out, Contains("train.ema_decay"));
+  CHECK_THAT(trainer(d, "run " + cfg + " --set train.ema_decay=1").out, Contains("ema_decay") && Contains("[0, 1)"));
+}
+
 TEST_CASE("SIGTERM writes a checkpoint and exits 143; the resumed run equals an uninterrupted one",
           "[integration][checkpoint]") {
   fs::path d = fresh_dir("sigterm");

@@ -90,6 +90,46 @@ TEST_CASE("a 2-rank run resumes exactly, and continues with --nproc 1", "[integr
   check_close(ms, read(d / "runs/r1/metrics.jsonl"), 1e-5);
 }
 
+TEST_CASE("EMA of the weights on two ranks follows one process and resumes exactly", "[integration][dist][ema]") {
+  fs::path d = fresh_dir("ddp_ema");
+  write(d / "ddp.toml", kDdpConfig);
+  const std::string ema = " --set train.ema_decay=0.95";
+  Result one = trainer(d, "run ddp.toml --set run.name=one" + ema);
+  INFO(one.out);
+  REQUIRE(one.code == 0);
+  Result two = trainer(d, "run ddp.toml --set run.name=two --nproc 2" + ema);
+  INFO(two.out);
+  REQUIRE(two.code == 0);
+  std::string m1 = read(d / "runs/one/metrics.jsonl"), m2 = read(d / "runs/two/metrics.jsonl");
+  auto e1 = metric_values(m1, "eval", "ema_loss"), e2 = metric_values(m2, "eval", "ema_loss");
+  REQUIRE(e1.size() == 4);
+  REQUIRE(e2.size() == e1.size());
+  for (size_t i = 0; i < e1.size(); ++i) CHECK(e2[i] == Approx(e1[i]).epsilon(1e-5));
+  auto a1 = metric_values(m1, "eval", "ema_accuracy"), a2 = metric_values(m2, "eval", "ema_accuracy");
+  REQUIRE(a2.size() == a1.size());
+  for (size_t i = 0; i < a1.size(); ++i) CHECK(std::abs(a1[i] - a2[i]) <= 0.001);
+
+  // with batch norm (buffers, which DDP broadcasts from rank 0 before every forward), stopped and
+  // resumed on two ranks: the same metrics and EMA weights as straight through
+  std::string c = kDdpConfig;
+  c.replace(c.find("[[model.layers]]\ntype = \"tanh\""), 0, "[[model.layers]]\ntype = \"batch_norm1d\"\n");
+  write(d / "bn.toml", c);
+  Result s2 = trainer(d, "run bn.toml --set run.name=straight --nproc 2" + ema);
+  INFO(s2.out);
+  REQUIRE(s2.code == 0);
+  Result a = trainer(d, "run bn.toml --set run.name=r2 --nproc 2 --stop-at-step 77" + ema);
+  INFO(a.out);
+  REQUIRE(a.code == 0);
+  Result b = trainer(d, "run bn.toml --set run.name=r2 --nproc 2 --resume auto" + ema);
+  INFO(b.out);
+  REQUIRE(b.code == 0);
+  const std::string ms = read(d / "runs/straight/metrics.jsonl");
+  CHECK(metric_values(ms, "eval", "ema_accuracy").size() == 4);
+  CHECK(strip_timing(ms) == strip_timing(read(d / "runs/r2/metrics.jsonl")));
+  CHECK(read(d / "runs/straight/checkpoints/final/ema.safetensors") ==
+        read(d / "runs/r2/checkpoints/final/ema.safetensors"));
+}
+
 TEST_CASE("kill -9 of one rank: every process gone, one summary, non-zero; --max-restarts completes the run",
           "[integration][dist]") {
   fs::path d = fresh_dir("ddp_kill");

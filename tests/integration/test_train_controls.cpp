@@ -1,5 +1,6 @@
 // Integration tests of the training-loop controls: parameter groups, LR schedulers, gradient
 // clipping and accumulation, through the real binary.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 #include "integration/cli_harness.h"
@@ -46,13 +47,50 @@ eval_batches = 1
   for (size_t i = 0; i < rows.size(); ++i) {
     INFO("step " << i + 1);
     REQUIRE(rows[i].size() == 3);
-    double f = 1.0 - double(i + 1) / 12.0;  // the lr in effect after step i+1 (scheduler stepped)
+    double f = 1.0 - double(i) / 12.0;  // the lr step i+1 used: the lambda at step i (before its scheduler step)
     CHECK(rows[i][0] == Approx(0.01 * f).epsilon(1e-8));
     CHECK(rows[i][1] == Approx(0.01 * f).epsilon(1e-8));
     CHECK(rows[i][2] == Approx(0.05).epsilon(1e-8));
   }
   std::string cfg = read(d / "runs/groups/config.toml");
   CHECK_THAT(cfg, Contains("no_decay") && Contains("[scheduler]"));
+}
+
+TEST_CASE("train lines log the lr the step used: a warmup's first line shows its first lr", "[integration][optim]") {
+  fs::path d = fresh_dir("warmup_lr");
+  // per step: warmup(step, 8) = min(1, (step + 1) / 8); per epoch (16 steps each): LinearLR from 1/4
+  write(d / "syn.toml", kSyntheticConfig + R"toml([scheduler]
+type = "lambda"
+lambda = "warmup(step, 8)"
+interval = "step"
+)toml");
+  Result r = trainer(d, "run syn.toml --set train.log_every=1");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  auto rows = metric_lrs(read(d / "runs/syn/metrics.jsonl"));
+  REQUIRE(rows.size() == 32);
+  CHECK(rows[0].at(0) == Approx(0.1 / 8).epsilon(1e-8));  // step 1 runs at 1/8 of the lr, as torch's first step
+  for (size_t i = 0; i < rows.size(); ++i) {
+    INFO("step " << i + 1);
+    CHECK(rows[i].at(0) == Approx(0.1 * std::min(1.0, double(i + 1) / 8)).epsilon(1e-8));
+  }
+  CHECK(rows[7].at(0) == Approx(0.1).epsilon(1e-8));
+
+  write(d / "lin.toml", kSyntheticConfig + R"([scheduler]
+type = "linear"
+start_factor = 0.25
+total_iters = 2
+)");
+  r = trainer(d, "run lin.toml --set train.epochs=3");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  rows = metric_lrs(read(d / "runs/lin/metrics.jsonl"));
+  REQUIRE(rows.size() == 12);  // log_every 4: steps 4, 8, ..., 48; epochs of 16 steps
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int epoch = int(i) / 4;  // lines 0-3 in epoch 0, ...
+    INFO("line " << i);
+    CHECK(rows[i].at(0) == Approx(0.1 * (epoch == 0 ? 0.25 : epoch == 1 ? 0.625 : 1.0)).epsilon(1e-8));
+  }
 }
 
 TEST_CASE("gradient accumulation 4 x 32 equals one batch of 128", "[integration][optim]") {

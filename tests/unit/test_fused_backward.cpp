@@ -1,6 +1,7 @@
 // Fused backward kernels against their composite specs (backends::fusion() off runs the chain of
-// ops each replaces): gelu_backward in both forms, on the vector path (contiguous f32, lengths
-// with and without a tail), strided and f64 inputs; and their gradcheck cases.
+// ops each replaces): gelu_backward in both forms and softmax_backward, on the vector path
+// (contiguous f32, lengths with and without a tail: bit for bit where the composite rounds the
+// same way), strided and f64 inputs; and their gradcheck cases.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include "op_cases.h"
@@ -38,7 +39,9 @@ TEST_CASE("gelu_backward: the fused kernel equals the composite formula", "[fuse
       Tensor g = randn({n}, TensorOptions(DType::F32), &gen);
       auto [ref, got] = unfused_and_fused([&] { return gelu_backward(g, x, approx); });
       INFO(approx << " n=" << n);
-      CHECK(allclose(got, ref, 2e-6, 1e-6));
+      // erf form bit for bit: the same lane functions, products and sums rounded in the same order
+      if (std::string(approx) == "none") CHECK(equal(got, ref));
+      else CHECK(allclose(got, ref, 2e-6, 1e-6));
     }
     // strided gradient, broadcast x, f64: the scalar loop
     Tensor x = randn({6, 5}, TensorOptions(DType::F64), &gen);
@@ -80,7 +83,12 @@ TEST_CASE("softmax_backward: the fused kernel equals the composite formula", "[f
       Tensor g = randn({3, n}, TensorOptions(DType::F32), &gen);
       auto [ref, got] = unfused_and_fused([&] { return softmax_backward(g, y, 1, log); });
       INFO("log=" << log << " n=" << n);
-      CHECK(allclose(got, ref, 1e-5, 1e-6));
+      CHECK(allclose(got, ref, 1e-5, 1e-6));  // the row sums: 8 float lanes vs the sum op's double
+      // cross-entropy's gradient (one non-zero per row, so both sums are exact): bit for bit
+      Tensor onehot = zeros({3, n}, TensorOptions(DType::F32));
+      onehot.select(1, n - 1).fill_(-1.0 / 3);
+      auto [ref1, got1] = unfused_and_fused([&] { return softmax_backward(onehot, y, 1, log); });
+      CHECK(equal(got1, ref1));
     }
     // along a middle dim, f64, a strided gradient
     Tensor x = randn({4, 5, 6}, TensorOptions(DType::F64), &gen);

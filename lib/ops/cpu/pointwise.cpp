@@ -1,5 +1,6 @@
 // CPU kernels of the pointwise ops: out = f(in...) elementwise with broadcasting. The table ops
 // (ops/*_ops.def) expand into name_forward_cpu; where, cast, copy_, fill_ and the rest are below.
+#include <cstring>
 #include "ops/cpu/loops.h"
 #include "ops/cpu/vec_math.h"
 #include "ops/op_tables.h"
@@ -125,7 +126,13 @@ void gelu_backward_cpu(const Ins& in, Outs& out, const Attrs& attrs) {
     parallel_for(y.numel(), kGrain, [&](int64_t b, int64_t e) {
       int64_t i = b;
       for (; i + 8 <= e; i += 8) _mm256_storeu_ps(py + i, gelu_backward8(_mm256_loadu_ps(pg + i), _mm256_loadu_ps(px + i), tanh_form));
-      for (; i < e; ++i) py[i] = tanh_form ? math::gelu_backward_tanh(pg[i], px[i]) : math::gelu_backward_erf(pg[i], px[i]);
+      if (i < e) {  // the tail as one padded block: the same lanes' function as the rest
+        alignas(32) float gt[8] = {0}, xt[8] = {0}, yt[8];
+        std::memcpy(gt, pg + i, size_t(e - i) * 4);
+        std::memcpy(xt, px + i, size_t(e - i) * 4);
+        _mm256_store_ps(yt, gelu_backward8(_mm256_load_ps(gt), _mm256_load_ps(xt), tanh_form));
+        std::memcpy(py + i, yt, size_t(e - i) * 4);
+      }
     });
     return;
   }

@@ -1,5 +1,6 @@
 // CPU softmax / log_softmax: rows along `dim`, max-subtracted, accumulated in f32/f64.
 #include <cmath>
+#include <cstring>
 #include "ops/cpu/loops.h"
 #include "ops/cpu/vec_math.h"
 #include "ops/registry.h"
@@ -125,13 +126,15 @@ TR_REGISTER_KERNEL(softmax, CPU, softmax_cpu);
 TR_REGISTER_KERNEL(log_softmax, CPU, log_softmax_cpu);
 
 // One f32 row: s = sum g_k y_k (8 lanes), o_k = y_k (g_k - s); with Log: s = sum g_k, o_k = g_k - exp(y_k) s.
+// Products and sums are rounded separately (no FMA), as torch's vectorised kernel and the composite
+// ops round them: a fused multiply-add differs in the last bit, which a CNN's training amplifies.
 template <bool Log>
 void softmax_backward_row_f32(const float* g, const float* y, float* o, int64_t n) {
   const int64_t full = n / 8 * 8;
   __m256 vs = _mm256_setzero_ps();
   for (int64_t k = 0; k < full; k += 8) {
     const __m256 gv = _mm256_loadu_ps(g + k);
-    vs = Log ? _mm256_add_ps(vs, gv) : _mm256_fmadd_ps(gv, _mm256_loadu_ps(y + k), vs);
+    vs = _mm256_add_ps(vs, Log ? gv : _mm256_mul_ps(gv, _mm256_loadu_ps(y + k)));
   }
   float s = hsum8(vs);
   for (int64_t k = full; k < n; ++k) s += Log ? g[k] : g[k] * y[k];
@@ -139,9 +142,16 @@ void softmax_backward_row_f32(const float* g, const float* y, float* o, int64_t 
   int64_t k = 0;
   for (; k < full; k += 8) {
     const __m256 gv = _mm256_loadu_ps(g + k), yv = _mm256_loadu_ps(y + k);
-    _mm256_storeu_ps(o + k, Log ? _mm256_fnmadd_ps(exp8(yv), sv, gv) : _mm256_mul_ps(yv, _mm256_sub_ps(gv, sv)));
+    _mm256_storeu_ps(o + k, Log ? _mm256_sub_ps(gv, _mm256_mul_ps(exp8(yv), sv)) : _mm256_mul_ps(yv, _mm256_sub_ps(gv, sv)));
   }
-  for (; k < n; ++k) o[k] = Log ? g[k] - std::exp(y[k]) * s : y[k] * (g[k] - s);
+  if (k == n) return;
+  // the tail as one padded block: exp of the same 8-lane function as the rest (and as the exp op)
+  alignas(32) float gt[8] = {0}, yt[8] = {0}, ot[8];
+  std::memcpy(gt, g + k, size_t(n - k) * 4);
+  std::memcpy(yt, y + k, size_t(n - k) * 4);
+  const __m256 gv = _mm256_load_ps(gt), yv = _mm256_load_ps(yt);
+  _mm256_store_ps(ot, Log ? _mm256_sub_ps(gv, _mm256_mul_ps(exp8(yv), sv)) : _mm256_mul_ps(yv, _mm256_sub_ps(gv, sv)));
+  std::memcpy(o + k, ot, size_t(n - k) * 4);
 }
 
 // softmax_backward (inputs g, y; attrs dim, log): rows along `dim` moved last and made contiguous.

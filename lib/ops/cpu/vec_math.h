@@ -58,21 +58,25 @@ inline __m256 sigmoid8(__m256 v) {
 // silu(x) = x sigmoid(x)
 inline __m256 silu8(__m256 v) { return _mm256_mul_ps(v, sigmoid8(v)); }
 
-// g gelu'(x) in 8 lanes (scalar_math.h's gelu_backward_erf / gelu_backward_tanh)
+// g gelu'(x) in 8 lanes (scalar_math.h's gelu_backward_erf / gelu_backward_tanh), each product and
+// sum rounded in the order of the composite formula in ops/pointwise.cpp, so that the fused op
+// gives the composite's f32 results bit for bit.
 inline __m256 gelu_backward8(__m256 g, __m256 x, bool tanh_form) {
   const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
   const __m256 x2 = _mm256_mul_ps(x, x);
   __m256 d;
   if (tanh_form) {
-    const __m256 k = _mm256_set1_ps(0.79788456080286535588f), c = _mm256_set1_ps(0.044715f);
-    const __m256 t = tanh8(_mm256_mul_ps(k, _mm256_fmadd_ps(_mm256_mul_ps(c, x2), x, x)));
-    const __m256 u1 = _mm256_mul_ps(k, _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(3.0f), c), x2, one));
-    const __m256 a = _mm256_mul_ps(half, _mm256_add_ps(one, t));
-    d = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_fnmadd_ps(t, t, one)), u1, a);
+    // t = tanh((x + x x x c) k); d = (1 + t) / 2 + x / 2 (1 - t t) ((x x (3 c) + 1) k)
+    const __m256 k = _mm256_set1_ps(float(0.7978845608028654)), c = _mm256_set1_ps(float(0.044715));
+    const __m256 t = tanh8(_mm256_mul_ps(_mm256_add_ps(x, _mm256_mul_ps(_mm256_mul_ps(x2, x), c)), k));
+    const __m256 u1 = _mm256_mul_ps(_mm256_add_ps(_mm256_mul_ps(x2, _mm256_set1_ps(float(3.0 * 0.044715))), one), k);
+    const __m256 q = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(x, half), _mm256_sub_ps(one, _mm256_mul_ps(t, t))), u1);
+    d = _mm256_add_ps(_mm256_mul_ps(_mm256_add_ps(one, t), half), q);
   } else {
-    const __m256 cdf = _mm256_mul_ps(half, _mm256_add_ps(one, erf8(_mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752440f)))));
-    const __m256 pdf = _mm256_mul_ps(exp8(_mm256_mul_ps(_mm256_set1_ps(-0.5f), x2)), _mm256_set1_ps(0.39894228040143267794f));
-    d = _mm256_fmadd_ps(x, pdf, cdf);
+    // (erf(x / sqrt 2) + 1) / 2 + x (exp(-x x / 2) / sqrt(2 pi))
+    const __m256 cdf = _mm256_mul_ps(_mm256_add_ps(erf8(_mm256_mul_ps(x, _mm256_set1_ps(float(0.7071067811865476)))), one), half);
+    const __m256 pdf = _mm256_mul_ps(exp8(_mm256_mul_ps(x2, _mm256_set1_ps(-0.5f))), _mm256_set1_ps(float(0.3989422804014327)));
+    d = _mm256_add_ps(cdf, _mm256_mul_ps(x, pdf));
   }
   return _mm256_mul_ps(g, d);
 }
