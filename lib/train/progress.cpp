@@ -47,7 +47,8 @@ void Progress::step(int64_t, int64_t, double loss, int64_t samples, double grad_
   }
 }
 
-std::string Progress::train_line(int64_t step, int64_t epoch, const std::vector<double>& lrs, const std::string& extra) {
+std::string Progress::train_line(int64_t step, int64_t epoch, const std::vector<double>& lrs, const std::string& extra,
+                                 const std::string& tail) {
   double w = window_seconds();
   double sps = w > 0 ? double(samples_) / w : 0.0;
   std::string lr;
@@ -56,7 +57,7 @@ std::string Progress::train_line(int64_t step, int64_t epoch, const std::vector<
                       json_num(loss_sum_ / double(std::max<int64_t>(steps_, 1))), ",\"lr\":[", lr, "]");
   if (norms_ > 0) s += ",\"grad_norm\":" + json_num(norm_sum_ / double(norms_));
   s += extra;
-  s += ",\"samples_per_s\":" + json_num(std::round(sps * 10) / 10) + "}";
+  s += ",\"samples_per_s\":" + json_num(std::round(sps * 10) / 10) + tail + "}";
   loss_sum_ = norm_sum_ = 0;
   samples_ = steps_ = norms_ = 0;
   window_t0_ = std::chrono::steady_clock::now();

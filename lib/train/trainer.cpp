@@ -14,6 +14,7 @@
 #include "ops/autocast.h"
 #include "ops/ops.h"
 #include "optim/clip_grad.h"
+#include "train/process_clock.h"
 
 namespace tr::train {
 
@@ -249,7 +250,12 @@ bool Trainer::after_step(Loop& l, const std::vector<data::Batch>& micro, const S
       extra += str(",\"mem_peak_mb\":", json_num(double(max_memory_allocated(run_.device)) / (1 << 20)));
       reset_peak_memory_stats(run_.device);
     }
-    log_record(progress_->train_line(l.step, l.epoch, lrs, extra));
+    std::string tail;
+    if (startup_s_ && !startup_logged_) {
+      tail = str(",\"startup_s\":", json_num(std::round(*startup_s_ * 1000) / 1000));
+      startup_logged_ = true;
+    }
+    log_record(progress_->train_line(l.step, l.epoch, lrs, extra, tail));
   }
   // (the last step of an epoch or of the run is evaluated by end_epoch, once)
   if (eval_due) eval_and_log(l);
@@ -273,6 +279,7 @@ bool Trainer::train_epoch(Loop& l, StopSignal& stop) {
   run_.loader->begin_epoch(l.epoch, l.epoch == l.start.epoch ? l.start.batch : 0);
   std::vector<data::Batch> micro;
   while (l.step < run_.total_steps && next_micro_batches(micro)) {
+    if (!startup_s_) startup_s_ = seconds_since_process_start();
     const StepResult sr = train_step(micro);
     ++l.step;
     l.saved_last = false;
@@ -306,9 +313,11 @@ void Trainer::finish(Loop& l) {
   metrics_.reset();
   if (stopped) return;
   const EvalResult& e = l.result.last_eval;
-  char buf[200];
-  int n = std::snprintf(buf, sizeof buf, "done: %lld steps in %.1f s; eval loss %.4f", (long long)l.step,
-                        l.result.seconds, e.loss);
+  char startup[64] = "";
+  if (startup_s_) std::snprintf(startup, sizeof startup, " (first step %.3f s after process start)", *startup_s_);
+  char buf[240];
+  int n = std::snprintf(buf, sizeof buf, "done: %lld steps in %.1f s%s; eval loss %.4f", (long long)l.step,
+                        l.result.seconds, startup, e.loss);
   if (e.accuracy && n > 0 && size_t(n) < sizeof buf) std::snprintf(buf + n, sizeof buf - size_t(n), ", accuracy %.4f", *e.accuracy);
   progress_->message(buf);
 }

@@ -14,6 +14,33 @@ TEST_CASE("summary prints every layer with its output shape and the totals", "[i
   CHECK_THAT(c.out, Contains("669,706"));
 }
 
+TEST_CASE("the first train line carries startup_s: process start to the first step", "[integration]") {
+  fs::path d = fresh_dir("startup_s");
+  write(d / "syn.toml", kSyntheticConfig);
+  Result a = trainer(d, "run syn.toml --set run.name=a --set train.steps=6 --set train.log_every=2 --stop-at-step 4");
+  INFO(a.out);
+  REQUIRE(a.code == 0);
+  std::string m = read(d / "runs/a/metrics.jsonl");
+  INFO(m);
+  // after samples_per_s, on the first train line only
+  std::regex first("^\\{\"split\":\"train\",\"step\":2,[^\n]*,\"samples_per_s\":[-0-9.e+]+,\"startup_s\":([0-9.e+-]+)\\}\n");
+  std::smatch sm;
+  REQUIRE(std::regex_search(m, sm, first));
+  const double s = std::stod(sm[1].str());
+  CHECK(s > 0.0);
+  CHECK(s < 60.0);
+  CHECK(m.find("startup_s") == m.rfind("startup_s"));
+  CHECK_THAT(a.out, !Contains("done:"));  // stopped: no closing line
+  // a resumed process logs its own start-up on its first line; the timing-free lines are unchanged
+  Result b = trainer(d, "run syn.toml --set run.name=a --set train.steps=6 --set train.log_every=2 --resume auto");
+  INFO(b.out);
+  REQUIRE(b.code == 0);
+  CHECK_THAT(b.out, Contains("s after process start)"));
+  std::string m2 = read(d / "runs/a/metrics.jsonl");
+  CHECK(std::regex_search(m2, std::regex("\"step\":6,[^\n]*\"startup_s\":[0-9.e+-]+\\}")));
+  CHECK(strip_timing(m2).find("startup_s") == std::string::npos);
+}
+
 TEST_CASE("run writes metrics.jsonl and the resolved config; same seed, same metrics", "[integration]") {
   fs::path d = fresh_dir("determinism");
   write(d / "syn.toml", kSyntheticConfig);
