@@ -99,6 +99,42 @@ TEST_CASE("the MLP learns Fashion-MNIST from the real files", "[integration]") {
   CHECK(std::stod(acc[1].str()) > 0.7);
 }
 
+TEST_CASE("Fashion-MNIST through the decode cache: the same metrics cold, warm, damaged and without", "[integration]") {
+  fs::path d = fresh_dir("decode_cache");
+  const std::string cache = (d / "cache").string();
+  auto run = [&](const std::string& name, const std::string& extra = "") {
+    Result r = shell(d, "TRAINER_CACHE_DIR='" + cache + "' '" TRAINER_BINARY "' run '" + kRepo +
+                            "/configs/fmnist_mlp.toml' --set train.steps=3 --set train.eval_batches=1 "
+                            "--set log.progress=none --set checkpoint.save_final=false --set run.name=" + name + " " + extra);
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+    return std::make_pair(r.out, strip_timing(read(d / "runs" / name / "metrics.jsonl")));
+  };
+  auto [cold_out, cold] = run("cold");
+  CHECK_THAT(cold_out, !Contains("warning"));
+  REQUIRE(fs::exists(cache));
+  std::vector<fs::path> entries;
+  for (auto& e : fs::directory_iterator(cache)) entries.push_back(e.path());
+  CHECK(entries.size() == 4);  // train and test images and labels
+  auto [warm_out, warm] = run("warm");
+  CHECK_THAT(warm_out, !Contains("warning"));
+  CHECK(warm == cold);
+  CHECK_THAT(read(d / "runs/warm/config.toml"), Contains("cache = true"));
+  // a damaged entry: named in a warning, rebuilt, the run unchanged
+  fs::path images;
+  for (auto& e : entries)
+    if (e.filename().string().rfind("train-images", 0) == 0) images = e;
+  REQUIRE(!images.empty());
+  fs::resize_file(images, fs::file_size(images) - 784);
+  auto [damaged_out, damaged] = run("damaged");
+  CHECK_THAT(damaged_out, Contains("warning: dataset cache entry '" + images.string() + "' is damaged"));
+  CHECK(damaged == cold);
+  auto [again_out, again] = run("again");
+  CHECK_THAT(again_out, !Contains("warning"));
+  auto [off_out, off] = run("off", "--set data.cache=false");
+  CHECK(off == cold);
+}
+
 TEST_CASE("bad input: one clear line and a non-zero exit", "[integration][errors]") {
   fs::path d = fresh_dir("errors");
   SECTION("malformed TOML names file, line and column") {
