@@ -1,6 +1,6 @@
 // gunzip of a whole file in memory: libdeflate (about 3x zlib's speed here) for intact files;
-// zlib's streaming reader for damaged ones, to recover what decodes before the damage and say why
-// the rest did not.
+// zlib's streaming reader for the files libdeflate refuses, to recover what decodes before the
+// damage and say why the rest did not.
 #pragma once
 #include <cstddef>
 #include <cstdint>
