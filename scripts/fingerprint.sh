@@ -20,7 +20,7 @@ run() {  # name config [extra args...]
     { echo "$name: trainer failed" >&2; cat "$work/$name.log" >&2; exit 1; }
   local d="$work/runs/$name"
   # timing fields differ between runs; everything else must not
-  local m=$(sed -E 's/,"(samples_per_s|peak_flops|mfu)":[-0-9.e+]+//g' "$d/metrics.jsonl" | sha256sum | cut -c1-16)
+  local m=$(sed -E 's/,"(samples_per_s|startup_s|peak_flops|mfu)":[-0-9.e+]+//g' "$d/metrics.jsonl" | sha256sum | cut -c1-16)
   local w=$(sha256sum < "$d/checkpoints/final/model.safetensors" | cut -c1-16)
   # the resolved config, but for the scratch directory's path
   local c=$(grep -v -e '^#' -e '^out_dir' "$d/config.toml" | sha256sum | cut -c1-16)

@@ -14,6 +14,8 @@ class StorageImpl {
   StorageImpl(size_t nbytes, Device device);
   // Wraps memory owned elsewhere (no free on destruction).
   StorageImpl(void* data, size_t nbytes, Device device, bool owned);
+  // Wraps memory that `keep_alive` owns (a file mapping, a buffer): it lives as long as the storage.
+  StorageImpl(void* data, size_t nbytes, Device device, std::shared_ptr<const void> keep_alive);
   ~StorageImpl();
   StorageImpl(const StorageImpl&) = delete;
   StorageImpl& operator=(const StorageImpl&) = delete;
@@ -29,6 +31,7 @@ class StorageImpl {
   size_t nbytes_ = 0;
   Device device_;
   bool owned_ = true;
+  std::shared_ptr<const void> keep_alive_;
   uint64_t version_ = 0;
 };
 

@@ -169,6 +169,15 @@ Tensor empty_strided(const Shape& shape, const Shape& strides, TensorOptions opt
   return Tensor(impl);
 }
 Tensor empty_like(const Tensor& t) { return empty(t.sizes(), TensorOptions(t.dtype()).device(t.device())); }
+Tensor from_blob(void* data, const Shape& shape, DType dtype, std::shared_ptr<const void> owner) {
+  for (auto s : shape) TR_CHECK(s >= 0, "from_blob: negative dimension in shape ", shape);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<StorageImpl>(data, size_t(numel_of(shape)) * itemsize(dtype), kCPU, std::move(owner));
+  impl->sizes = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(impl);
+}
 Tensor wrap_scalar(double v, DType like) {
   Tensor t = empty({}, TensorOptions(like));
   TR_DISPATCH_ALL(like, "wrap_scalar", [&] { *t.data_ptr<scalar_t>() = static_cast<scalar_t>(static_cast<acc_t<scalar_t>>(v)); });

@@ -203,6 +203,9 @@ struct AutogradMeta {
 Tensor empty(const Shape& shape, TensorOptions opts = {});
 Tensor empty_strided(const Shape& shape, const Shape& strides, TensorOptions opts = {});
 Tensor empty_like(const Tensor& t);
+// torch.from_blob: a contiguous CPU tensor over `data`, which `owner` keeps valid (a memory-mapped
+// file, a buffer); no copy, no free.
+Tensor from_blob(void* data, const Shape& shape, DType dtype, std::shared_ptr<const void> owner);
 // The scalar as a 0-dim CPU tensor that does not widen the other operand's dtype (torch's wrapped number).
 Tensor wrap_scalar(double v, DType like);
 

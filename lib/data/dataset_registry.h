@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 #include "core/registry.h"
 #include "core/tensor.h"
 #include "data/dataset.h"
@@ -26,6 +27,8 @@ struct DatasetSplits {
   // The normalisation the dataset applies to pixels in [0, 1] (x - mean) / std: transforms that
   // fill pixels (random_crop's fill) take their value through it.
   double pixel_mean = 0.0, pixel_std = 1.0;
+  // What the user should hear about (a stale or damaged cache entry rebuilt): printed as warnings.
+  std::vector<std::string> notes;
 };
 
 struct DatasetType {

@@ -1,8 +1,8 @@
-// IDX reader (zlib, chunked reads), the image/label dataset built on it and its registration as
-// the dataset "idx".
+// IDX reader (a mapped file, gunzipped in memory or through the decode cache), the image/label
+// dataset built on it and its registration as the dataset "idx".
 #include "data/idx_dataset.h"
 #include "data/dataset_registry.h"
-#include <zlib.h>
+#include "data/gunzip.h"
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -26,63 +26,49 @@ std::string magic_meaning(uint32_t magic) {
   return str("IDX unsigned bytes, ", magic & 0xff, " dims");
 }
 
-class GzReader {
- public:
-  explicit GzReader(const std::string& path) : path_(path) {
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    TR_CHECK(fs::exists(path, ec), "IdxDataset: cannot open '", path,
-             "': no such file (expected a gzipped IDX file such as Fashion-MNIST's train-images-idx3-ubyte.gz; "
-             "Debian's dataset-fashion-mnist installs them under ", IdxDataset::kFashionMnistDir, ")");
-    TR_CHECK(!fs::is_directory(path, ec), "IdxDataset: '", path, "' is a directory, expected an IDX file");
-    f_ = gzopen(path.c_str(), "rb");
-    TR_CHECK(f_ != nullptr, "IdxDataset: cannot open '", path, "': ", std::strerror(errno));
-    gzbuffer(f_, 1u << 18);
-  }
-  ~GzReader() {
-    if (f_) gzclose(f_);
-  }
-  GzReader(const GzReader&) = delete;
-  GzReader& operator=(const GzReader&) = delete;
-
-  // Reads up to n bytes into dst (gzread takes unsigned lengths: chunks of 1 GiB). Returns the
-  // count read; a short count means end of data or a zlib error (kept in error()).
-  int64_t read(void* dst, int64_t n) {
-    auto* p = static_cast<uint8_t*>(dst);
-    int64_t got = 0;
-    while (got < n) {
-      unsigned chunk = unsigned(std::min<int64_t>(n - got, int64_t(1) << 30));
-      int r = gzread(f_, p + got, chunk);
-      if (r <= 0) break;
-      got += r;
-    }
-    int errnum = Z_OK;
-    const char* msg = gzerror(f_, &errnum);
-    if (errnum != Z_OK && error_.empty()) error_ = msg ? msg : "zlib error";
-    return got;
-  }
-  // " (zlib: ...)" when zlib reported a problem (corrupt or cut-off gzip stream), else "".
-  std::string error_suffix() const { return error_.empty() ? "" : str(" (zlib: ", error_, ")"); }
-
- private:
-  std::string path_;
-  gzFile f_ = nullptr;
-  std::string error_;
-};
-
 uint32_t big_endian_u32(const uint8_t* b) {
   return (uint32_t(b[0]) << 24) | (uint32_t(b[1]) << 16) | (uint32_t(b[2]) << 8) | uint32_t(b[3]);
 }
 
 }  // namespace
 
-Tensor read_idx(const std::string& path, uint32_t expected_magic) {
-  GzReader in(path);
-  uint8_t head[4];
-  int64_t got = in.read(head, 4);
-  TR_CHECK(got == 4, "IdxDataset: '", path, "' is truncated: ", got,
-           " bytes of data, fewer than the 4-byte IDX magic number", in.error_suffix());
-  uint32_t magic = big_endian_u32(head);
+Tensor read_idx(const std::string& path, uint32_t expected_magic, DecodeCache* cache) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  TR_CHECK(fs::exists(path, ec), "IdxDataset: cannot open '", path,
+           "': no such file (expected a gzipped IDX file such as Fashion-MNIST's train-images-idx3-ubyte.gz; "
+           "Debian's dataset-fashion-mnist installs them under ", IdxDataset::kFashionMnistDir, ")");
+  // The file's bytes: a valid cache entry's, else the file's own (mapped), gunzipped if gzip:
+  // straight into a new cache entry when the trailer's length is the size, else in memory.
+  std::optional<FileBytes> cached = cache ? cache->find(path) : std::nullopt;
+  FileBytes source, bytes;
+  std::string decode_error;
+  std::unique_ptr<DecodeCache::Entry> entry;
+  bool store_copy = false;
+  if (cached) {
+    bytes = *cached;
+  } else {
+    source = map_file(path, "IdxDataset");
+    bytes = source;
+    if (is_gzip(source.data, source.size)) {
+      const size_t n = gzip_stated_size(source);
+      if (cache) entry = cache->begin_store(path, source, n);
+      if (entry && gunzip_exact(source, entry->bytes().data, n)) {
+        bytes = entry->bytes();
+      } else {
+        store_copy = entry != nullptr;  // (an entry that could not be made was noted once)
+        entry.reset();
+        Gunzipped g = gunzip(source, path);
+        bytes = g.bytes;
+        decode_error = g.error;
+      }
+    }
+  }
+  const std::string suffix = decode_error.empty() ? "" : str(" (zlib: ", decode_error, ")");
+  const int64_t n = int64_t(bytes.size);
+  TR_CHECK(n >= 4, "IdxDataset: '", path, "' is truncated: ", n, " bytes of data, fewer than the 4-byte IDX magic number",
+           suffix);
+  const uint32_t magic = big_endian_u32(bytes.data);
   if (expected_magic != 0) {
     TR_CHECK(magic == expected_magic, "IdxDataset: '", path, "': bad magic number ", hex32(magic), ", expected ",
              hex32(expected_magic), " (", magic_meaning(expected_magic), ")");
@@ -91,41 +77,38 @@ Tensor read_idx(const std::string& path, uint32_t expected_magic) {
              "': bad magic number ", hex32(magic), ", expected 0x000008NN (IDX unsigned bytes, NN dims)");
   }
   const int ndims = int(magic & 0xff);
-  std::vector<uint8_t> dims_raw(size_t(4 * ndims));
-  got = in.read(dims_raw.data(), 4 * ndims);
-  TR_CHECK(got == 4 * ndims, "IdxDataset: '", path, "' is truncated: the header declares ", ndims,
-           " dimensions (", 4 * ndims, " bytes of sizes), found ", got, " bytes", in.error_suffix());
-  // Deflate expands at most ~1032:1, so a header promising more than that is corrupt: say so
-  // before allocating it.
-  std::error_code ec;
-  const int64_t file_bytes = int64_t(std::filesystem::file_size(path, ec));
-  const int64_t most = ec ? (int64_t(1) << 50) : file_bytes * 1032 + 1024;
+  const int64_t header = 4 + 4 * int64_t(ndims);
+  TR_CHECK(n >= header, "IdxDataset: '", path, "' is truncated: the header declares ", ndims, " dimensions (",
+           4 * ndims, " bytes of sizes), found ", n - 4, " bytes", suffix);
+  const int64_t avail = n - header;
   Shape sizes;
   int64_t total = 1;
-  bool too_big = false;
+  bool overflow = false;
   for (int d = 0; d < ndims; ++d) {
-    int64_t s = int64_t(big_endian_u32(&dims_raw[size_t(4 * d)]));
+    const int64_t s = int64_t(big_endian_u32(bytes.data + 4 + 4 * d));
     sizes.push_back(s);
-    if (s != 0 && total > most / s) too_big = true;
+    if (s != 0 && total > std::numeric_limits<int64_t>::max() / s) overflow = true;
     else total *= s;
   }
-  TR_CHECK(!too_big && total <= most, "IdxDataset: '", path, "' is truncated or corrupt: the header promises ",
-           sizes, " bytes of data, more than a ", file_bytes, "-byte file can hold");
-  Tensor data = empty(sizes, DType::U8);
-  got = in.read(data.raw_data(), total);
-  TR_CHECK(got == total, "IdxDataset: '", path, "' is truncated: the header promises ", sizes, " = ", total,
-           " bytes of data, found ", got, " bytes", in.error_suffix());
-  uint8_t extra;
-  TR_CHECK(in.read(&extra, 1) == 0, "IdxDataset: '", path, "': more data than the header's ", sizes, " = ", total,
+  TR_CHECK(!overflow, "IdxDataset: '", path, "' is truncated or corrupt: the header promises ", sizes,
+           " bytes of data, more than any file holds (", avail, " bytes follow the header)", suffix);
+  TR_CHECK(total <= avail, "IdxDataset: '", path, "' is truncated: the header promises ", sizes, " = ", total,
+           " bytes of data, found ", avail, " bytes", suffix);
+  TR_CHECK(total == avail, "IdxDataset: '", path, "': more data than the header's ", sizes, " = ", total,
            " bytes (corrupt header?)");
-  return data;
+  TR_CHECK(decode_error.empty(), "IdxDataset: '", path, "': corrupt gzip data after the IDX data", suffix);
+  // Kept once the file proved to be a whole IDX file (a damaged one throws above, and its
+  // uncommitted entry is removed).
+  if (entry) entry->commit();
+  else if (store_copy) cache->store(path, source, bytes);
+  return from_blob(bytes.data + header, sizes, DType::U8, bytes.owner);
 }
 
 IdxDataset::IdxDataset(const std::string& images_path, const std::string& labels_path,
-                       std::optional<Normalize> normalize)
+                       std::optional<Normalize> normalize, DecodeCache* cache)
     : images_path_(images_path), labels_path_(labels_path), normalize_(normalize) {
-  Tensor images = read_idx(images_path, kImagesMagic);  // [N, rows, cols]
-  Tensor labels = read_idx(labels_path, kLabelsMagic);  // [N]
+  Tensor images = read_idx(images_path, kImagesMagic, cache);  // [N, rows, cols]
+  Tensor labels = read_idx(labels_path, kLabelsMagic, cache);  // [N]
   TR_CHECK(images.size(0) == labels.size(0), "IdxDataset: image/label count mismatch: '", images_path, "' holds ",
            images.size(0), " images but '", labels_path, "' holds ", labels.size(0), " labels");
   images_ = images.view({images.size(0), 1, images.size(1), images.size(2)});
@@ -149,10 +132,11 @@ IdxDataset::IdxDataset(const std::string& images_path, const std::string& labels
   }
 }
 
-IdxDataset IdxDataset::fashion_mnist(bool train, std::optional<Normalize> normalize, const std::string& dir) {
+IdxDataset IdxDataset::fashion_mnist(bool train, std::optional<Normalize> normalize, const std::string& dir,
+                                     DecodeCache* cache) {
   const std::string split = train ? "train" : "t10k";
   return IdxDataset(dir + "/" + split + "-images-idx3-ubyte.gz", dir + "/" + split + "-labels-idx1-ubyte.gz",
-                    normalize);
+                    normalize, cache);
 }
 
 void IdxDataset::gather(const std::vector<int64_t>& idx, float* x, int64_t* y) const {
@@ -216,14 +200,20 @@ DatasetSplits build_idx(const TomlTable& t, const DatasetContext& ctx) {
     s.pixel_mean = n[0];
     s.pixel_std = n[1];
   }
-  s.train = std::make_shared<IdxDataset>(train_images, train_labels, norm);
-  s.eval = std::make_shared<IdxDataset>(test_images, test_labels, norm);
+  // [data] cache: decoded copies of the gzipped files (DecodeCache::default_dir(), e.g.
+  // ~/.cache/trainer/datasets), so later runs map them instead of decompressing
+  std::optional<DecodeCache> cache;
+  if (t.get_bool("cache", true) && !DecodeCache::default_dir().empty()) cache.emplace(DecodeCache::default_dir());
+  DecodeCache* c = cache ? &*cache : nullptr;
+  s.train = std::make_shared<IdxDataset>(train_images, train_labels, norm, c);
+  s.eval = std::make_shared<IdxDataset>(test_images, test_labels, norm, c);
+  if (cache) s.notes = cache->notes();
   return s;
 }
 
 }  // namespace
 
 TR_REGISTER_DATASET("idx", {build_idx, "train_images, train_labels, test_images, test_labels (default: Debian's "
-                                       "Fashion-MNIST), normalize = [mean, std]"});
+                                       "Fashion-MNIST), normalize = [mean, std], cache = true"});
 
 }  // namespace tr::data

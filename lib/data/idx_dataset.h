@@ -5,14 +5,17 @@
 #include <optional>
 #include <string>
 #include "data/dataset.h"
+#include "data/decode_cache.h"
 
 namespace tr::data {
 
 // The bytes of one IDX file of unsigned bytes: magic 0x000008NN (NN = number of dims), then NN
-// big-endian u32 sizes, then the data. `data` is u8 with those sizes. gzip is detected by zlib
-// (a plain file reads as is). Throws with the path and expected-vs-found for a missing, short,
-// corrupt or wrongly typed file; `expected_magic` 0 accepts any unsigned-byte IDX file.
-Tensor read_idx(const std::string& path, uint32_t expected_magic = 0);
+// big-endian u32 sizes, then the data. `data` is u8 with those sizes, over the file's mapped bytes
+// (no copy). A gzip file (by its magic bytes) is decompressed, or its decoded copy in `cache`
+// mapped when it has a valid one (and stored there after decoding); a plain file is mapped as is.
+// Throws with the path and expected-vs-found for a missing, short, corrupt or wrongly typed file;
+// `expected_magic` 0 accepts any unsigned-byte IDX file.
+Tensor read_idx(const std::string& path, uint32_t expected_magic = 0, DecodeCache* cache = nullptr);
 
 class IdxDataset : public Dataset {
  public:
@@ -25,11 +28,12 @@ class IdxDataset : public Dataset {
   static constexpr uint32_t kLabelsMagic = 0x00000801;  // u8, 1 dim: [N]
   static constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 
+  // `cache`: decoded copies of gzipped files (null: decode in memory).
   IdxDataset(const std::string& images_path, const std::string& labels_path,
-             std::optional<Normalize> normalize = std::nullopt);
+             std::optional<Normalize> normalize = std::nullopt, DecodeCache* cache = nullptr);
   // Fashion-MNIST from `dir` ({train,t10k}-{images-idx3,labels-idx1}-ubyte.gz).
   static IdxDataset fashion_mnist(bool train, std::optional<Normalize> normalize = std::nullopt,
-                                  const std::string& dir = kFashionMnistDir);
+                                  const std::string& dir = kFashionMnistDir, DecodeCache* cache = nullptr);
 
   int64_t size() const override { return images_.size(0); }
   // input: f32 [1, rows, cols] in [0, 1] (or normalised); target: i64 scalar (the class).
@@ -38,7 +42,8 @@ class IdxDataset : public Dataset {
   Example get_batch(const std::vector<int64_t>& idx) const override;
   std::string describe() const override;
 
-  // The raw data, kept once and contiguous: u8 [N, 1, rows, cols] and i64 [N].
+  // The raw data, kept once and contiguous: u8 [N, 1, rows, cols] (over the mapped file or cache
+  // entry) and i64 [N].
   const Tensor& images() const { return images_; }
   const Tensor& labels() const { return labels_; }
   int64_t num_classes() const { return num_classes_; }  // max label + 1

@@ -60,7 +60,8 @@ double Progress::steps_per_s() const {
   return w > 0 ? double(steps_) / w : 0.0;
 }
 
-std::string Progress::train_line(int64_t step, int64_t epoch, const std::vector<double>& lrs, const std::string& extra) {
+std::string Progress::train_line(int64_t step, int64_t epoch, const std::vector<double>& lrs, const std::string& extra,
+                                 const std::string& tail) {
   double w = window_seconds();
   double sps = w > 0 ? double(samples_) / w : 0.0;
   std::string lr;
@@ -69,7 +70,7 @@ std::string Progress::train_line(int64_t step, int64_t epoch, const std::vector<
                       json_num(loss_sum_ / double(std::max<int64_t>(steps_, 1))), ",\"lr\":[", lr, "]");
   if (norms_ > 0) s += ",\"grad_norm\":" + json_num(norm_sum_ / double(norms_));
   s += extra;
-  s += ",\"samples_per_s\":" + json_num(std::round(sps * 10) / 10) + "}";
+  s += ",\"samples_per_s\":" + json_num(std::round(sps * 10) / 10) + tail + "}";
   loss_sum_ = norm_sum_ = 0;
   samples_ = steps_ = norms_ = 0;
   window_t0_ = std::chrono::steady_clock::now();

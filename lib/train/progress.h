@@ -31,8 +31,10 @@ class Progress {
   // One optimizer step done: its loss, samples it consumed, and its total gradient norm (< 0: none).
   void step(int64_t step, int64_t epoch, double loss, int64_t samples, double grad_norm);
   // The train metrics line of the window ending at `step` (call when log_due(step)); resets the window.
-  // `extra`: more fields (",\"key\":value...") placed before samples_per_s.
-  std::string train_line(int64_t step, int64_t epoch, const std::vector<double>& lrs, const std::string& extra = "");
+  // `extra`: more fields (",\"key\":value...") placed before samples_per_s; `tail`: fields after it
+  // (the first line's startup_s, so the keys before keep their places).
+  std::string train_line(int64_t step, int64_t epoch, const std::vector<double>& lrs, const std::string& extra = "",
+                         const std::string& tail = "");
   bool log_due(int64_t step) const { return step % log_every_ == 0 || step == total_steps_; }
   // Prints what the mode shows for this step (the live line every 5 steps or when `refresh`, or a
   // plain line when a log is due); call before train_line, which closes the window.

@@ -45,6 +45,7 @@ data::DatasetSplits build_data(config::RunConfig& cfg, const TomlTable& t, const
   ctx.input_shape = model.input.shape;
   ctx.config_dir = std::filesystem::path(cfg.path).parent_path().string();
   data::DatasetSplits d = Registry<data::DatasetType>::get().at(cfg.data.dataset).build(t, ctx);
+  for (const std::string& n : d.notes) std::fprintf(stderr, "warning: %s\n", n.c_str());
   const Shape sample = d.train->get(0).input.sizes();
   TR_CHECK(sample == model.input.shape, cfg.path, ": the model expects per-sample input ", model.input.str(),
            " but the ", cfg.data.dataset, " data gives ", sample);

@@ -146,6 +146,10 @@ class Trainer {
   std::chrono::steady_clock::time_point last_flush_ = std::chrono::steady_clock::now();
   EvalResult last_eval_;
   bool evaluated_since_checkpoint_ = false;
+  // Seconds from process start to the start of this process's first optimizer step (its batch in
+  // hand): written once, as startup_s of the next train line.
+  std::optional<double> startup_s_;
+  bool startup_logged_ = false;
   std::optional<double> best_metric_;  // [checkpoint] keep_best: the best value so far ...
   std::string best_checkpoint_;        // ... and the checkpoint holding it
   double step_flops_ = -1;             // FLOPs of this process's first step (< 0: not counted yet)

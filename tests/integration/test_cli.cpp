@@ -14,6 +14,33 @@ TEST_CASE("summary prints every layer with its output shape and the totals", "[i
   CHECK_THAT(c.out, Contains("669,706"));
 }
 
+TEST_CASE("the first train line carries startup_s: process start to the first step", "[integration]") {
+  fs::path d = fresh_dir("startup_s");
+  write(d / "syn.toml", kSyntheticConfig);
+  Result a = trainer(d, "run syn.toml --set run.name=a --set train.steps=6 --set train.log_every=2 --stop-at-step 4");
+  INFO(a.out);
+  REQUIRE(a.code == 0);
+  std::string m = read(d / "runs/a/metrics.jsonl");
+  INFO(m);
+  // after samples_per_s, on the first train line only
+  std::regex first("^\\{\"split\":\"train\",\"step\":2,[^\n]*,\"samples_per_s\":[-0-9.e+]+,\"startup_s\":([0-9.e+-]+)\\}\n");
+  std::smatch sm;
+  REQUIRE(std::regex_search(m, sm, first));
+  const double s = std::stod(sm[1].str());
+  CHECK(s > 0.0);
+  CHECK(s < 60.0);
+  CHECK(m.find("startup_s") == m.rfind("startup_s"));
+  CHECK_THAT(a.out, !Contains("done:"));  // stopped: no closing line
+  // a resumed process logs its own start-up on its first line; the timing-free lines are unchanged
+  Result b = trainer(d, "run syn.toml --set run.name=a --set train.steps=6 --set train.log_every=2 --resume auto");
+  INFO(b.out);
+  REQUIRE(b.code == 0);
+  CHECK_THAT(b.out, Contains("s after process start)"));
+  std::string m2 = read(d / "runs/a/metrics.jsonl");
+  CHECK(std::regex_search(m2, std::regex("\"step\":6,[^\n]*\"startup_s\":[0-9.e+-]+\\}")));
+  CHECK(strip_timing(m2).find("startup_s") == std::string::npos);
+}
+
 TEST_CASE("run writes metrics.jsonl and the resolved config; same seed, same metrics", "[integration]") {
   fs::path d = fresh_dir("determinism");
   write(d / "syn.toml", kSyntheticConfig);
@@ -78,6 +105,42 @@ TEST_CASE("the MLP learns Fashion-MNIST from the real files", "[integration]") {
   std::smatch acc;
   REQUIRE(std::regex_search(m, acc, std::regex("\"split\":\"eval\".*\"accuracy\":([0-9.]+)")));
   CHECK(std::stod(acc[1].str()) > 0.7);
+}
+
+TEST_CASE("Fashion-MNIST through the decode cache: the same metrics cold, warm, damaged and without", "[integration]") {
+  fs::path d = fresh_dir("decode_cache");
+  const std::string cache = (d / "cache").string();
+  auto run = [&](const std::string& name, const std::string& extra = "") {
+    Result r = shell(d, "TRAINER_CACHE_DIR='" + cache + "' '" TRAINER_BINARY "' run '" + kRepo +
+                            "/configs/fmnist_mlp.toml' --set train.steps=3 --set train.eval_batches=1 "
+                            "--set log.progress=none --set checkpoint.save_final=false --set run.name=" + name + " " + extra);
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+    return std::make_pair(r.out, strip_timing(read(d / "runs" / name / "metrics.jsonl")));
+  };
+  auto [cold_out, cold] = run("cold");
+  CHECK_THAT(cold_out, !Contains("warning"));
+  REQUIRE(fs::exists(cache));
+  std::vector<fs::path> entries;
+  for (auto& e : fs::directory_iterator(cache)) entries.push_back(e.path());
+  CHECK(entries.size() == 4);  // train and test images and labels
+  auto [warm_out, warm] = run("warm");
+  CHECK_THAT(warm_out, !Contains("warning"));
+  CHECK(warm == cold);
+  CHECK_THAT(read(d / "runs/warm/config.toml"), Contains("cache = true"));
+  // a damaged entry: named in a warning, rebuilt, the run unchanged
+  fs::path images;
+  for (auto& e : entries)
+    if (e.filename().string().rfind("train-images", 0) == 0) images = e;
+  REQUIRE(!images.empty());
+  fs::resize_file(images, fs::file_size(images) - 784);
+  auto [damaged_out, damaged] = run("damaged");
+  CHECK_THAT(damaged_out, Contains("warning: dataset cache entry '" + images.string() + "' is damaged"));
+  CHECK(damaged == cold);
+  auto [again_out, again] = run("again");
+  CHECK_THAT(again_out, !Contains("warning"));
+  auto [off_out, off] = run("off", "--set data.cache=false");
+  CHECK(off == cold);
 }
 
 TEST_CASE("bad input: one clear line and a non-zero exit", "[integration][errors]") {
