@@ -25,7 +25,7 @@ def cnn():
     return nn.Sequential(
         nn.Conv2d(1, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Dropout(0.25), nn.Linear(3136, 128), nn.ReLU(), nn.Linear(128, 10))
+        nn.Flatten(), nn.Dropout(0.1), nn.Linear(3136, 256), nn.ReLU(), nn.Linear(256, 10))
 
 
 class Attn(nn.Module):
@@ -77,7 +77,7 @@ def bench(name, steps, warmup, amp=None, device="cpu"):
         y = torch.randint(0, 256, (bs, 128))
         per_sample = 128
     else:
-        model, bs = (mlp() if name == "mlp" else cnn()), 128
+        model, bs = (mlp() if name == "mlp" else cnn()), (128 if name == "mlp" else 64)
         opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
         x = torch.rand(bs, 1, 28, 28)
         y = torch.randint(0, 10, (bs,))

@@ -8,7 +8,7 @@ TEST_CASE("summary prints every layer with its output shape and the totals", "[i
   Result r = trainer(d, "summary '" + kRepo + "/models/cnn_fmnist.toml'");
   INFO(r.out);
   CHECK(r.code == 0);
-  CHECK_THAT(r.out, Contains("[32, 28, 28]") && Contains("[64, 7, 7]") && Contains("421,834"));
+  CHECK_THAT(r.out, Contains("[32, 28, 28]") && Contains("[64, 7, 7]") && Contains("824,650"));
   Result c = trainer(d, "summary '" + kRepo + "/configs/fmnist_mlp.toml'");
   CHECK(c.code == 0);
   CHECK_THAT(c.out, Contains("669,706"));
