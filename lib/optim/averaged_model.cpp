@@ -32,13 +32,16 @@ AveragedModel::AveragedModel(nn::ModulePtr copy, const nn::Module& model, double
 void AveragedModel::update_parameters(const nn::Module& model) {
   NoGradGuard ng;
   nn::NamedTensors mine = module_->named_parameters(), theirs = model.named_parameters();
-  TR_CHECK(mine.size() == theirs.size(), "AveragedModel: the model has ", theirs.size(), " parameters, the copy ",
-           mine.size());
+  nn::NamedTensors mb = module_->named_buffers(), tb = model.named_buffers();
+  TR_CHECK(mine.size() == theirs.size() && mb.size() == tb.size(), "AveragedModel: the model has ", theirs.size(),
+           " parameters and ", tb.size(), " buffers, the averaged copy ", mine.size(), " and ", mb.size());
+  mine.insert(mine.end(), mb.begin(), mb.end());
+  theirs.insert(theirs.end(), tb.begin(), tb.end());
   for (size_t i = 0; i < mine.size(); ++i) {
     Tensor& e = mine[i].second;
     const Tensor p = theirs[i].second.detach();
     if (n_averaged_ == 0 || !e.is_floating_point()) {
-      e.copy_(p);
+      e.copy_(p);  // the first update, and counters (num_batches_tracked): the model's value
     } else {
       // decay * e + (1 - decay) * p: two rounded products, one rounded sum (no fused multiply-add)
       Tensor q = p * (1.0 - decay_);
@@ -46,9 +49,6 @@ void AveragedModel::update_parameters(const nn::Module& model) {
       e.add_(q);
     }
   }
-  nn::NamedTensors mb = module_->named_buffers(), tb = model.named_buffers();
-  TR_CHECK(mb.size() == tb.size(), "AveragedModel: the model has ", tb.size(), " buffers, the copy ", mb.size());
-  for (size_t i = 0; i < mb.size(); ++i) mb[i].second.copy_(tb[i].second);
   ++n_averaged_;
 }
 

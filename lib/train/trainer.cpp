@@ -195,6 +195,16 @@ void Trainer::eval_and_log(Loop& l) {
   evaluated_since_checkpoint_ = true;
   std::string ema;
   if (run_.ema) {  // the EMA weights on the same eval set, keys beside the model's
+    if (run_.pg) {
+      // The ranks' parameters are equal, their BatchNorm statistics not (each updates them from
+      // its own slice of the batch), nor their averages: every rank scores rank 0's, which is
+      // what checkpoints hold, so a resumed run scores the same.
+      NoGradGuard ng;
+      for (auto& [name, b] : run_.ema->module().named_buffers()) {
+        Tensor t = b;
+        run_.pg->broadcast(t, 0);
+      }
+    }
     EvalResult m = evaluate(run_.ema->module());
     l.result.last_ema_eval = m;
     ema = str(",\"ema_loss\":", json_num(m.loss), m.accuracy ? str(",\"ema_accuracy\":", json_num(*m.accuracy)) : "");

@@ -99,23 +99,30 @@ TEST_CASE("AveragedModel: SGD steps with an EMA follow torch's", "[optim][ema][t
   }
 }
 
-TEST_CASE("AveragedModel: buffers are copied, a mismatched copy and a bad decay are errors", "[optim][ema]") {
+TEST_CASE("AveragedModel: running statistics are averaged, counters copied; errors", "[optim][ema]") {
   nn::ModulePtr model = tiny_model();
   optim::AveragedModel ema(tiny_model(), *model, 0.5);
-  {
+  auto entry = [](const nn::Module& m, const std::string& name) {
+    for (auto& [n, t] : m.state_dict())
+      if (n == name) return t.reshape({-1}).tolist();
+    FAIL("no " << name);
+    return std::vector<double>{};
+  };
+  auto set = [&](double v, double count) {
     NoGradGuard ng;
-    model->state_dict()[4].second.fill_(7.0);  // 1.running_mean
-    for (auto& p : model->parameters()) p.fill_(2.0);
-  }
+    for (auto& p : model->parameters()) p.fill_(v);
+    for (auto& [n, b] : model->named_buffers()) b.fill_(n == "1.num_batches_tracked" ? count : v + 1);
+  };
+  set(2.0, 5);
   ema.update_parameters(*model);  // the first update copies
-  CHECK(ema.module().state_dict()[4].second.tolist() == std::vector<double>{7, 7, 7});
-  CHECK(ema.module().parameters()[0].reshape({-1}).tolist() == std::vector<double>(12, 2.0));
-  {
-    NoGradGuard ng;
-    for (auto& p : model->parameters()) p.fill_(4.0);
-  }
-  ema.update_parameters(*model);  // 0.5 * 2 + 0.5 * 4
-  CHECK(ema.module().parameters()[0].reshape({-1}).tolist() == std::vector<double>(12, 3.0));
+  CHECK(entry(ema.module(), "0.weight") == std::vector<double>(12, 2.0));
+  CHECK(entry(ema.module(), "1.running_mean") == std::vector<double>{3, 3, 3});
+  CHECK(entry(ema.module(), "1.num_batches_tracked") == std::vector<double>{5});
+  set(4.0, 7);
+  ema.update_parameters(*model);  // 0.5 * 2 + 0.5 * 4; statistics 0.5 * 3 + 0.5 * 5; the counter copied
+  CHECK(entry(ema.module(), "0.weight") == std::vector<double>(12, 3.0));
+  CHECK(entry(ema.module(), "1.running_var") == std::vector<double>{4, 4, 4});
+  CHECK(entry(ema.module(), "1.num_batches_tracked") == std::vector<double>{7});
   CHECK(ema.n_averaged() == 2);
 
   nn::ModulePtr other = std::make_shared<nn::Module>("Empty");
