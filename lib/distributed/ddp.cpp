@@ -2,6 +2,7 @@
 #include "core/grad_mode.h"
 #include "autograd/node.h"
 #include "ops/ops.h"
+#include <algorithm>
 
 namespace tr::distributed {
 
@@ -47,18 +48,39 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, ProcessGrou
     hooks_.push_back(register_post_accumulate_grad_hook(params_[k], [this, k](Tensor&) { on_grad_ready(k); }));
 }
 
+// One broadcast per dtype and device, of the buffers concatenated (torch's _sync_buffers broadcasts
+// coalesced too): a BatchNorm model has three buffers per layer, and each collective is a round
+// trip between the ranks.
+void DistributedDataParallel::broadcast_buffers() {
+  NoGradGuard ng;
+  std::vector<std::vector<Tensor>> groups;
+  for (auto& [name, b] : module_.named_buffers()) {
+    auto same = [&](const std::vector<Tensor>& g) { return g[0].dtype() == b.dtype() && g[0].device() == b.device(); };
+    auto it = std::find_if(groups.begin(), groups.end(), same);
+    if (it == groups.end()) groups.push_back({b});
+    else it->push_back(b);
+  }
+  for (auto& g : groups) {
+    std::vector<Tensor> flat;
+    for (auto& b : g) flat.push_back(b.reshape({-1}));
+    Tensor all = g.size() == 1 && g[0].is_contiguous() ? g[0] : cat(flat, 0);
+    pg_.broadcast(all, 0);
+    if (pg_.rank() == 0 || all.is_same(g[0])) continue;
+    int64_t at = 0;
+    for (auto& b : g) {
+      Tensor dst = b;
+      dst.copy_(all.narrow(0, at, b.numel()).reshape(b.sizes()));
+      at += b.numel();
+    }
+  }
+}
+
 DistributedDataParallel::~DistributedDataParallel() {
   for (size_t k = 0; k < params_.size(); ++k) remove_post_accumulate_grad_hook(params_[k], hooks_[k]);
 }
 
 void DistributedDataParallel::prepare(bool sync) {
-  if (opts_.broadcast_buffers && pg_.size() > 1) {
-    NoGradGuard ng;
-    for (auto& [name, b] : module_.named_buffers()) {
-      Tensor t = b;
-      pg_.broadcast(t, 0);
-    }
-  }
+  if (opts_.broadcast_buffers && pg_.size() > 1) broadcast_buffers();
   armed_ = sync;
   std::fill(seen_.begin(), seen_.end(), 0);
   for (auto& b : buckets_) {
@@ -78,13 +100,23 @@ void DistributedDataParallel::on_grad_ready(size_t k) {
 
 void DistributedDataParallel::launch(Bucket& b) {
   NoGradGuard ng;
+  // As torch's reducer: each gradient is divided by the world size while it is copied into the
+  // bucket, grad * (1 / world_size), and the ranks' buckets are summed: one pass over the bucket
+  // instead of a copy and a division after the sum.
+  const double scale = 1.0 / double(pg_.size());
   for (size_t s = 0; s < b.params.size(); ++s) {
     const Tensor& p = params_[b.params[s]];
     Tensor dst = b.flat.narrow(0, b.offsets[s], b.offsets[s + 1] - b.offsets[s]);
-    if (p.grad().defined()) dst.copy_(p.grad().reshape({-1}));
-    else dst.zero_();
+    const Tensor& g = p.grad();
+    if (!g.defined()) {
+      dst.zero_();
+      continue;
+    }
+    // the gradient may already be the bucket's view (grads kept since the last step, accumulated in place)
+    if (!(g.is_contiguous() && g.raw_data() == dst.raw_data())) dst.copy_(g.reshape({-1}));
+    if (scale != 1.0) dst.mul_(scale);
   }
-  b.work = pg_.allreduce_async(b.flat, ReduceOp::AVG);
+  b.work = pg_.allreduce_async(b.flat, ReduceOp::SUM);
 }
 
 void DistributedDataParallel::finish() {
@@ -109,12 +141,11 @@ void DistributedDataParallel::finish() {
     for (size_t s = 0; s < b.params.size(); ++s) {
       Tensor& p = params_[b.params[s]];
       Tensor src = b.flat.narrow(0, b.offsets[s], b.offsets[s + 1] - b.offsets[s]).reshape(p.sizes());
-      if (p.grad().defined()) {
-        Tensor g = p.grad();
-        g.copy_(src);
-      } else if (seen_[b.params[s]] || max(abs(src)).item() != 0) {
-        p.set_grad(src.clone());  // unused here, used elsewhere; unused everywhere stays None (torch)
-      }
+      // The averaged gradient stays in the bucket: param.grad becomes its view (torch's
+      // gradient_as_bucket_view), which saves copying it back. The next launch overwrites the
+      // bucket, after the optimizer has used it.
+      if (p.grad().defined() || seen_[b.params[s]] || max(abs(src)).item() != 0)
+        p.set_grad(src);  // unused here, used elsewhere; unused everywhere stays None (torch)
     }
   }
 }

@@ -51,6 +51,7 @@ class DistributedDataParallel {
   };
   void on_grad_ready(size_t param_index);
   void launch(Bucket& b);
+  void broadcast_buffers();
 
   nn::Module& module_;
   ProcessGroup& pg_;

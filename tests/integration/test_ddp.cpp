@@ -67,6 +67,18 @@ TEST_CASE("two ranks x 64 (--nproc 2) equal one process x 128 over 200 steps", "
   std::string m1 = read(d / "runs/one/metrics.jsonl"), m2 = read(d / "runs/two/metrics.jsonl");
   CHECK(metric_values(m1, "train", "loss").size() == 200);
   check_close(m1, m2, 1e-5);
+
+  // two micro-batches per step: the first backward keeps its gradients local (no_sync), the
+  // second averages the sum, from gradients that were the buckets' views in the step before
+  const std::string acc = " --set train.accumulate=2 --set train.steps=60";
+  Result one_acc = trainer(d, "run ddp.toml --set run.name=one_acc" + acc);
+  REQUIRE(one_acc.code == 0);
+  Result two_acc = trainer(d, "run ddp.toml --set run.name=two_acc --nproc 2" + acc);
+  INFO(two_acc.out);
+  REQUIRE(two_acc.code == 0);
+  m1 = read(d / "runs/one_acc/metrics.jsonl");
+  CHECK(metric_values(m1, "train", "loss").size() == 60);
+  check_close(m1, read(d / "runs/two_acc/metrics.jsonl"), 1e-5);
 }
 
 TEST_CASE("a 2-rank run resumes exactly, and continues with --nproc 1", "[integration][dist][checkpoint]") {
