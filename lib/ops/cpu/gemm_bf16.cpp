@@ -5,7 +5,9 @@
 #include "ops/cpu/gemm_bf16.h"
 #include <immintrin.h>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 #include "ops/cpu/loops.h"
 
@@ -57,6 +59,23 @@ bool gemm_bf16_available() {
   static const bool ok = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
                          __builtin_cpu_supports("avx512vl");
   return ok;
+}
+
+Bf16Gemm bf16_gemm_kernel() {
+  static const Bf16Gemm k = [] {
+    if (!gemm_bf16_available()) return Bf16Gemm::F32;
+    if (const char* e = std::getenv("TR_BF16_GEMM")) {
+      const std::string v = e;
+      TR_CHECK(v == "native" || v == "f32", "TR_BF16_GEMM=", v, ": expected native or f32");
+      return v == "native" ? Bf16Gemm::Native : Bf16Gemm::F32;
+    }
+    return __builtin_cpu_is("amd") ? Bf16Gemm::Native : Bf16Gemm::F32;
+  }();
+  return k;
+}
+
+const char* bf16_gemm_name(Bf16Gemm k) {
+  return k == Bf16Gemm::Native ? "vdpbf16ps (native bf16)" : "widened to f32 for sgemm";
 }
 
 void gemm_bf16(const Tensor& a, const Tensor& b, const Tensor& out) {

@@ -1,5 +1,5 @@
-// CPU matrix products through OpenBLAS (f32/f64); bf16 by vdpbf16ps where the CPU has it, else
-// f16/bf16 multiply in f32; integers by loops.
+// CPU matrix products through OpenBLAS (f32/f64); bf16 by vdpbf16ps where that is the faster
+// kernel (bf16_gemm_kernel), else f16/bf16 multiply in f32; integers by loops.
 #include <cblas.h>
 #include "ops/cpu/gemm_bf16.h"
 #include "ops/cpu/loops.h"
@@ -45,12 +45,18 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
                   int(A.ld), static_cast<const double*>(B.p), int(B.ld), 0.0, static_cast<double*>(out.raw_data()), int(N));
     return;
   }
-  if (t == DType::BF16 && gemm_bf16_available()) {
+  if (t == DType::BF16 && bf16_gemm_kernel() == Bf16Gemm::Native) {
     gemm_bf16(a, b, out);
     return;
   }
   if (t == DType::F16 || t == DType::BF16) {
-    Tensor a32 = cast(a, DType::F32), b32 = cast(b, DType::F32);
+    // a transposed operand is widened as its contiguous transpose (a flat 8-lane cast) and stays
+    // transposed for sgemm
+    auto widen = [](const Tensor& m) {
+      if (!m.is_contiguous() && m.t().is_contiguous()) return cast(m.t(), DType::F32).t();
+      return cast(m, DType::F32);
+    };
+    Tensor a32 = widen(a), b32 = widen(b);
     Tensor o32 = empty({M, N}, DType::F32);
     gemm(a32, b32, o32);
     out.detach().copy_(o32);

@@ -30,6 +30,10 @@ constexpr NoVec8 no_vec8{};
 // (the scalar loop runs) for other dtypes and layouts, and for ops without an f8.
 template <typename F8>
 bool map_f32x8_if(const Tensor& in, const Tensor& out, const F8& f8) {
+  if (vec_bf16_ok(in, out)) {  // widened, the f32 lanes' function, rounded once
+    map_bf16x8(static_cast<const uint16_t*>(in.raw_data()), static_cast<uint16_t*>(out.raw_data()), in.numel(), f8);
+    return true;
+  }
   if (!vec_f32_ok(in, out)) return false;
   map_f32x8(in.data_ptr<float>(), out.data_ptr<float>(), in.numel(), f8);
   return true;
@@ -136,6 +140,22 @@ void gelu_backward_cpu(const Ins& in, Outs& out, const Attrs& attrs) {
     });
     return;
   }
+  if (vec_bf16_ok(x, y) && vec_bf16_ok(g, y)) {  // bf16: widened, the f32 lanes, rounded once
+    const uint16_t *pg = static_cast<const uint16_t*>(g.raw_data()), *px = static_cast<const uint16_t*>(x.raw_data());
+    uint16_t* py = static_cast<uint16_t*>(y.raw_data());
+    parallel_for(y.numel(), kGrain, [&](int64_t b, int64_t e) {
+      int64_t i = b;
+      for (; i + 8 <= e; i += 8) store_bf16x8(py + i, gelu_backward8(load_bf16x8(pg + i), load_bf16x8(px + i), tanh_form));
+      if (i < e) {
+        alignas(16) uint16_t gt[8] = {0}, xt[8] = {0}, yt[8];
+        std::memcpy(gt, pg + i, size_t(e - i) * 2);
+        std::memcpy(xt, px + i, size_t(e - i) * 2);
+        store_bf16x8(yt, gelu_backward8(load_bf16x8(gt), load_bf16x8(xt), tanh_form));
+        std::memcpy(py + i, yt, size_t(e - i) * 2);
+      }
+    });
+    return;
+  }
   TR_DISPATCH_FLOAT(y.dtype(), "gelu_backward", [&] {
     using A = acc_t<scalar_t>;
     elementwise<scalar_t, scalar_t, scalar_t>(y, {g, x}, [=](scalar_t gs, scalar_t xs) {
@@ -161,6 +181,30 @@ TR_REGISTER_KERNEL(where, CPU, where_cpu);
 
 // out = in converted to out's dtype (also the body of copy_ between dtypes)
 void cast_into(const Tensor& out, const Tensor& in) {
+  // f32 <-> bf16 between contiguous tensors (autocast's casts, bf16 matmuls widened for sgemm):
+  // 8 lanes, the same bits as the scalar conversions
+  if (in.is_contiguous() && out.is_contiguous() && in.sizes() == out.sizes()) {
+    if (in.dtype() == DType::F32 && out.dtype() == DType::BF16) {
+      const float* x = in.data_ptr<float>();
+      uint16_t* y = static_cast<uint16_t*>(out.raw_data());
+      parallel_for(in.numel(), kGrain, [&](int64_t b, int64_t e) {
+        int64_t i = b;
+        for (; i + 8 <= e; i += 8) store_bf16x8(y + i, _mm256_loadu_ps(x + i));
+        for (; i < e; ++i) y[i] = float_to_bf16_bits(x[i]);
+      });
+      return;
+    }
+    if (in.dtype() == DType::BF16 && out.dtype() == DType::F32) {
+      const uint16_t* x = static_cast<const uint16_t*>(in.raw_data());
+      float* y = out.data_ptr<float>();
+      parallel_for(in.numel(), kGrain, [&](int64_t b, int64_t e) {
+        int64_t i = b;
+        for (; i + 8 <= e; i += 8) _mm256_storeu_ps(y + i, load_bf16x8(x + i));
+        for (; i < e; ++i) y[i] = bf16_bits_to_float(x[i]);
+      });
+      return;
+    }
+  }
   TR_DISPATCH_ALL(out.dtype(), "cast", [&] {
     using O = scalar_t;
     TR_DISPATCH_ALL(in.dtype(), "cast", [&] {

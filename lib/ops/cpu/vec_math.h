@@ -86,5 +86,44 @@ inline bool vec_f32_ok(const Tensor& in, const Tensor& out) {
   return in.dtype() == DType::F32 && out.dtype() == DType::F32 && in.is_contiguous() && out.is_contiguous() &&
          in.sizes() == out.sizes();
 }
+inline bool vec_bf16_ok(const Tensor& in, const Tensor& out) {
+  return in.dtype() == DType::BF16 && out.dtype() == DType::BF16 && in.is_contiguous() && out.is_contiguous() &&
+         in.sizes() == out.sizes();
+}
+
+// 8 bf16 (bit patterns) -> 8 f32: exact, the bits shifted into the high half.
+inline __m256 load_bf16x8(const uint16_t* p) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
+}
+// 8 f32 -> 8 bf16 rounded to nearest even, NaN kept quiet: float_to_bf16_bits (core/half.h) in 8 lanes.
+inline __m128i round_bf16x8(__m256 v) {
+  const __m256i u = _mm256_castps_si256(v);
+  const __m256i one = _mm256_set1_epi32(1);
+  __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), _mm256_and_si256(_mm256_srli_epi32(u, 16), one)));
+  r = _mm256_srli_epi32(r, 16);
+  const __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+  const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+  r = _mm256_blendv_epi8(r, quiet, is_nan);
+  // 8 x u32 (each < 2^16) -> 8 x u16: pack within the 128-bit halves, then bring the halves together
+  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+  return _mm256_castsi256_si128(packed);
+}
+inline void store_bf16x8(uint16_t* p, __m256 v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), round_bf16x8(v)); }
+
+// y = round_bf16(f8(x)) over n bf16 elements: the f32 kernel between exact widening and one rounding,
+// which is what the scalar loop computes in acc_t<bf16> = float, 8 lanes at a time.
+template <typename F8>
+void map_bf16x8(const uint16_t* x, uint16_t* y, int64_t n, const F8& f8) {
+  parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+    int64_t i = b;
+    for (; i + 8 <= e; i += 8) store_bf16x8(y + i, f8(load_bf16x8(x + i)));
+    if (i < e) {
+      alignas(16) uint16_t in[8] = {0}, out[8];
+      std::memcpy(in, x + i, size_t(e - i) * 2);
+      store_bf16x8(out, f8(load_bf16x8(in)));
+      std::memcpy(y + i, out, size_t(e - i) * 2);
+    }
+  });
+}
 
 }  // namespace tr::cpu
