@@ -8,7 +8,8 @@ normalisation and transforms (random_crop with padding/fill, random_horizontal_f
 torchvision's, before Normalize), the optimizer and its hyperparameters, the scheduler (cosine,
 onecycle, linear, step, exponential, lambda, sequential of those; interval step or epoch), the loss
 (cross_entropy with label_smoothing), [train] epochs / steps and ema_decay (AveragedModel with
-ema_avg = decay * e + (1 - decay) * p, buffers copied at each update, as trainer does). The random
+ema_avg = decay * e + (1 - decay) * p and use_buffers=True: BatchNorm's running statistics averaged,
+integer buffers copied at each update, as trainer does). The random
 numbers differ from trainer's (another generator), so the accuracies agree statistically, not
 bit for bit. Features the script does not know are refused rather than ignored.
 
@@ -315,7 +316,8 @@ def main():
     sched, interval = build_scheduler(cfg["scheduler"], opt, ctx) if cfg.get("scheduler") else (None, None)
     ls = loss_cfg.get("label_smoothing", 0.0)
     decay = train.get("ema_decay", 0.0)
-    ema = AveragedModel(model, avg_fn=lambda e, p, n: decay * e + (1 - decay) * p) if decay > 0 else None
+    ema = (AveragedModel(model, avg_fn=lambda e, p, n: decay * e + (1 - decay) * p, use_buffers=True)
+           if decay > 0 else None)
     print(json.dumps(dict(config=a.config, params=sum(p.numel() for p in model.parameters()), steps=total_steps,
                           threads=a.threads, torch=torch.__version__)), flush=True)
 
@@ -338,7 +340,8 @@ def main():
                 ema.update_parameters(model)
                 with torch.no_grad():
                     for b_ema, b in zip(ema.module.buffers(), model.buffers()):
-                        b_ema.copy_(b)
+                        if not b.is_floating_point():  # num_batches_tracked: copied, as trainer does
+                            b_ema.copy_(b)
             if sched is not None and interval == "step":
                 sched.step()
         if sched is not None and interval == "epoch":

@@ -21,6 +21,7 @@
 #include <thread>
 #include "core/grad_mode.h"
 #include "distributed/gloo_store.h"
+#include "distributed/shm_allreduce.h"
 
 namespace tr::distributed {
 
@@ -109,6 +110,10 @@ struct GlooProcessGroup::Impl {
 
   template <typename T>
   void allreduce(T* p, size_t n, ReduceOp op, uint32_t tag) {
+    if (shm) {  // every rank on this machine: through shared memory, no sockets
+      shm->allreduce(p, n, op);
+      return;
+    }
     gloo::AllreduceOptions o(ctx);
     o.setOutput(p, n);
     o.setReduceFunction(reduce_fn<T>(op));
@@ -130,6 +135,7 @@ struct GlooProcessGroup::Impl {
   std::shared_ptr<gloo::transport::Device> dev;
   std::shared_ptr<gloo::rendezvous::Context> ctx;
   std::vector<std::string> listen_addr;  // rank -> "[host]:port" that appears in Gloo's messages
+  std::unique_ptr<ShmAllreduce> shm;     // allreduces between ranks of one machine; null: Gloo's TCP
 
   std::mutex mu;
   std::condition_variable cv;  // queue changes, current op changes, stop
@@ -192,6 +198,9 @@ void GlooProcessGroup::Impl::rendezvous(const ProcessGroupOptions& o) {
   const Bytes mine_bytes(mine.begin(), mine.end());
   for (const Bytes& b : join_ranks(store, prefix + "/addr", rank, size, timeout, where, mine_bytes))
     listen_addr.emplace_back(b.begin(), b.end());
+  // 4. Ranks that share this machine reduce through shared memory (Gloo's TCP copies every byte
+  //    through the kernel twice); the other collectives stay on Gloo.
+  shm = ShmAllreduce::create(store, prefix, rank, size, timeout);
 }
 
 std::shared_ptr<Work> GlooProcessGroup::Impl::submit(std::string name, std::function<void(uint32_t)> run) {
@@ -287,7 +296,10 @@ std::string GlooProcessGroup::Impl::explain(const GlooWork& w, const std::string
     if (peer < 0 && size == 2) peer = 1 - rank;
   }
   std::string why;
-  if (peer >= 0 && msg.find("closed") != std::string::npos)
+  const bool shm_exit = msg.rfind("rank ", 0) == 0 && msg.find(" exited during the shared-memory allreduce") != std::string::npos;
+  if (shm_exit)
+    why = str("rank ", std::stoi(msg.substr(5)), " exited or crashed");
+  else if (peer >= 0 && msg.find("closed") != std::string::npos)
     why = str("rank ", peer, " closed the connection (it exited or crashed)");
   else if (peer >= 0)
     why = str("the connection to rank ", peer, " failed");
@@ -303,6 +315,12 @@ GlooProcessGroup::GlooProcessGroup(Store& store, const ProcessGroupOptions& opts
     : ProcessGroup(opts.rank, opts.size, opts.timeout), impl_(std::make_unique<Impl>(store, opts)) {}
 
 GlooProcessGroup::~GlooProcessGroup() = default;
+
+bool GlooProcessGroup::shared_memory() const { return impl_->shm != nullptr; }
+
+std::string GlooProcessGroup::describe() const {
+  return shared_memory() ? "gloo, allreduce through shared memory" : "gloo over tcp";
+}
 
 namespace {
 // A world of one: the collective is the identity, done at once (AVG of one value is itself).

@@ -1,4 +1,5 @@
-// The Gloo backend (CPU tensors) over TCP. The rendezvous goes through our Store: every rank
+// The Gloo backend (CPU tensors) over TCP; allreduces between ranks of one machine through shared
+// memory (shm_allreduce.h). The rendezvous goes through our Store: every rank
 // records that it joined (so a rank that never does is named), then Gloo connects a full mesh.
 // Collectives run on one communication thread per group, in issue order, so DDP can queue a
 // bucket's allreduce from a gradient hook and keep computing. A failed collective (a dead peer, a
@@ -17,6 +18,9 @@ class GlooProcessGroup : public ProcessGroup {
   ~GlooProcessGroup() override;
 
   std::string backend() const override { return "gloo"; }
+  std::string describe() const override;
+  // Allreduces go through shared memory (every rank on this machine, TR_DIST_SHM not 0).
+  bool shared_memory() const;
   std::shared_ptr<Work> allreduce_async(Tensor& t, ReduceOp op) override;
   std::shared_ptr<Work> broadcast_async(Tensor& t, int root) override;
   std::shared_ptr<Work> allgather_async(const Tensor& t, std::vector<Tensor>& out) override;

@@ -41,6 +41,9 @@ class ProcessGroup {
   // Each collective must complete within this time once it starts running.
   std::chrono::milliseconds timeout() const { return timeout_; }
   virtual std::string backend() const = 0;  // "gloo" | "nccl"
+  // The backend and how it moves data, for the run's first message, e.g. "gloo, allreduce
+  // through shared memory".
+  virtual std::string describe() const { return backend(); }
   // Where the tensors of this group's collectives live: host memory for gloo, the rank's GPU for nccl.
   virtual Device device() const { return kCPU; }
 

@@ -174,7 +174,7 @@ void Trainer::open_progress(const TrainPosition& start, const json& resumed) {
                          " parameters, ", cfg.optimizer.type, " on ", run_.device.str(), ", ", run_.total_steps,
                          " steps (", run_.epochs(), " epochs of ", run_.steps_per_epoch,
                          acc > 1 ? str(", ", acc, " micro-batches each") : "", ")",
-                         run_.env.active() ? str(", ", run_.env.world_size, " ranks (", run_.pg->backend(), ")") : "",
+                         run_.env.active() ? str(", ", run_.env.world_size, " ranks (", run_.pg->describe(), ")") : "",
                          resumed.is_null() ? "" : str("; resumed at step ", start.step)));
 }
 

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include "unit/require_gpu.h"
 #include "ops/factories.h"
+#include "ops/ops.h"
 #include <fcntl.h>
 #include <omp.h>
 #include <signal.h>
@@ -26,6 +27,7 @@
 #include <thread>
 #include <type_traits>
 #include "core/cuda_hooks.h"
+#include "distributed/gloo_process_group.h"
 #include "distributed/process_group.h"
 #include "distributed/tcp_store.h"
 
@@ -257,12 +259,26 @@ void check_allreduce(ProcessGroup& pg, DType dt, ReduceOp op, int64_t n) {
 
 }  // namespace
 
+// Runs body once with allreduces through shared memory (ranks of one machine, the default) and once
+// over Gloo's TCP (TR_DIST_SHM=0, read by the forked ranks).
+template <typename F>
+void for_each_transport(const F& body) {
+  for (bool shm : {true, false}) {
+    INFO((shm ? "allreduce through shared memory" : "allreduce over gloo's tcp (TR_DIST_SHM=0)"));
+    ::setenv("TR_DIST_SHM", shm ? "1" : "0", 1);
+    body(shm);
+  }
+  ::unsetenv("TR_DIST_SHM");
+}
+
 TEST_CASE("gloo allreduce: sum, avg, max, min on every dtype and size", "[dist]") {
+  for_each_transport([](bool shm) {
   for (int world : {2, 3}) {
     INFO("world size " << world);
-    auto res = run_ranks(world, [world](int rank, Store& store, std::ostream&) {
+    auto res = run_ranks(world, [world, shm](int rank, Store& store, std::ostream&) {
       auto pg = gloo_group(store, rank, world);
       EXPECT(pg->rank() == rank && pg->size() == world && pg->backend() == "gloo", "identity");
+      EXPECT(dynamic_cast<GlooProcessGroup&>(*pg).shared_memory() == shm, "transport: ", pg->describe());
       for (DType dt : {DType::F32, DType::F64, DType::I64, DType::I32, DType::U8, DType::F16, DType::BF16})
         for (ReduceOp op : {ReduceOp::SUM, ReduceOp::AVG, ReduceOp::MAX, ReduceOp::MIN}) {
           if (op == ReduceOp::AVG && !is_floating(dt)) continue;
@@ -279,9 +295,15 @@ TEST_CASE("gloo allreduce: sum, avg, max, min on every dtype and size", "[dist]"
       Tensor s = scalar_tensor(double(rank), DType::F64);
       pg->allreduce(s, ReduceOp::MAX);
       EXPECT(s.item() == world - 1, "0-dim max ", s.item());
+      // rounding sums (more than one shared-memory chunk): every rank gets the same bits
+      Tensor r = randn({3 * 1024 * 1024 + 5}) * double(rank + 1);
+      pg->allreduce(r, ReduceOp::AVG);
+      std::vector<Tensor> all = pg->allgather(r);
+      for (int k = 0; k < world; ++k) EXPECT(equal(all[size_t(k)], r), "rank ", k, "'s average differs from rank ", rank, "'s");
     });
     require_all_ok(res);
   }
+  });
 }
 
 TEST_CASE("gloo broadcast from each root, allgather, barrier", "[dist]") {
@@ -362,6 +384,7 @@ TEST_CASE("gloo async collectives complete in issue order", "[dist]") {
 }
 
 TEST_CASE("gloo: a peer that exits makes the survivor's collective fail, naming it", "[dist]") {
+  for_each_transport([](bool) {
   for (int world : {2, 3}) {
     INFO("world size " << world);
     const int dead = world - 1;
@@ -400,6 +423,7 @@ TEST_CASE("gloo: a peer that exits makes the survivor's collective fail, naming 
                     << out.substr(out.find('\n') + 1, out.find('\n', out.find('\n') + 1) - out.find('\n') - 1));
     }
   }
+  });
 }
 
 TEST_CASE("gloo: a stuck peer or mismatched collectives time out with a clear error", "[dist]") {
