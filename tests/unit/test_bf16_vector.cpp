@@ -1,4 +1,4 @@
-// The 8-lane bf16 paths of the CPU pointwise kernels (vec_math.h: load_bf16x8, round_bf16x8,
+// softmax rows with masked lanes (softmax.cpp exp8_nonpositive); the 8-lane bf16 paths of the CPU pointwise kernels (vec_math.h: load_bf16x8, round_bf16x8,
 // map_bf16x8): f32 <-> bf16 casts bit for bit equal to the scalar conversions of core/half.h on
 // ties, NaNs, infinities, subnormals and overflow; bf16 gelu, exp and gelu_backward equal to the
 // f32 kernels on the widened values rounded once (what the scalar loop computes in float); lengths
@@ -99,4 +99,29 @@ TEST_CASE("bf16 gelu, exp, gelu_backward: the f32 lanes on widened values, round
   Tensor m = cast(randn({16, 9}), DType::BF16);
   std::vector<double> a = cast(gelu(m.t()), DType::F32).tolist(), b = cast(gelu(m.t().contiguous()), DType::F32).tolist();
   for (size_t i = 0; i < a.size(); ++i) CHECK(std::abs(a[i] - b[i]) <= std::abs(b[i]) * (1.0 / 128) + 1e-30);
+}
+
+TEST_CASE("softmax rows with a causal mask's -inf and exponents in the denormal range", "[softmax][pointwise]") {
+  // rows of 21 (two 8-lane blocks and a tail): -inf lanes give 0 in the vector, lanes whose
+  // exponent is in [-104, -87) take scalar expf (denormal results), the rest libmvec
+  const int64_t n = 21;
+  std::vector<double> v;
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t k = 0; k < n; ++k)
+      v.push_back(k > r ? -INFINITY : k % 5 == 0 ? -95.5 : k % 7 == 0 ? -88.25 : k % 3 == 0 ? -110.0 : 0.1 * double(k));
+  Tensor x = from_vector(v, {n, n}, DType::F32);
+  std::vector<double> y = softmax(x, -1).tolist(), ly = log_softmax(x, -1).tolist();
+  for (int64_t r = 0; r < n; ++r) {
+    double m = -INFINITY, s = 0;
+    for (int64_t k = 0; k <= r; ++k) m = std::max(m, double(float(v[size_t(r * n + k)])));
+    for (int64_t k = 0; k <= r; ++k) s += std::exp(double(float(v[size_t(r * n + k)])) - m);
+    for (int64_t k = 0; k < n; ++k) {
+      const double xv = double(float(v[size_t(r * n + k)]));
+      const double want = k > r ? 0.0 : std::exp(xv - m) / s;
+      INFO("row " << r << " col " << k << " x " << xv);
+      CHECK(y[size_t(r * n + k)] == Approx(want).epsilon(1e-5).margin(1e-44));
+      if (k > r) CHECK(std::isinf(ly[size_t(r * n + k)]));
+      else CHECK(ly[size_t(r * n + k)] == Approx(xv - m - std::log(s)).epsilon(1e-5));
+    }
+  }
 }

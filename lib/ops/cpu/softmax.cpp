@@ -31,6 +31,10 @@ __m256 exp8_nonpositive(__m256 v) {
   __m256 r = exp8(_mm256_max_ps(lo, v));  // max_ps returns v where v is NaN
   const int under = _mm256_movemask_ps(_mm256_cmp_ps(v, lo, _CMP_LT_OQ));
   if (under == 0) return r;
+  // lanes below -104 (a mask's -inf) are 0 in the vector itself; lanes in [-104, -87) are rare
+  const __m256 zero_lanes = _mm256_cmp_ps(v, _mm256_set1_ps(-104.0f), _CMP_LT_OQ);
+  r = _mm256_blendv_ps(r, _mm256_setzero_ps(), zero_lanes);
+  if ((under & ~_mm256_movemask_ps(zero_lanes)) == 0) return r;
   alignas(32) float vv[8], rr[8];
   _mm256_store_ps(vv, v);
   _mm256_store_ps(rr, r);
