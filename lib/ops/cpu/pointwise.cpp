@@ -31,11 +31,11 @@ constexpr NoVec8 no_vec8{};
 template <typename F8>
 bool map_f32x8_if(const Tensor& in, const Tensor& out, const F8& f8) {
   if (vec_bf16_ok(in, out)) {  // widened, the f32 lanes' function, rounded once
-    map_bf16x8(static_cast<const uint16_t*>(in.raw_data()), static_cast<uint16_t*>(out.raw_data()), in.numel(), f8);
+    map_x8(static_cast<uint16_t*>(out.raw_data()), in.numel(), f8, static_cast<const uint16_t*>(in.raw_data()));
     return true;
   }
   if (!vec_f32_ok(in, out)) return false;
-  map_f32x8(in.data_ptr<float>(), out.data_ptr<float>(), in.numel(), f8);
+  map_x8(out.data_ptr<float>(), in.numel(), f8, in.data_ptr<float>());
   return true;
 }
 bool map_f32x8_if(const Tensor&, const Tensor&, NoVec8) { return false; }
@@ -119,41 +119,19 @@ void threshold_backward_cpu(const Ins& in, Outs& out, const Attrs& attrs) {
 }
 TR_REGISTER_KERNEL(threshold_backward, CPU, threshold_backward_cpu);
 
-// g gelu'(x) (gelu's backward; inputs {g, x} of one dtype). Contiguous f32 of one shape: 8 lanes
+// g gelu'(x) (gelu's backward; inputs {g, x} of one dtype). Contiguous f32 or bf16 of one shape: 8 lanes
 // with libmvec's erf, exp and tanh; otherwise the scalar formula.
 void gelu_backward_cpu(const Ins& in, Outs& out, const Attrs& attrs) {
   const bool tanh_form = attrs.s("approximate") == "tanh";
   const Tensor &g = in[0], &x = in[1], &y = out[0];
+  auto f8 = [tanh_form](__m256 gv, __m256 xv) { return gelu_backward8(gv, xv, tanh_form); };
   if (vec_f32_ok(x, y) && vec_f32_ok(g, y)) {
-    const float *pg = g.data_ptr<float>(), *px = x.data_ptr<float>();
-    float* py = y.data_ptr<float>();
-    parallel_for(y.numel(), kGrain, [&](int64_t b, int64_t e) {
-      int64_t i = b;
-      for (; i + 8 <= e; i += 8) _mm256_storeu_ps(py + i, gelu_backward8(_mm256_loadu_ps(pg + i), _mm256_loadu_ps(px + i), tanh_form));
-      if (i < e) {  // the tail as one padded block: the same lanes' function as the rest
-        alignas(32) float gt[8] = {0}, xt[8] = {0}, yt[8];
-        std::memcpy(gt, pg + i, size_t(e - i) * 4);
-        std::memcpy(xt, px + i, size_t(e - i) * 4);
-        _mm256_store_ps(yt, gelu_backward8(_mm256_load_ps(gt), _mm256_load_ps(xt), tanh_form));
-        std::memcpy(py + i, yt, size_t(e - i) * 4);
-      }
-    });
+    map_x8(y.data_ptr<float>(), y.numel(), f8, g.data_ptr<float>(), x.data_ptr<float>());
     return;
   }
   if (vec_bf16_ok(x, y) && vec_bf16_ok(g, y)) {  // bf16: widened, the f32 lanes, rounded once
-    const uint16_t *pg = static_cast<const uint16_t*>(g.raw_data()), *px = static_cast<const uint16_t*>(x.raw_data());
-    uint16_t* py = static_cast<uint16_t*>(y.raw_data());
-    parallel_for(y.numel(), kGrain, [&](int64_t b, int64_t e) {
-      int64_t i = b;
-      for (; i + 8 <= e; i += 8) store_bf16x8(py + i, gelu_backward8(load_bf16x8(pg + i), load_bf16x8(px + i), tanh_form));
-      if (i < e) {
-        alignas(16) uint16_t gt[8] = {0}, xt[8] = {0}, yt[8];
-        std::memcpy(gt, pg + i, size_t(e - i) * 2);
-        std::memcpy(xt, px + i, size_t(e - i) * 2);
-        store_bf16x8(yt, gelu_backward8(load_bf16x8(gt), load_bf16x8(xt), tanh_form));
-        std::memcpy(py + i, yt, size_t(e - i) * 2);
-      }
-    });
+    map_x8(static_cast<uint16_t*>(y.raw_data()), y.numel(), f8, static_cast<const uint16_t*>(g.raw_data()),
+           static_cast<const uint16_t*>(x.raw_data()));
     return;
   }
   TR_DISPATCH_FLOAT(y.dtype(), "gelu_backward", [&] {

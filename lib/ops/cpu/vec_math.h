@@ -3,6 +3,7 @@
 // exp, log, tanh, erf, gelu, sigmoid and silu; other dtypes and strided tensors take the scalar loop.
 #pragma once
 #include <immintrin.h>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include "ops/cpu/loops.h"
@@ -15,21 +16,6 @@ __m256 _ZGVdN8v_erff(__m256);
 }
 
 namespace tr::cpu {
-
-// y[i] = f8(x[i..i+8]) over n floats, split across the pool; the tail goes through a padded block.
-template <typename F8>
-void map_f32x8(const float* x, float* y, int64_t n, const F8& f8) {
-  parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
-    int64_t i = b;
-    for (; i + 8 <= e; i += 8) _mm256_storeu_ps(y + i, f8(_mm256_loadu_ps(x + i)));
-    if (i < e) {
-      alignas(32) float in[8] = {0}, out[8];
-      std::memcpy(in, x + i, size_t(e - i) * 4);
-      _mm256_store_ps(out, f8(_mm256_load_ps(in)));
-      std::memcpy(y + i, out, size_t(e - i) * 4);
-    }
-  });
-}
 
 inline __m256 exp8(__m256 v) { return _ZGVdN8v_expf(v); }
 inline __m256 log8(__m256 v) { return _ZGVdN8v_logf(v); }
@@ -110,18 +96,30 @@ inline __m128i round_bf16x8(__m256 v) {
 }
 inline void store_bf16x8(uint16_t* p, __m256 v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), round_bf16x8(v)); }
 
-// y = round_bf16(f8(x)) over n bf16 elements: the f32 kernel between exact widening and one rounding,
-// which is what the scalar loop computes in acc_t<bf16> = float, 8 lanes at a time.
-template <typename F8>
-void map_bf16x8(const uint16_t* x, uint16_t* y, int64_t n, const F8& f8) {
+// 8 elements of f32 (float) or bf16 (uint16_t bit patterns) as 8 f32 lanes, and back (bf16 rounded once)
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t* p) { return load_bf16x8(p); }
+inline void store8(float* p, __m256 v) { _mm256_storeu_ps(p, v); }
+inline void store8(uint16_t* p, __m256 v) { store_bf16x8(p, v); }
+
+// y[i] = f8(x_0[i..i+8], ...) over n elements of T (float or bf16 bits), split across the pool; the
+// tail goes through a padded block, so every element sees the same lanes' function. For bf16 the
+// f32 kernel runs between exact widening and one rounding: what the scalar loop computes in
+// acc_t<bf16> = float.
+template <typename T, typename F8, typename... In>
+void map_x8(T* y, int64_t n, const F8& f8, const In*... x) {
   parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
     int64_t i = b;
-    for (; i + 8 <= e; i += 8) store_bf16x8(y + i, f8(load_bf16x8(x + i)));
+    for (; i + 8 <= e; i += 8) store8(y + i, f8(load8(x + i)...));
     if (i < e) {
-      alignas(16) uint16_t in[8] = {0}, out[8];
-      std::memcpy(in, x + i, size_t(e - i) * 2);
-      store_bf16x8(out, f8(load_bf16x8(in)));
-      std::memcpy(y + i, out, size_t(e - i) * 2);
+      auto padded = [&](const T* p) {
+        std::array<T, 8> t{};
+        std::memcpy(t.data(), p + i, size_t(e - i) * sizeof(T));
+        return t;
+      };
+      std::array<T, 8> out;
+      store8(out.data(), f8(load8(padded(x).data())...));
+      std::memcpy(y + i, out.data(), size_t(e - i) * sizeof(T));
     }
   });
 }
