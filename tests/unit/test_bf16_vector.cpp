@@ -74,6 +74,15 @@ TEST_CASE("bf16 casts: 8 lanes equal the scalar conversion bit for bit", "[bf16]
   Tensor m = randn({37, 11}) * 7.0;
   std::vector<uint16_t> strided = bf16_bits(cast(m.t(), DType::BF16)), flat = bf16_bits(cast(m.t().contiguous(), DType::BF16));
   CHECK(strided == flat);
+  // views with dense rows (a narrowed last dim, 2-D and 3-D) convert row by row: the same bits
+  for (Tensor v : {Tensor(randn({37, 20}) * 5.0).narrow(1, 3, 11), Tensor(randn({4, 5, 12})).narrow(2, 2, 7).narrow(0, 1, 2)}) {
+    INFO("view of " << v.numel() << " elements, " << v.dim() << "-D");
+    CHECK(bf16_bits(cast(v, DType::BF16)) == bf16_bits(cast(v.contiguous(), DType::BF16)));
+    Tensor back = cast(Tensor(cast(v, DType::BF16)).contiguous(), DType::F32);
+    CHECK(equal(cast(cast(v, DType::BF16), DType::F32), back));
+  }
+  Tensor b16 = cast(randn({9, 30}), DType::BF16).narrow(1, 5, 19);  // bf16 -> f32 from a narrowed view
+  CHECK(equal(cast(b16, DType::F32), cast(b16.contiguous(), DType::F32)));
 }
 
 TEST_CASE("bf16 gelu, exp, gelu_backward: the f32 lanes on widened values, rounded once", "[bf16][pointwise]") {

@@ -158,30 +158,48 @@ void where_cpu(const Ins& in, Outs& out, const Attrs&) {
 TR_REGISTER_KERNEL(where, CPU, where_cpu);
 
 // out = in converted to out's dtype (also the body of copy_ between dtypes)
+// n elements f32 -> bf16 (rounded to nearest even) or bf16 -> f32 (exact), 8 lanes at a time: the
+// same bits as the scalar conversions of core/half.h
+void convert_run(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) store_bf16x8(y + i, _mm256_loadu_ps(x + i));
+  for (; i < n; ++i) y[i] = float_to_bf16_bits(x[i]);
+}
+void convert_run(const uint16_t* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, load_bf16x8(x + i));
+  for (; i < n; ++i) y[i] = bf16_bits_to_float(x[i]);
+}
+
+// out (contiguous) = in converted, where in's last dim is dense (stride 1): row by row through
+// convert_run, a contiguous input as one long run. Covers autocast's casts and the widening of
+// bf16 matmul operands (narrowed and transposed views included, matmul.cpp).
+template <typename I, typename O>
+void convert_rows(const Tensor& out, const Tensor& in) {
+  const I* x = static_cast<const I*>(in.raw_data());
+  O* y = static_cast<O*>(out.raw_data());
+  if (in.is_contiguous()) {
+    parallel_for(in.numel(), kGrain, [&](int64_t b, int64_t e) { convert_run(x + b, y + b, e - b); });
+    return;
+  }
+  const int64_t len = in.size(-1), rows = in.numel() / std::max<int64_t>(len, 1), nd = in.dim();
+  parallel_for(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(len, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      int64_t off = 0, rest = r;
+      for (int64_t d = nd - 2; d >= 0; --d) {
+        off += (rest % in.size(d)) * in.stride(d);
+        rest /= in.size(d);
+      }
+      convert_run(x + off, y + r * len, len);
+    }
+  });
+}
+
 void cast_into(const Tensor& out, const Tensor& in) {
-  // f32 <-> bf16 between contiguous tensors (autocast's casts, bf16 matmuls widened for sgemm):
-  // 8 lanes, the same bits as the scalar conversions
-  if (in.is_contiguous() && out.is_contiguous() && in.sizes() == out.sizes()) {
-    if (in.dtype() == DType::F32 && out.dtype() == DType::BF16) {
-      const float* x = in.data_ptr<float>();
-      uint16_t* y = static_cast<uint16_t*>(out.raw_data());
-      parallel_for(in.numel(), kGrain, [&](int64_t b, int64_t e) {
-        int64_t i = b;
-        for (; i + 8 <= e; i += 8) store_bf16x8(y + i, _mm256_loadu_ps(x + i));
-        for (; i < e; ++i) y[i] = float_to_bf16_bits(x[i]);
-      });
-      return;
-    }
-    if (in.dtype() == DType::BF16 && out.dtype() == DType::F32) {
-      const uint16_t* x = static_cast<const uint16_t*>(in.raw_data());
-      float* y = out.data_ptr<float>();
-      parallel_for(in.numel(), kGrain, [&](int64_t b, int64_t e) {
-        int64_t i = b;
-        for (; i + 8 <= e; i += 8) _mm256_storeu_ps(y + i, load_bf16x8(x + i));
-        for (; i < e; ++i) y[i] = bf16_bits_to_float(x[i]);
-      });
-      return;
-    }
+  if (out.is_contiguous() && in.sizes() == out.sizes() && in.dim() > 0 && (in.stride(-1) == 1 || in.size(-1) == 1) &&
+      in.numel() > 0) {
+    if (in.dtype() == DType::F32 && out.dtype() == DType::BF16) return convert_rows<float, uint16_t>(out, in);
+    if (in.dtype() == DType::BF16 && out.dtype() == DType::F32) return convert_rows<uint16_t, float>(out, in);
   }
   TR_DISPATCH_ALL(out.dtype(), "cast", [&] {
     using O = scalar_t;
