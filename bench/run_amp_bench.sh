@@ -25,7 +25,7 @@ for round in $(seq "$ROUNDS"); do
     set -- $setting
     for amp in off bf16; do
       args=(); [[ $amp == bf16 ]] && args=(--amp bf16)
-      OPENBLAS_NUM_THREADS=$2 "$PYTHON" "$ROOT/bench/torch_train_bench.py" --threads "$1" --steps "$STEPS" "${args[@]}" > "$OUT/t.jsonl"
+      env ${coretype:+OPENBLAS_CORETYPE=$coretype} OPENBLAS_NUM_THREADS=$2 "$PYTHON" "$ROOT/bench/torch_train_bench.py" --threads "$1" --steps "$STEPS" "${args[@]}" > "$OUT/t.jsonl"
       key=tf32; [[ $amp == bf16 ]] && key=tbf16
       while read -r line; do
         m=$(echo "$line" | sed 's/.*"model": "\([a-z]*\)".*/\1/')

@@ -20,14 +20,14 @@ for round in $(seq "$ROUNDS"); do
   done
   for setting in "2 1" "1 2" "2 2"; do
     set -- $setting
-    OPENBLAS_NUM_THREADS=$2 "$PYTHON" "$ROOT/bench/torch_train_bench.py" --threads "$1" --steps "$STEPS" > "$OUT/t.jsonl"
+    env ${coretype:+OPENBLAS_CORETYPE=$coretype} OPENBLAS_NUM_THREADS=$2 "$PYTHON" "$ROOT/bench/torch_train_bench.py" --threads "$1" --steps "$STEPS" > "$OUT/t.jsonl"
     while read -r line; do
       m=$(echo "$line" | sed 's/.*"model": "\([a-z]*\)".*/\1/')
       v=$(echo "$line" | sed 's/.*"value": \([0-9.]*\).*/\1/')
       if awk "BEGIN{exit !($v > ${t12[$m]})}"; then t12[$m]=$v; t12_set[$m]="omp=$1 openblas=$2"; fi
     done < "$OUT/t.jsonl"
   done
-  OPENBLAS_NUM_THREADS=1 "$PYTHON" "$ROOT/bench/torch_ddp_bench.py" --nproc 2 --threads 1 --steps "$STEPS" > "$OUT/d.jsonl"
+  env ${coretype:+OPENBLAS_CORETYPE=$coretype} OPENBLAS_NUM_THREADS=1 "$PYTHON" "$ROOT/bench/torch_ddp_bench.py" --nproc 2 --threads 1 --steps "$STEPS" > "$OUT/d.jsonl"
   while read -r line; do
     m=$(echo "$line" | sed 's/.*"model": "\([a-z]*\)".*/\1/')
     v=$(echo "$line" | sed 's/.*"value": \([0-9.]*\).*/\1/')

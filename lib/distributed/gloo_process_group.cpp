@@ -135,7 +135,7 @@ struct GlooProcessGroup::Impl {
   std::shared_ptr<gloo::transport::Device> dev;
   std::shared_ptr<gloo::rendezvous::Context> ctx;
   std::vector<std::string> listen_addr;  // rank -> "[host]:port" that appears in Gloo's messages
-  std::unique_ptr<ShmAllreduce> shm;     // allreduces between ranks of one machine; null: Gloo's TCP
+  std::unique_ptr<ShmAllreduce> shm;     // allreduces, broadcasts between ranks of one machine; null: Gloo's TCP
 
   std::mutex mu;
   std::condition_variable cv;  // queue changes, current op changes, stop
@@ -198,8 +198,8 @@ void GlooProcessGroup::Impl::rendezvous(const ProcessGroupOptions& o) {
   const Bytes mine_bytes(mine.begin(), mine.end());
   for (const Bytes& b : join_ranks(store, prefix + "/addr", rank, size, timeout, where, mine_bytes))
     listen_addr.emplace_back(b.begin(), b.end());
-  // 4. Ranks that share this machine reduce through shared memory (Gloo's TCP copies every byte
-  //    through the kernel twice); the other collectives stay on Gloo.
+  // 4. Ranks that share this machine reduce and broadcast through shared memory (Gloo's TCP copies
+  //    every byte through the kernel twice); allgather and barrier stay on Gloo.
   shm = ShmAllreduce::create(store, prefix, rank, size, timeout);
 }
 
@@ -297,6 +297,9 @@ std::string GlooProcessGroup::Impl::explain(const GlooWork& w, const std::string
   }
   std::string why;
   const bool shm_exit = msg.rfind("rank ", 0) == 0 && msg.find(" exited during the shared-memory allreduce") != std::string::npos;
+  const bool mismatch = msg.rfind("ranks issued different collectives", 0) == 0;
+  if (mismatch)
+    return str("gloo ", w.name, " failed on rank ", rank, " of ", size, " after ", elapsed_ms, " ms: the ", msg);
   if (shm_exit)
     why = str("rank ", std::stoi(msg.substr(5)), " exited or crashed");
   else if (peer >= 0 && msg.find("closed") != std::string::npos)
@@ -319,7 +322,7 @@ GlooProcessGroup::~GlooProcessGroup() = default;
 bool GlooProcessGroup::shared_memory() const { return impl_->shm != nullptr; }
 
 std::string GlooProcessGroup::describe() const {
-  return shared_memory() ? "gloo, allreduce through shared memory" : "gloo over tcp";
+  return shared_memory() ? "gloo, allreduce and broadcast through shared memory" : "gloo over tcp";
 }
 
 namespace {
@@ -379,6 +382,7 @@ std::shared_ptr<Work> GlooProcessGroup::broadcast_async(Tensor& t, int root) {
   return impl_->submit(str("broadcast of ", format_bytes(bytes), " ", dtype_name(t.dtype()), " from rank ", root),
                        [im, t, root, bytes](uint32_t tag) {
                          if (bytes == 0) return;
+                         if (im->shm) return im->shm->broadcast(t.raw_data(), bytes, root);
                          gloo::BroadcastOptions o(im->ctx);
                          o.setOutput(static_cast<uint8_t*>(t.raw_data()), bytes);  // the root sends from it
                          o.setRoot(root);

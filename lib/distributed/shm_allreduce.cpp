@@ -67,6 +67,23 @@ void reduce_into(T* out, const T* in, size_t n, ReduceOp op) {
 
 }  // namespace
 
+// A rank's arrived flag and, on the same cache line, what it issued: ranks that issued different
+// collectives (or sizes, or roots) find out at the first chunk instead of mixing their data.
+struct ShmAllreduce::Op {
+  uint32_t flag;  // the futex word (flag(0, r) points here)
+  uint32_t kind;  // 1 allreduce, 2 broadcast
+  uint64_t bytes;
+  int32_t arg;  // allreduce: the ReduceOp; broadcast: the root
+  int32_t elem;  // allreduce: bytes per element
+};
+
+namespace {
+std::string describe_op(uint32_t kind, uint64_t bytes, int32_t arg, int32_t elem) {
+  if (kind == 2) return str("a broadcast of ", bytes, " bytes from rank ", arg);
+  return str("an allreduce (", reduce_op_name(ReduceOp(arg)), ") of ", bytes, " bytes in ", elem, "-byte elements");
+}
+}  // namespace
+
 struct ShmAllreduce::Header {
   uint64_t magic;
   int32_t size;
@@ -156,6 +173,13 @@ unsigned char* ShmAllreduce::slot(int r, uint32_t seq) const {
 
 void ShmAllreduce::publish(int which, uint32_t seq) {
   uint32_t* f = flag(which, rank_);
+  if (which == 0) {  // what this rank issued, visible with its flag
+    auto* op = reinterpret_cast<Op*>(f);
+    op->kind = cur_.kind;
+    op->bytes = cur_.bytes;
+    op->arg = cur_.arg;
+    op->elem = cur_.elem;
+  }
   __atomic_store_n(f, seq, __ATOMIC_RELEASE);
   futex(f, FUTEX_WAKE, INT_MAX, nullptr);
 }
@@ -182,11 +206,19 @@ void ShmAllreduce::wait_all(int which, uint32_t seq, const char* what) {
       if (::kill(h->pid[r], 0) != 0 && errno == ESRCH)
         throw std::runtime_error(str("rank ", r, " (pid ", h->pid[r], ") exited during the shared-memory allreduce"));
     }
+    if (which == 0) {
+      const auto* op = reinterpret_cast<const Op*>(f);
+      if (op->kind != cur_.kind || op->bytes != cur_.bytes || op->arg != cur_.arg || op->elem != cur_.elem)
+        throw std::runtime_error(str("ranks issued different collectives: rank ", r, " issued ",
+                                     describe_op(op->kind, op->bytes, op->arg, op->elem), ", rank ", rank_, " ",
+                                     describe_op(cur_.kind, cur_.bytes, cur_.arg, cur_.elem)));
+    }
   }
 }
 
 template <typename T>
 void ShmAllreduce::allreduce(T* data, size_t n, ReduceOp op) {
+  cur_ = {0, 1, uint64_t(n * sizeof(T)), int32_t(op), int32_t(sizeof(T))};
   const size_t per_chunk = slot_bytes_for(size_) / sizeof(T);
   for (size_t off = 0; off < n; off += per_chunk) {
     const size_t m = std::min(per_chunk, n - off);
@@ -205,6 +237,22 @@ void ShmAllreduce::allreduce(T* data, size_t n, ReduceOp op) {
     publish(1, seq);
     wait_all(1, seq, "reduce its share");
     std::memcpy(data + off, slot(0, seq), m * sizeof(T));
+  }
+}
+
+void ShmAllreduce::broadcast(void* data, size_t bytes, int root) {
+  cur_ = {0, 2, uint64_t(bytes), int32_t(root), 1};
+  auto* p = static_cast<unsigned char*>(data);
+  const size_t chunk = slot_bytes_for(size_);
+  for (size_t off = 0; off < bytes; off += chunk) {
+    const size_t m = std::min(chunk, bytes - off);
+    const uint32_t seq = ++seq_;
+    if (rank_ == root) std::memcpy(slot(root, seq), p + off, m);
+    publish(0, seq);
+    wait_all(0, seq, "arrive");  // every rank, so that a mismatch is seen by all
+    if (rank_ != root) std::memcpy(p + off, slot(root, seq), m);
+    publish(1, seq);
+    wait_all(1, seq, "receive the data");
   }
 }
 

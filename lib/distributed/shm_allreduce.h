@@ -1,5 +1,5 @@
-// Allreduce through shared memory for ranks on one machine: the Gloo group's fast path for its
-// allreduces (gloo_process_group.cpp), where Gloo's TCP transport copies every byte through the
+// Allreduce (and broadcast) through shared memory for ranks on one machine: the Gloo group's fast
+// path for them (gloo_process_group.cpp), where Gloo's TCP transport copies every byte through the
 // kernel twice (a 4 MiB allreduce of 2 local ranks took 2.4-3.8 ms over loopback). NCCL does the
 // same between GPUs of one host (its SHM transport).
 //
@@ -41,6 +41,10 @@ class ShmAllreduce {
   // ("Timed out ...", or a message naming the rank that exited); the group is then broken.
   template <typename T>
   void allreduce(T* data, size_t n, ReduceOp op);
+  // `bytes` at data from rank root to every rank, in chunks: the root copies a chunk into its slot
+  // and publishes arrived; the others copy it out; all publish and wait for reduced (read) before
+  // the next chunk, which keeps the double-buffering invariant of allreduce.
+  void broadcast(void* data, size_t bytes, int root);
 
  private:
   ShmAllreduce(void* base, size_t bytes, int rank, int size, std::chrono::milliseconds timeout);
@@ -48,13 +52,21 @@ class ShmAllreduce {
   uint32_t* flag(int which, int r) const;  // which: 0 arrived, 1 reduced
   unsigned char* slot(int r, uint32_t seq) const;
   void publish(int which, uint32_t seq);
+  // Waits until flag `which` of every other rank has reached seq; for `arrived`, checks that they
+  // issued the same collective as this rank.
   void wait_all(int which, uint32_t seq, const char* what);
+  struct Op;
 
   void* base_;
   size_t bytes_;
   int rank_, size_;
   std::chrono::milliseconds timeout_;
   uint32_t seq_ = 0;
+  struct {
+    uint32_t flag, kind;
+    uint64_t bytes;
+    int32_t arg, elem;
+  } cur_{};  // the collective this rank is in
 };
 
 }  // namespace tr::distributed

@@ -453,33 +453,59 @@ TEST_CASE("gloo: a stuck peer or mismatched collectives time out with a clear er
     CHECK(elapsed < 1500 + 1500);
   }
   SECTION("ranks issue different collectives") {
+    for_each_transport([](bool shm) {
+      auto res = run_ranks(2, [](int rank, Store& store, std::ostream& report) {
+        auto pg = gloo_group(store, rank, 2, ms(1000));
+        Tensor t = zeros({10});
+        try {
+          if (rank == 0) pg->allreduce(t);
+          else pg->broadcast(t, 0);
+          report << "NO ERROR\n";
+        } catch (const Error& e) {
+          report << e.what();
+        }
+        // Stay connected until the peer has timed out too (else it sees this rank close the connection).
+        std::this_thread::sleep_for(ms(3000));
+      });
+      int diagnosed = 0;
+      for (int r = 0; r < 2; ++r) {
+        const std::string& out = res[size_t(r)].out;
+        INFO(out);
+        if (shm) {
+          // both ranks see at once what the other issued
+          CHECK_THAT(out, Contains("the ranks issued different collectives: rank ") &&
+                              Contains("an allreduce (sum) of 40 bytes in 4-byte elements") &&
+                              Contains("a broadcast of 40 bytes from rank 0"));
+          ++diagnosed;
+          continue;
+        }
+        // Each rank times out with the diagnosis; on a loaded machine one rank may only see the
+        // other close its connection after that one gave up (also a clear error, never a hang).
+        bool timed_out = out.find("timed out") != std::string::npos;
+        CHECK((timed_out || out.find("closed the connection") != std::string::npos));
+        if (timed_out) {
+          CHECK_THAT(out, Contains("every rank reached a collective with this tag"));
+          ++diagnosed;
+        }
+      }
+      CHECK(diagnosed >= 1);
+    });
+  }
+  SECTION("ranks reduce different sizes (shared memory)") {
     auto res = run_ranks(2, [](int rank, Store& store, std::ostream& report) {
       auto pg = gloo_group(store, rank, 2, ms(1000));
-      Tensor t = zeros({10});
+      Tensor t = zeros({rank == 0 ? 10 : 12});
       try {
-        if (rank == 0) pg->allreduce(t);
-        else pg->broadcast(t, 0);
+        pg->allreduce(t);
         report << "NO ERROR\n";
       } catch (const Error& e) {
         report << e.what();
       }
-      // Stay connected until the peer has timed out too (else it sees this rank close the connection).
-      std::this_thread::sleep_for(ms(3000));
     });
-    // Each rank times out with the diagnosis; on a loaded machine one rank may only see the other
-    // close its connection after that one gave up (also a clear error, never a hang).
-    int diagnosed = 0;
     for (int r = 0; r < 2; ++r) {
-      const std::string& out = res[size_t(r)].out;
-      INFO(out);
-      bool timed_out = out.find("timed out") != std::string::npos;
-      CHECK((timed_out || out.find("closed the connection") != std::string::npos));
-      if (timed_out) {
-        CHECK_THAT(out, Contains("every rank reached a collective with this tag"));
-        ++diagnosed;
-      }
+      INFO(res[size_t(r)].out);
+      CHECK_THAT(res[size_t(r)].out, Contains("of 40 bytes") && Contains("of 48 bytes"));
     }
-    CHECK(diagnosed >= 1);
   }
 }
 
