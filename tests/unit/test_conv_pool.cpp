@@ -73,6 +73,7 @@ const std::vector<ConvCfg>& awkward_configs() {
       {{9, 3, 8, 8}, {5, 3, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 1},       // N > threads: batch split
       {{2, 6, 10, 3}, {6, 1, 5, 1}, {1, 1}, {2, 0}, {1, 1}, 6},      // fully depthwise, tall kernel
       {{3, 2, 7, 7}, {2, 2, 3, 3}, {3, 3}, {0, 0}, {1, 1}, 1},       // stride leaves rows uncovered
+      {{13, 3, 7, 7}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},      // small maps: 10 samples a gemm, then 3
   };
   return cfgs;
 }
