@@ -166,13 +166,14 @@ void im2col(const T* x, int64_t nc, int64_t oh0, int64_t oh1, const ConvGeom& g,
 
 // The adjoint of im2col over all output rows: x[c, ih, iw] += col[...] for every column entry
 // that reads (ih, iw); x is [nc, H, W], col is [nc KH KW, P].
+// `ld` (default P): the distance between col's rows, as for im2col.
 template <typename T>
-void col2im(const T* col, int64_t nc, const ConvGeom& g, T* x) {
-  const int64_t OH = g.OH, OW = g.OW;
+void col2im(const T* col, int64_t nc, const ConvGeom& g, T* x, int64_t ld = -1) {
+  const int64_t OH = g.OH, OW = g.OW, L = ld < 0 ? OH * OW : ld;
   for (int64_t c = 0; c < nc; ++c)
     for (int64_t i = 0; i < g.KH; ++i)
       for (int64_t j = 0; j < g.KW; ++j) {
-        const T* row = col + ((c * g.KH + i) * g.KW + j) * OH * OW;
+        const T* row = col + ((c * g.KH + i) * g.KW + j) * L;
         T* xc = x + c * g.H * g.W;
         int64_t off = j * g.DW - g.PW, lo, hi;
         valid_range(off, g.SW, g.W, OW, lo, hi);
@@ -201,7 +202,7 @@ int64_t blocks_for(int64_t units, int64_t max_blocks) {
 // Tasks per parallel_for chunk: about 2^18 flops at least.
 int64_t grain_for(double task_flops) { return std::max<int64_t>(1, int64_t(double(1 << 18) / std::max(task_flops, 1.0))); }
 
-// Samples whose columns share one gemm in the forward: small feature maps (a 7 x 7 map gives a
+// Samples whose columns share one gemm in the forward and the input gradient: small feature maps (a 7 x 7 map gives a
 // [O, K] x [K, 49] product per sample, which OpenBLAS runs at 2/3 of the rate it reaches with a
 // few hundred columns) are batched to about kBatchColumns columns. Depends on the geometry only,
 // never on the thread count, so results do not either.
@@ -267,6 +268,29 @@ void conv2d_forward_fast(const T* x, const T* w, const T* bias, T* y, const Conv
   });
 }
 
+// gx[n0 .. n0 + S) from one gemm, the forward's batching transposed: the samples' gy [O, P] side by
+// side as [O, S P], w^T [K, O] times it gives their column matrices [K, S P], each folded back
+// by col2im into its own sample.
+template <typename T>
+void conv2d_backward_input_batched(const T* gy, const T* w, T* gx, const ConvGeom& g, int64_t S) {
+  const int64_t K = g.K(), P = g.P(), HW = g.H * g.W, O = g.O, chunks = (g.N + S - 1) / S;
+  parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
+    std::vector<T> col(size_t(K * S * P)), in(size_t(O * S * P));
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t n0 = c * S, ns = std::min(S, g.N - n0), L = ns * P;
+      for (int64_t s = 0; s < ns; ++s)
+        for (int64_t o = 0; o < O; ++o)
+          std::memcpy(in.data() + o * L + s * P, gy + ((n0 + s) * O + o) * P, size_t(P) * sizeof(T));
+      gemm(true, false, K, L, O, w, K, in.data(), L, T(0), col.data(), L);
+      for (int64_t s = 0; s < ns; ++s) {
+        T* dst = gx + (n0 + s) * g.C * HW;
+        std::fill(dst, dst + g.C * HW, T(0));
+        col2im(col.data() + s * P, g.C, g, dst, L);
+      }
+    }
+  });
+}
+
 // gx[n, g] = col2im(w_g^T [K, Og] gy[n, g] [Og, P]); tasks: (sample, group, block of input
 // channels), each writing only its own channels of gx (rows c KH KW .. of the column matrix).
 template <typename T>
@@ -276,6 +300,7 @@ void conv2d_backward_input_fast(const T* gy, const T* w, T* gx, const ConvGeom& 
     std::fill(gx, gx + g.N * g.C * HW, T(0));
     return;
   }
+  if (const int64_t S = forward_batch(g); S > 1) return conv2d_backward_input_batched(gy, w, gx, g, S);
   const int64_t nb = blocks_for(g.N * g.G, Cg);
   const double task_flops = 2.0 * double(Og) * double(K) * double(P) / double(nb);
   parallel_for(g.N * g.G * nb, grain_for(task_flops), [&](int64_t t0, int64_t t1) {
