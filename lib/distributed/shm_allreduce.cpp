@@ -67,22 +67,10 @@ void reduce_into(T* out, const T* in, size_t n, ReduceOp op) {
 
 }  // namespace
 
-// A rank's arrived flag and, on the same cache line, what it issued: ranks that issued different
-// collectives (or sizes, or roots) find out at the first chunk instead of mixing their data.
-struct ShmAllreduce::Op {
-  uint32_t flag;  // the futex word (flag(0, r) points here)
-  uint32_t kind;  // 1 allreduce, 2 broadcast
-  uint64_t bytes;
-  int32_t arg;  // allreduce: the ReduceOp; broadcast: the root
-  int32_t elem;  // allreduce: bytes per element
-};
-
-namespace {
-std::string describe_op(uint32_t kind, uint64_t bytes, int32_t arg, int32_t elem) {
-  if (kind == 2) return str("a broadcast of ", bytes, " bytes from rank ", arg);
-  return str("an allreduce (", reduce_op_name(ReduceOp(arg)), ") of ", bytes, " bytes in ", elem, "-byte elements");
+std::string ShmAllreduce::describe(const Collective& c) {
+  if (c.kind == 2) return str("a broadcast of ", c.bytes, " bytes from rank ", c.arg);
+  return str("an allreduce (", reduce_op_name(ReduceOp(c.arg)), ") of ", c.bytes, " bytes in ", c.elem, "-byte elements");
 }
-}  // namespace
 
 struct ShmAllreduce::Header {
   uint64_t magic;
@@ -173,12 +161,9 @@ unsigned char* ShmAllreduce::slot(int r, uint32_t seq) const {
 
 void ShmAllreduce::publish(int which, uint32_t seq) {
   uint32_t* f = flag(which, rank_);
-  if (which == 0) {  // what this rank issued, visible with its flag
-    auto* op = reinterpret_cast<Op*>(f);
-    op->kind = cur_.kind;
-    op->bytes = cur_.bytes;
-    op->arg = cur_.arg;
-    op->elem = cur_.elem;
+  if (which == 0) {  // what this rank issued, visible with its flag (ranks that issued different
+                     // collectives, sizes or roots find out at the first chunk, not mixing data)
+    reinterpret_cast<Op*>(f)->what = cur_;
   }
   __atomic_store_n(f, seq, __ATOMIC_RELEASE);
   futex(f, FUTEX_WAKE, INT_MAX, nullptr);
@@ -207,18 +192,17 @@ void ShmAllreduce::wait_all(int which, uint32_t seq, const char* what) {
         throw std::runtime_error(str("rank ", r, " (pid ", h->pid[r], ") exited during the shared-memory allreduce"));
     }
     if (which == 0) {
-      const auto* op = reinterpret_cast<const Op*>(f);
-      if (op->kind != cur_.kind || op->bytes != cur_.bytes || op->arg != cur_.arg || op->elem != cur_.elem)
-        throw std::runtime_error(str("ranks issued different collectives: rank ", r, " issued ",
-                                     describe_op(op->kind, op->bytes, op->arg, op->elem), ", rank ", rank_, " ",
-                                     describe_op(cur_.kind, cur_.bytes, cur_.arg, cur_.elem)));
+      const Collective& theirs = reinterpret_cast<const Op*>(f)->what;
+      if (!(theirs == cur_))
+        throw std::runtime_error(str("ranks issued different collectives: rank ", r, " issued ", describe(theirs),
+                                     ", rank ", rank_, " ", describe(cur_)));
     }
   }
 }
 
 template <typename T>
 void ShmAllreduce::allreduce(T* data, size_t n, ReduceOp op) {
-  cur_ = {0, 1, uint64_t(n * sizeof(T)), int32_t(op), int32_t(sizeof(T))};
+  cur_ = {1, int32_t(op), int32_t(sizeof(T)), uint64_t(n * sizeof(T))};
   const size_t per_chunk = slot_bytes_for(size_) / sizeof(T);
   for (size_t off = 0; off < n; off += per_chunk) {
     const size_t m = std::min(per_chunk, n - off);
@@ -241,7 +225,7 @@ void ShmAllreduce::allreduce(T* data, size_t n, ReduceOp op) {
 }
 
 void ShmAllreduce::broadcast(void* data, size_t bytes, int root) {
-  cur_ = {0, 2, uint64_t(bytes), int32_t(root), 1};
+  cur_ = {2, int32_t(root), 1, uint64_t(bytes)};
   auto* p = static_cast<unsigned char*>(data);
   const size_t chunk = slot_bytes_for(size_);
   for (size_t off = 0; off < bytes; off += chunk) {

@@ -55,18 +55,26 @@ class ShmAllreduce {
   // Waits until flag `which` of every other rank has reached seq; for `arrived`, checks that they
   // issued the same collective as this rank.
   void wait_all(int which, uint32_t seq, const char* what);
-  struct Op;
+  // What a rank issued, kept beside its arrived flag (struct Op, the same cache line).
+  struct Collective {
+    uint32_t kind = 0;  // 1 allreduce, 2 broadcast
+    int32_t arg = 0;    // allreduce: the ReduceOp; broadcast: the root
+    int32_t elem = 0;   // allreduce: bytes per element
+    uint64_t bytes = 0;
+    bool operator==(const Collective&) const = default;
+  };
+  struct Op {
+    uint32_t flag;  // the futex word (flag(0, r) points here)
+    Collective what;
+  };
 
   void* base_;
   size_t bytes_;
   int rank_, size_;
   std::chrono::milliseconds timeout_;
   uint32_t seq_ = 0;
-  struct {
-    uint32_t flag, kind;
-    uint64_t bytes;
-    int32_t arg, elem;
-  } cur_{};  // the collective this rank is in
+  Collective cur_;  // the collective this rank is in
+  static std::string describe(const Collective& c);
 };
 
 }  // namespace tr::distributed

@@ -53,32 +53,33 @@ void check_close(const std::string& a, const std::string& b, double rtol) {
   for (size_t i = 0; i < aa.size(); ++i) CHECK(std::abs(aa[i] - ab[i]) <= 0.001);
 }
 
+// Runs ddp.toml in one process as run `name` and on two ranks as `name`2, the same extra args;
+// both must succeed. Returns their metrics.jsonl.
+std::pair<std::string, std::string> one_and_two_ranks(const fs::path& d, const std::string& name,
+                                                      const std::string& args = "") {
+  Result one = trainer(d, "run ddp.toml --set run.name=" + name + " " + args);
+  INFO(one.out);
+  REQUIRE(one.code == 0);
+  Result two = trainer(d, "run ddp.toml --set run.name=" + name + "2 --nproc 2 " + args);
+  INFO(two.out);
+  REQUIRE(two.code == 0);
+  return {read(d / "runs" / name / "metrics.jsonl"), read(d / "runs" / (name + "2") / "metrics.jsonl")};
+}
+
 }  // namespace
 
 TEST_CASE("two ranks x 64 (--nproc 2) equal one process x 128 over 200 steps", "[integration][dist]") {
   fs::path d = fresh_dir("ddp_equal");
   write(d / "ddp.toml", kDdpConfig);
-  Result one = trainer(d, "run ddp.toml --set run.name=one");
-  INFO(one.out);
-  REQUIRE(one.code == 0);
-  Result two = trainer(d, "run ddp.toml --set run.name=two --nproc 2");
-  INFO(two.out);
-  REQUIRE(two.code == 0);
-  std::string m1 = read(d / "runs/one/metrics.jsonl"), m2 = read(d / "runs/two/metrics.jsonl");
+  auto [m1, m2] = one_and_two_ranks(d, "plain");
   CHECK(metric_values(m1, "train", "loss").size() == 200);
   check_close(m1, m2, 1e-5);
 
   // two micro-batches per step: the first backward keeps its gradients local (no_sync), the
   // second averages the sum, from gradients that were the buckets' views in the step before
-  const std::string acc = " --set train.accumulate=2 --set train.steps=60";
-  Result one_acc = trainer(d, "run ddp.toml --set run.name=one_acc" + acc);
-  REQUIRE(one_acc.code == 0);
-  Result two_acc = trainer(d, "run ddp.toml --set run.name=two_acc --nproc 2" + acc);
-  INFO(two_acc.out);
-  REQUIRE(two_acc.code == 0);
-  m1 = read(d / "runs/one_acc/metrics.jsonl");
-  CHECK(metric_values(m1, "train", "loss").size() == 60);
-  check_close(m1, read(d / "runs/two_acc/metrics.jsonl"), 1e-5);
+  auto [a1, a2] = one_and_two_ranks(d, "acc", "--set train.accumulate=2 --set train.steps=60");
+  CHECK(metric_values(a1, "train", "loss").size() == 60);
+  check_close(a1, a2, 1e-5);
 }
 
 TEST_CASE("a 2-rank run resumes exactly, and continues with --nproc 1", "[integration][dist][checkpoint]") {
@@ -106,13 +107,7 @@ TEST_CASE("EMA of the weights on two ranks follows one process and resumes exact
   fs::path d = fresh_dir("ddp_ema");
   write(d / "ddp.toml", kDdpConfig);
   const std::string ema = " --set train.ema_decay=0.95";
-  Result one = trainer(d, "run ddp.toml --set run.name=one" + ema);
-  INFO(one.out);
-  REQUIRE(one.code == 0);
-  Result two = trainer(d, "run ddp.toml --set run.name=two --nproc 2" + ema);
-  INFO(two.out);
-  REQUIRE(two.code == 0);
-  std::string m1 = read(d / "runs/one/metrics.jsonl"), m2 = read(d / "runs/two/metrics.jsonl");
+  auto [m1, m2] = one_and_two_ranks(d, "one", ema);
   auto e1 = metric_values(m1, "eval", "ema_loss"), e2 = metric_values(m2, "eval", "ema_loss");
   REQUIRE(e1.size() == 4);
   REQUIRE(e2.size() == e1.size());
@@ -190,13 +185,7 @@ TEST_CASE("fp16 autocast with a loss scaler on two ranks: the same steps are ski
   write(d / "ddp.toml", kDdpConfig);
   const std::string args = "--set train.steps=40 --set train.log_every=1 --set amp.enabled=true --set amp.dtype=fp16 "
                            "--set amp.scaler.init_scale=1099511627776.0";
-  Result one = trainer(d, "run ddp.toml --set run.name=one " + args);
-  INFO(one.out);
-  REQUIRE(one.code == 0);
-  Result two = trainer(d, "run ddp.toml --set run.name=two --nproc 2 " + args);
-  INFO(two.out);
-  REQUIRE(two.code == 0);
-  std::string m1 = read(d / "runs/one/metrics.jsonl"), m2 = read(d / "runs/two/metrics.jsonl");
+  auto [m1, m2] = one_and_two_ranks(d, "one", args);
   std::vector<double> s1 = metric_values(m1, "train", "skipped_steps"), s2 = metric_values(m2, "train", "skipped_steps");
   REQUIRE(s1.size() == 40);
   CHECK(s1 == s2);

@@ -207,7 +207,7 @@ int64_t grain_for(double task_flops) { return std::max<int64_t>(1, int64_t(doubl
 // few hundred columns) are batched to about kBatchColumns columns. Depends on the geometry only,
 // never on the thread count, so results do not either.
 constexpr int64_t kBatchColumns = 512;
-int64_t forward_batch(const ConvGeom& g) {
+int64_t sample_batch(const ConvGeom& g) {
   if (g.G != 1 || g.direct() || g.N < 2) return 1;
   return std::clamp<int64_t>(kBatchColumns / std::max<int64_t>(g.P(), 1), 1, g.N);
 }
@@ -241,7 +241,7 @@ void conv2d_forward_fast(const T* x, const T* w, const T* bias, T* y, const Conv
     for (int64_t i = 0; i < g.N * g.O; ++i) std::fill(y + i * P, y + (i + 1) * P, bias ? bias[i % g.O] : T(0));
     return;
   }
-  if (const int64_t S = forward_batch(g); S > 1) return conv2d_forward_batched(x, w, bias, y, g, S);
+  if (const int64_t S = sample_batch(g); S > 1) return conv2d_forward_batched(x, w, bias, y, g, S);
   const int64_t nb = blocks_for(g.N, g.OH);
   const double task_flops = 2.0 * double(g.O) * double(K) * double(P) / double(nb);
   parallel_for(g.N * nb, grain_for(task_flops), [&](int64_t t0, int64_t t1) {
@@ -300,7 +300,7 @@ void conv2d_backward_input_fast(const T* gy, const T* w, T* gx, const ConvGeom& 
     std::fill(gx, gx + g.N * g.C * HW, T(0));
     return;
   }
-  if (const int64_t S = forward_batch(g); S > 1) return conv2d_backward_input_batched(gy, w, gx, g, S);
+  if (const int64_t S = sample_batch(g); S > 1) return conv2d_backward_input_batched(gy, w, gx, g, S);
   const int64_t nb = blocks_for(g.N * g.G, Cg);
   const double task_flops = 2.0 * double(Og) * double(K) * double(P) / double(nb);
   parallel_for(g.N * g.G * nb, grain_for(task_flops), [&](int64_t t0, int64_t t1) {
