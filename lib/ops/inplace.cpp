@@ -94,7 +94,7 @@ Tensor& dispatch_inplace(const char* name, Tensor& self, std::vector<Tensor> oth
       ins.insert(ins.end(), others.begin(), others.end());
       std::vector<Tensor> outs{self};
       {
-        OpTimer timer(name, self.dtype(), self.device());  // profiled as "add" etc., as the op it runs
+        OpTimer timer(name, self.dtype(), self.device(), &ins);  // profiled as "add" etc., as the op it runs
         k(ins, outs, attrs);
       }
       self.impl()->storage->bump_version();

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 #include "core/cuda_hooks.h"
+#include "ops/registry.h"
 
 namespace tr {
 
@@ -52,6 +53,14 @@ void sync(Device d) {
   if (d.is_cuda()) cuda::synchronize(d.index);
 }
 
+bool by_shapes() {
+  static const bool on = [] {
+    const char* e = std::getenv("TR_PROFILE_OPS");
+    return e && std::string(e) == "shapes";
+  }();
+  return on;
+}
+
 }  // namespace
 
 bool op_profiling() {
@@ -62,8 +71,11 @@ bool op_profiling() {
   return on;
 }
 
-OpTimer::OpTimer(const char* op, DType t, Device d) : op_(op), dtype_(t), device_(d) {
+OpTimer::OpTimer(const char* op, DType t, Device d, const std::vector<Tensor>* inputs)
+    : op_(op), dtype_(t), device_(d) {
   if (!op_profiling() || depth++ > 0) return;
+  if (inputs && by_shapes())
+    for (const Tensor& x : *inputs) shapes_ += " " + shape_str(x.sizes()) + (x.is_contiguous() ? "" : "~");
   sync(device_);
   t0_ = now();
 }
@@ -73,7 +85,7 @@ OpTimer::~OpTimer() {
   sync(device_);
   const double dt = now() - t0_;
   std::lock_guard<std::mutex> g(table().mu);
-  auto& r = table().rows[std::string(op_) + " " + dtype_name(dtype_) + " " + device_.str()];
+  auto& r = table().rows[std::string(op_) + " " + dtype_name(dtype_) + " " + device_.str() + shapes_];
   (r.calls++ == 0 ? r.first : r.seconds) += dt;
 }
 

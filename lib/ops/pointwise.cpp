@@ -68,12 +68,20 @@ const Shape& in_shape(const BackwardContext& c, int i) { return c.input_specs[i]
   std::vector<Tensor> NAME##_backward(const BackwardContext& c)
 
 // ---- binary (binary_ops.def) ----
+// (an input that needs no gradient gets none: a constant mask added to attention scores would
+// otherwise cost a reduction of the scores to the mask's shape every step)
 TR_BACKWARD(add, Keeps::Nothing) {
   double alpha = c.attrs.f("alpha");
-  return {sum_to(G(c), in_shape(c, 0)), sum_to(alpha == 1.0 ? G(c) : G(c) * alpha, in_shape(c, 1))};
+  Tensor ga, gb;
+  if (c.needs_input_grad[0]) ga = sum_to(G(c), in_shape(c, 0));
+  if (c.needs_input_grad[1]) gb = sum_to(alpha == 1.0 ? G(c) : G(c) * alpha, in_shape(c, 1));
+  return {ga, gb};
 }
 TR_BACKWARD(sub, Keeps::Nothing) {
-  return {sum_to(G(c), in_shape(c, 0)), sum_to(G(c) * -c.attrs.f("alpha"), in_shape(c, 1))};
+  Tensor ga, gb;
+  if (c.needs_input_grad[0]) ga = sum_to(G(c), in_shape(c, 0));
+  if (c.needs_input_grad[1]) gb = sum_to(G(c) * -c.attrs.f("alpha"), in_shape(c, 1));
+  return {ga, gb};
 }
 TR_BACKWARD(mul, Keeps::Inputs) {
   const Tensor &a = c.inputs[0], &b = c.inputs[1];

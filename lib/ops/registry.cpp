@@ -148,7 +148,7 @@ std::vector<Tensor> dispatch(const char* name, std::vector<Tensor> inputs, const
       for (auto& s : specs) outputs.push_back(empty(s.sizes, TensorOptions(s.dtype).device(s.device.value_or(dev))));
       NoGradGuard ng;  // composite kernels call other ops; nothing inside a kernel is recorded
       amp::AutocastExcludeGuard no_autocast;  // nor cast again
-      OpTimer timer(name, inputs.empty() ? DType::F32 : inputs[0].dtype(), dev);
+      OpTimer timer(name, inputs.empty() ? DType::F32 : inputs[0].dtype(), dev, &inputs);
       FlopCounter::KernelScope counted(op, inputs, outputs, attrs);
       k(inputs, outputs, attrs);
     } catch (const OutOfMemoryError& e) {

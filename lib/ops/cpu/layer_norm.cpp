@@ -1,5 +1,5 @@
 // CPU kernels of native_layer_norm and native_layer_norm_backward over rows [R, N]: row statistics
-// in double (mean, then squared deviations: two passes), the elementwise parts in the compute type
+// in double (mean, then squared deviations: two passes, each summed in vector lanes), the elementwise parts in the compute type
 // with ops/layer_norm_math.h; parallel over rows, and the weight and bias gradients (sums over
 // rows) parallel over column blocks, each column summed in row order (no dependence on threads).
 #include "ops/cpu/loops.h"
@@ -22,9 +22,11 @@ void layer_norm_kernel(const T* x, const T* w, const T* b, T* y, S* mean_out, S*
     for (int64_t r = r0; r < r1; ++r) {
       const T* xr = x + r * N;
       double s = 0;
+#pragma omp simd reduction(+ : s)
       for (int64_t j = 0; j < N; ++j) s += double(A(xr[j]));
       const double mean = s / double(N);
       double q = 0;
+#pragma omp simd reduction(+ : q)
       for (int64_t j = 0; j < N; ++j) {
         const double d = double(A(xr[j])) - mean;
         q += d * d;
@@ -34,6 +36,7 @@ void layer_norm_kernel(const T* x, const T* w, const T* b, T* y, S* mean_out, S*
       rstd_out[r] = S(rstd);
       const A m = A(mean), rs = A(rstd);
       T* yr = y + r * N;
+#pragma omp simd
       for (int64_t j = 0; j < N; ++j) yr[j] = T(ln::normalize(A(xr[j]), m, rs, A(w[j]), A(b[j])));
     }
   });
@@ -48,6 +51,7 @@ void layer_norm_backward_kernel(const T* gy, const T* x, const T* w, const S* me
       const T *gr = gy + r * N, *xr = x + r * N;
       const A m = A(mean[r]), rs = A(rstd[r]);
       double sg = 0, sgx = 0;
+#pragma omp simd reduction(+ : sg, sgx)
       for (int64_t j = 0; j < N; ++j) {
         const double g = double(A(gr[j]) * A(w[j]));
         sg += g;
@@ -55,23 +59,31 @@ void layer_norm_backward_kernel(const T* gy, const T* x, const T* w, const S* me
       }
       const A a = A(sg / double(N)), c = A(sgx / double(N));
       T* gxr = gx + r * N;
+#pragma omp simd
       for (int64_t j = 0; j < N; ++j) gxr[j] = T(ln::grad_input(A(gr[j]), A(xr[j]), A(w[j]), m, rs, a, c));
     }
   });
-  // gw[j] = S_r gy[r, j] xhat[r, j], gb[j] = S_r gy[r, j]: column blocks, rows in order
-  parallel_for(N, std::max<int64_t>(1, kGrain / std::max<int64_t>(R, 1)), [&](int64_t c0, int64_t c1) {
-    std::vector<double> sw(size_t(c1 - c0), 0.0), sb(size_t(c1 - c0), 0.0);
-    for (int64_t r = 0; r < R; ++r) {
-      const T *gr = gy + r * N, *xr = x + r * N;
-      const A m = A(mean[r]), rs = A(rstd[r]);
-      for (int64_t j = c0; j < c1; ++j) {
-        sw[size_t(j - c0)] += double(A(gr[j]) * ((A(xr[j]) - m) * rs));
-        sb[size_t(j - c0)] += double(A(gr[j]));
+  // gw[j] = S_r gy[r, j] xhat[r, j], gb[j] = S_r gy[r, j]: blocks of 64 columns, rows in order
+  constexpr int64_t kCols = 64;
+  const int64_t blocks = (N + kCols - 1) / kCols;
+  parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+    alignas(64) double sw[kCols], sb[kCols];
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      const int64_t c0 = blk * kCols, wd = std::min(kCols, N - c0);
+      for (int64_t j = 0; j < kCols; ++j) sw[j] = sb[j] = 0.0;
+      for (int64_t r = 0; r < R; ++r) {
+        const T *gr = gy + r * N + c0, *xr = x + r * N + c0;
+        const A m = A(mean[r]), rs = A(rstd[r]);
+#pragma omp simd aligned(sw, sb : 64)
+        for (int64_t j = 0; j < wd; ++j) {
+          sw[j] += double(A(gr[j]) * ((A(xr[j]) - m) * rs));
+          sb[j] += double(A(gr[j]));
+        }
       }
-    }
-    for (int64_t j = c0; j < c1; ++j) {
-      gw[j] = T(A(sw[size_t(j - c0)]));
-      gb[j] = T(A(sb[size_t(j - c0)]));
+      for (int64_t j = 0; j < wd; ++j) {
+        gw[c0 + j] = T(A(sw[j]));
+        gb[c0 + j] = T(A(sb[j]));
+      }
     }
   });
 }

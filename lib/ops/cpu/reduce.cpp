@@ -94,6 +94,38 @@ Acc sum_contiguous(const T* p, int64_t n) {
   }
 }
 
+// out[c] = sum_r x[r, c] for f32 x (a bias gradient: [B, T, C] summed to [C]): each column added
+// row by row in double, in blocks of 64 columns whose accumulators are vectorised. False (nothing
+// done) for other types.
+template <typename In, typename O>
+bool sum_columns_f32(const In*, int64_t, int64_t, O*) {
+  return false;
+}
+template <typename O>
+bool sum_columns_f32(const float* p, int64_t rows, int64_t cols, O* o) {
+  constexpr int64_t kCols = 64;
+  const int64_t blocks = (cols + kCols - 1) / kCols;
+  parallel_for(blocks, std::max<int64_t>(1, kGrain / std::max<int64_t>(rows * kCols, 1)), [&](int64_t b, int64_t e) {
+    alignas(64) double acc[kCols];
+    for (int64_t blk = b; blk < e; ++blk) {
+      const int64_t c0 = blk * kCols, w = std::min(kCols, cols - c0);
+      for (int64_t c = 0; c < kCols; ++c) acc[c] = 0.0;
+      const float* col = p + c0;
+      if (w == kCols) {
+        for (int64_t r = 0; r < rows; ++r, col += cols) {
+#pragma omp simd aligned(acc : 64)
+          for (int64_t c = 0; c < kCols; ++c) acc[c] += double(col[c]);
+        }
+      } else {
+        for (int64_t r = 0; r < rows; ++r, col += cols)
+          for (int64_t c = 0; c < w; ++c) acc[c] += double(col[c]);
+      }
+      for (int64_t c = 0; c < w; ++c) o[c0 + c] = convert<O>(acc[c]);
+    }
+  });
+  return true;
+}
+
 template <typename T> using sum_acc_t = std::conditional_t<std::is_floating_point_v<acc_t<T>> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, double, int64_t>;
 
 void sum_cpu(const Ins& in, Outs& out, const Attrs& a) {
@@ -112,6 +144,7 @@ void sum_cpu(const Ins& in, Outs& out, const Attrs& a) {
       TR_DISPATCH_ALL(out[0].dtype(), "sum", [&] {
         using O = scalar_t;
         O* o = out[0].data_ptr<O>();
+        if (sum_columns_f32(p, rows, cols, o)) return;
         parallel_for(cols, std::max<int64_t>(1, kGrain / std::max<int64_t>(rows, 1)), [&](int64_t b, int64_t e) {
           std::vector<Acc> acc(size_t(e - b), Acc(0));
           for (int64_t r = 0; r < rows; ++r) {
