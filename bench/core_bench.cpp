@@ -11,6 +11,7 @@
 #include <functional>
 #include <string>
 #include <vector>
+#include "ops/backends.h"
 #include "ops/ops.h"
 
 namespace {
@@ -71,6 +72,24 @@ void bench_sgemm(const Options& o, int threads) {
     std::string shape = std::to_string(s.m) + "x" + std::to_string(s.k) + "x" + std::to_string(s.n);
     emit("sgemm", shape, "trainer", sec, 2.0 * double(s.m) * double(s.k) * double(s.n) / sec / 1e9, "GFLOP/s", threads);
   }
+}
+
+// Causal attention forward + backward at gpt_char's shape (B 32, T 128, 4 heads of 32), the fused
+// op against the composite chain it replaces; GFLOP/s counts the causal products (half of T x T).
+void bench_attention(const Options& o, int threads) {
+  const int64_t B = 32, T = 128, H = 4, D = 32;
+  tr::Tensor qkv = tr::randn({B, T, 3 * H * D}).requires_grad_(true), gy = tr::randn({B, T, H * D});
+  const double flops = 3.0 * 2.0 * 2.0 * double(B * H * T) * double(T + 1) / 2.0 * double(D);  // fwd + 2x bwd
+  for (bool fused : {true, false}) {
+    tr::backends::fusion().enabled = fused;
+    double sec = median_seconds(o.reps, [&] {
+      tr::attention_qkvpacked(qkv, H, true).backward(gy);
+      qkv.zero_grad();
+    });
+    emit("attention", "32x128x4x32 causal fwd+bwd", fused ? "trainer" : "trainer_composite", sec, flops / sec / 1e9,
+         "GFLOP/s", threads);
+  }
+  tr::backends::fusion().enabled = true;
 }
 
 // Elementwise and reduction over n floats; GB/s counts bytes read + written once each.
@@ -166,7 +185,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: core_bench [--reps N] [--threads T] [--only NAME,...] [--numel N] [--no-raw]\n"
-                   "  benchmarks: sgemm add mul_scalar exp relu sum\n");
+                   "  benchmarks: sgemm attention add mul_scalar exp relu sum\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
@@ -174,6 +193,7 @@ int main(int argc, char** argv) {
     if (o.threads > 0) omp_set_num_threads(o.threads);
     int threads = omp_get_max_threads();
     if (selected(o, "sgemm")) bench_sgemm(o, threads);
+    if (selected(o, "attention")) bench_attention(o, threads);
     bench_elementwise(o, threads, n);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "core_bench: %s\n", e.what());

@@ -104,6 +104,12 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 // Their gradient from the output y (dim wrapped): y (g - sum_dim(g y)), or g - exp(y) sum_dim(g)
 // for log_softmax; one fused op where the device has the kernel, else those composite ops.
 Tensor softmax_backward(const Tensor& g, const Tensor& y, int64_t dim, bool log);
+// torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p, is_causal) for every head of
+// q, k, v packed side by side as [B, T, 3C] (C = n_head x head dim), scale 1/sqrt(head dim); the
+// heads' outputs side by side, [B, T, C]. dropout_p applies to the probabilities when training.
+// One fused op (lib/ops/attention.cpp) where it can run, else the composite chain.
+Tensor attention_qkvpacked(const Tensor& qkv, int64_t n_head, bool is_causal, double dropout_p = 0.0,
+                           bool training = false);
 // (x - E[x]) / sqrt(Var[x] + eps) * weight + bias over the trailing normalized_shape dims.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);

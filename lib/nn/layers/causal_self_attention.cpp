@@ -1,5 +1,4 @@
 #include "nn/layers/causal_self_attention.h"
-#include <cmath>
 #include "nn/layer_registry.h"
 #include "ops/ops.h"
 
@@ -15,31 +14,12 @@ CausalSelfAttention::CausalSelfAttention(int64_t n_embd_, int64_t n_head_, doubl
   c_proj = register_module("c_proj", std::make_shared<Linear>(n_embd, n_embd, bias));
 }
 
-const Tensor& CausalSelfAttention::causal_mask(int64_t T, const Tensor& like) {
-  if (mask_.defined() && mask_.size(0) == T && mask_.dtype() == like.dtype() && mask_.device() == like.device())
-    return mask_;
-  std::vector<double> m(size_t(T * T), 0.0);
-  for (int64_t i = 0; i < T; ++i)
-    for (int64_t j = i + 1; j < T; ++j) m[size_t(i * T + j)] = -INFINITY;
-  mask_ = from_vector(m, {T, T}, like.dtype()).to(like.device());
-  return mask_;
-}
-
 Tensor CausalSelfAttention::forward(const Tensor& x) {
   TR_CHECK((x.dim() == 3 || x.dim() == 2) && x.size(-1) == n_embd, "CausalSelfAttention(n_embd=", n_embd,
            "): expected an input of shape [B, T, ", n_embd, "] or [T, ", n_embd, "], got ", x.sizes());
   const bool unbatched = x.dim() == 2;
   Tensor h = unbatched ? x.unsqueeze(0) : x;
-  const int64_t B = h.size(0), T = h.size(1), C = n_embd, hs = C / n_head;
-  Tensor qkv = (*c_attn)(h);  // [B, T, 3C]
-  // [B, T, C] slice i of qkv -> [B, nh, T, hs]
-  auto heads = [&](int64_t i) { return qkv.narrow(2, i * C, C).reshape({B, T, n_head, hs}).transpose(1, 2); };
-  Tensor q = heads(0), k = heads(1), v = heads(2);
-  Tensor att = matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(hs)));  // [B, nh, T, T]
-  att = softmax(att + causal_mask(T, att), -1);
-  att = tr::dropout(att, dropout, is_training());
-  Tensor y = matmul(att, v);                       // [B, nh, T, hs]
-  y = y.transpose(1, 2).reshape({B, T, C});        // heads side by side again
+  Tensor y = attention_qkvpacked((*c_attn)(h), n_head, true, dropout, is_training());  // [B, T, C]
   y = tr::dropout((*c_proj)(y), dropout, is_training());
   return unbatched ? y.squeeze(0) : y;
 }

@@ -9,7 +9,8 @@ namespace tr::nn {
 
 // y = c_proj(merge_heads(dropout(softmax(q k^T / sqrt(hs) + mask)) v)), then residual dropout, with
 // q, k, v = split(c_attn(x)) into n_head heads of size hs = n_embd / n_head and mask = -inf above the
-// diagonal (token t attends to tokens <= t). Dropout is active in train mode only.
+// diagonal (token t attends to tokens <= t). Dropout is active in train mode only. The attention
+// itself is attention_qkvpacked (one fused op where it can run).
 class CausalSelfAttention : public Module {
  public:
   CausalSelfAttention(int64_t n_embd, int64_t n_head, double dropout = 0.0, bool bias = true);
@@ -20,13 +21,6 @@ class CausalSelfAttention : public Module {
   double dropout;
   std::shared_ptr<Linear> c_attn;  // C -> 3C: q, k, v side by side
   std::shared_ptr<Linear> c_proj;  // C -> C
-
- private:
-  // The additive causal mask [T, T] (0 on and below the diagonal, -inf above), built once per T,
-  // dtype and device; a member, not a buffer, so that it stays out of the state_dict (as torch's
-  // non-persistent buffer).
-  const Tensor& causal_mask(int64_t T, const Tensor& like);
-  Tensor mask_;
 };
 
 // n_embd (from the input [T, C], optionally checked), n_head (dividing it) and dropout, as the

@@ -4,6 +4,7 @@
 #pragma once
 #include <immintrin.h>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include "ops/cpu/loops.h"
@@ -21,6 +22,40 @@ inline __m256 exp8(__m256 v) { return _ZGVdN8v_expf(v); }
 inline __m256 log8(__m256 v) { return _ZGVdN8v_logf(v); }
 inline __m256 tanh8(__m256 v) { return _ZGVdN8v_tanhf(v); }
 inline __m256 erf8(__m256 v) { return _ZGVdN8v_erff(v); }
+inline float hmax8(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+inline float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// exp(v) for v <= 0 (or NaN), as softmax needs. libmvec's expf leaves lanes below -87.3 (where the
+// result is denormal or 0, e.g. every -inf of a causal mask) to scalar expf, calling it lane by
+// lane: 5x slower on masked rows. Here -inf and v < -104 give 0 directly; only lanes in
+// [-104, -87) (denormal results) go through scalar expf.
+inline __m256 exp8_nonpositive(__m256 v) {
+  const __m256 lo = _mm256_set1_ps(-87.0f);
+  __m256 r = exp8(_mm256_max_ps(lo, v));  // max_ps returns v where v is NaN
+  const int under = _mm256_movemask_ps(_mm256_cmp_ps(v, lo, _CMP_LT_OQ));
+  if (under == 0) return r;
+  // lanes below -104 (a mask's -inf) are 0 in the vector itself; lanes in [-104, -87) are rare
+  const __m256 zero_lanes = _mm256_cmp_ps(v, _mm256_set1_ps(-104.0f), _CMP_LT_OQ);
+  r = _mm256_blendv_ps(r, _mm256_setzero_ps(), zero_lanes);
+  if ((under & ~_mm256_movemask_ps(zero_lanes)) == 0) return r;
+  alignas(32) float vv[8], rr[8];
+  _mm256_store_ps(vv, v);
+  _mm256_store_ps(rr, r);
+  for (int k = 0; k < 8; ++k)
+    if (under & (1 << k)) rr[k] = vv[k] < -104.0f ? 0.0f : std::exp(vv[k]);
+  return _mm256_load_ps(rr);
+}
+
 // gelu(x) = 0.5 x (1 + erf(x / sqrt 2)), or with tanh_form 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 struct Gelu8 {
   bool tanh_form;

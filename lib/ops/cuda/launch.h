@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include "core/dtype.h"
+#include "ops/attention_math.h"
 #include "ops/op_tables.h"
 #include "ops/optim_math.h"
 #include "ops/pool_math.h"
@@ -176,6 +177,12 @@ void launch_layer_norm(DType t, int64_t R, int64_t N, double eps, const void* x,
 constexpr int64_t kLayerNormRowsPerPartial = 64;
 void launch_layer_norm_backward(DType t, int64_t R, int64_t N, const void* gy, const void* x, const void* w,
                                 const void* mean, const void* rstd, void* gx, void* gw, void* gb, double* partial);
+
+// ---- attention over packed qkv (ops/attention_math.h): one thread per query row, and in the
+// backward one per query row (dq) and one per key row (dk, dv) ----
+void launch_attention(DType t, const attn::Geometry& g, const void* qkv, void* y, void* lse);
+void launch_attention_backward(DType t, const attn::Geometry& g, const void* dy, const void* qkv, const void* y,
+                               const void* lse, void* dqkv);
 
 // ---- fused optimizer steps over many tensors in one launch ----
 // Tensor i of a launch: its lists' pointers (param, grad, state...), element count, and for Adam

@@ -1,0 +1,123 @@
+// Scaled dot-product attention on q, k, v packed side by side in one tensor (what a Linear(C, 3C)
+// gives; flash-attn's qkvpacked layout), with the heads' outputs side by side again:
+//   attention_qkvpacked           (qkv [B, T, 3C]; n_head, causal, scale) -> (y [B, T, C], lse [B, H, T])
+//   attention_qkvpacked_backward  (dy [B, T, C], qkv, y, lse) -> dqkv [B, T, 3C]
+// y is torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal) of the heads; lse is
+// each row's log-sum-exp of the scaled scores, which lets the backward recompute the probabilities
+// instead of keeping the [B, H, T, T] matrix (ops/attention_math.h states the formulas). The
+// composite chain (views, matmul, the causal mask, softmax, matmul) is the spec and runs where the
+// fused op cannot: fusion off, a dtype other than f32 / f64, dropout, a device without the kernel.
+#include <cmath>
+#include <limits>
+#include "core/grad_mode.h"
+#include "ops/backends.h"
+#include "ops/ops.h"
+#include "ops/registry.h"
+
+namespace tr {
+
+namespace {
+
+struct Heads {
+  int64_t B, T, C, H, D;
+};
+
+Heads heads_of(const char* op, const Tensor& qkv, int64_t n_head) {
+  TR_CHECK(qkv.dim() == 3 && qkv.size(2) % 3 == 0, op, ": expected q, k, v packed as [B, T, 3C], got shape ",
+           qkv.sizes());
+  const int64_t C = qkv.size(2) / 3;
+  TR_CHECK(n_head > 0 && C % n_head == 0, op, ": n_head = ", n_head, " must be positive and divide C = ", C);
+  return {qkv.size(0), qkv.size(1), C, n_head, C / n_head};
+}
+
+// [T, T]: 0 where key j <= query i, -inf above the diagonal
+Tensor causal_mask(int64_t T, const Tensor& like) {
+  std::vector<double> m(size_t(T * T), 0.0);
+  for (int64_t i = 0; i < T; ++i)
+    for (int64_t j = i + 1; j < T; ++j) m[size_t(i * T + j)] = -INFINITY;
+  return from_vector(m, {T, T}, like.dtype()).to(like.device());
+}
+
+// q, k or v (part 0, 1, 2) of packed qkv as [B, H, T, D]
+Tensor part(const Tensor& qkv, const Heads& s, int64_t i) {
+  return qkv.narrow(2, i * s.C, s.C).reshape({s.B, s.T, s.H, s.D}).transpose(1, 2);
+}
+// [B, H, T, D] -> [B, T, C]
+Tensor merge_heads(const Tensor& x, const Heads& s) { return x.transpose(1, 2).reshape({s.B, s.T, s.C}); }
+
+// The probabilities softmax(scale q k^T + mask) as differentiable ops.
+Tensor probabilities(const Tensor& q, const Tensor& k, bool causal, double scale) {
+  Tensor att = matmul(q, k.transpose(-2, -1)) * scale;
+  if (causal) att = att + causal_mask(q.size(2), att);
+  return softmax(att, -1);
+}
+
+double scale_of(const Attrs& a) { return a.f("scale"); }
+
+}  // namespace
+
+TR_REGISTER_OP(attention_qkvpacked) {
+  d.num_inputs = 1;
+  d.save_outputs = true;
+  d.infer = [](const std::vector<Tensor>& in, const Attrs& a) -> std::vector<TensorSpec> {
+    const Heads s = heads_of("attention_qkvpacked", in[0], a.i("n_head"));
+    TR_CHECK(in[0].dtype() == DType::F32 || in[0].dtype() == DType::F64,
+             "attention_qkvpacked: expected f32 or f64, got ", dtype_name(in[0].dtype()));
+    return {{{s.B, s.T, s.C}, in[0].dtype()}, {{s.B, s.H, s.T}, in[0].dtype()}};
+  };
+  d.flops = [](const std::vector<Tensor>& in, const std::vector<Tensor>&, const Attrs& a) -> double {
+    const Heads s = heads_of("attention_qkvpacked", in[0], a.i("n_head"));
+    // q k^T and p v: 2 products of T x T x D per head; causal rows see (T + 1) / 2 keys on average
+    const double keys = a.b("causal") ? double(s.T + 1) / 2.0 : double(s.T);
+    return 2.0 * 2.0 * double(s.B * s.H * s.T) * keys * double(s.D);
+  };
+  // dqkv; lse gets no gradient (it is the backward's, not the model's)
+  d.backward = [](const BackwardContext& c) -> std::vector<Tensor> {
+    const Tensor& qkv = c.inputs[0];
+    const Heads s = heads_of("attention_qkvpacked", qkv, c.attrs.i("n_head"));
+    const bool causal = c.attrs.b("causal");
+    const double scale = scale_of(c.attrs);
+    if (!GradMode::is_enabled() && c.grads[0].defined())
+      return {dispatch1("attention_qkvpacked_backward",
+                        {c.grads[0].contiguous(), qkv, c.outputs[0].detach(), c.outputs[1].detach()}, c.attrs)};
+    // create_graph: the composite backward, differentiable in qkv and dy again
+    const Tensor q = part(qkv, s, 0), k = part(qkv, s, 1), v = part(qkv, s, 2);
+    const Tensor p = probabilities(q, k, causal, scale);
+    const Tensor gy = c.grads[0].reshape({s.B, s.T, s.H, s.D}).transpose(1, 2);
+    const Tensor ds = softmax_backward(matmul(gy, v.transpose(-2, -1)), p, 3, false);
+    const Tensor dq = matmul(ds, k) * scale, dk = matmul(ds.transpose(-2, -1), q) * scale,
+                 dv = matmul(p.transpose(-2, -1), gy);
+    return {cat({merge_heads(dq, s), merge_heads(dk, s), merge_heads(dv, s)}, 2)};
+  };
+}
+
+TR_REGISTER_OP(attention_qkvpacked_backward) {
+  d.num_inputs = 4;
+  d.differentiable = false;  // runs only without create_graph (attention_qkvpacked's backward)
+  d.infer = [](const std::vector<Tensor>& in, const Attrs& a) -> std::vector<TensorSpec> {
+    const char* op = "attention_qkvpacked_backward";
+    const Heads s = heads_of(op, in[1], a.i("n_head"));
+    const Shape y{s.B, s.T, s.C}, lse{s.B, s.H, s.T};
+    const DType t = in[1].dtype();
+    TR_CHECK(in[0].sizes() == y && in[2].sizes() == y && in[3].sizes() == lse && in[0].dtype() == t &&
+                 in[2].dtype() == t && in[3].dtype() == t,
+             op, ": expected dy and y ", y, " and lse ", lse, " of ", dtype_name(t), ", got ", in[0].sizes(), ", ",
+             in[2].sizes(), ", ", in[3].sizes());
+    return {{in[1].sizes(), t}};
+  };
+}
+
+Tensor attention_qkvpacked(const Tensor& qkv, int64_t n_head, bool is_causal, double dropout_p, bool training) {
+  const Heads s = heads_of("attention_qkvpacked", qkv, n_head);
+  const double scale = 1.0 / std::sqrt(double(s.D));
+  const bool fused_dtype = qkv.dtype() == DType::F32 || qkv.dtype() == DType::F64;
+  if (backends::fusion().enabled && fused_dtype && (dropout_p == 0.0 || !training) &&
+      has_kernel("attention_qkvpacked", qkv.device()))
+    return dispatch("attention_qkvpacked", {qkv.contiguous()},
+                    {{"n_head", n_head}, {"causal", is_causal}, {"scale", scale}})[0];
+  Tensor p = probabilities(part(qkv, s, 0), part(qkv, s, 1), is_causal, scale);
+  p = dropout(p, dropout_p, training);
+  return merge_heads(matmul(p, part(qkv, s, 2)), s);
+}
+
+}  // namespace tr
