@@ -20,6 +20,7 @@
 #include "nn/model_file.h"
 #include "core/allocator.h"
 #include "ops/cpu/blas_info.h"
+#include "ops/cpu/sgemm.h"
 #include "ops/cpu/gemm_bf16.h"
 #include "ops/cuda_info.h"
 #include "ops/init.h"
@@ -43,8 +44,9 @@ std::string fmt_g9(double v) {
 
 void info() {
   std::printf("trainer (C++ tensor + autograd core)\n");
-  std::printf("cpu threads: %d (OpenMP pool shared with OpenBLAS)\n", omp_get_max_threads());
+  std::printf("cpu threads: %d (OpenMP pool shared with OpenBLAS and oneDNN)\n", omp_get_max_threads());
   std::printf("cpu blas: %s\n", cpu::blas_info().c_str());
+  std::printf("cpu f32 gemm: %s\n", cpu::sgemm_info().c_str());
   std::printf("cpu bf16 matmul: %s\n", cpu::bf16_gemm_name(cpu::bf16_gemm_kernel()));
   std::printf("cuda compiled: %s\n", cuda::is_compiled() ? "yes" : "no");
   std::printf("cuda libraries: %s\n", cuda::cuda_info().c_str());

@@ -214,3 +214,16 @@ TEST_CASE("bad input: one clear line and a non-zero exit", "[integration][errors
     CHECK_THAT(r.out, Contains("m.toml:3:") && Contains("did you mean 'linear'"));
   }
 }
+
+TEST_CASE("TR_SGEMM picks the f32 GEMM: info names it, a bad value is one clear error", "[integration]") {
+  fs::path d = fresh_dir("sgemm");
+  Result dflt = shell(d, "unset TR_SGEMM; '" TRAINER_BINARY "' info");
+  CHECK(dflt.code == 0);
+  CHECK_THAT(dflt.out, Contains("cpu f32 gemm: oneDNN "));
+  Result ob = shell(d, "TR_SGEMM=openblas '" TRAINER_BINARY "' info");
+  CHECK(ob.code == 0);
+  CHECK_THAT(ob.out, Contains("cpu f32 gemm: OpenBLAS"));
+  Result bad = shell(d, "TR_SGEMM=mkl '" TRAINER_BINARY "' run '" + kRepo + "/configs/fmnist_mlp.toml' --set train.steps=1");
+  CHECK(bad.code != 0);
+  CHECK_THAT(bad.out, Contains("TR_SGEMM=mkl: expected onednn or openblas"));
+}

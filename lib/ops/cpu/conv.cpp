@@ -1,10 +1,11 @@
 // CPU convolution kernels: im2col + BLAS gemm per sample and group, split over the batch or over
 // blocks of rows / channels (f32/f64; f16/bf16 through f32), and the plain loops conv2d_*_naive
 // that define what the fast kernels compute (tests/unit/test_conv_pool.cpp checks one against the other).
-#include <cblas.h>  // cblas_sgemm, cblas_dgemm (OpenBLAS, OpenMP build)
+#include <cblas.h>  // cblas_dgemm (OpenBLAS, OpenMP build)
 #include <algorithm>
 #include <cstring>
 #include "ops/cpu/loops.h"
+#include "ops/cpu/sgemm.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
 
@@ -107,8 +108,7 @@ using Outs = std::vector<Tensor>;
 // C[M,N] = alpha op(A) op(B) + beta C, row-major.
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
           float beta, float* C, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
-              1.0f, A, int(lda), B, int(ldb), beta, C, int(ldc));
+  sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
 }
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B,
           int64_t ldb, double beta, double* C, int64_t ldc) {

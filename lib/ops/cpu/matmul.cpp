@@ -1,7 +1,8 @@
-// CPU matrix products through OpenBLAS (f32/f64); bf16 by vdpbf16ps where that is the faster
+// CPU matrix products: f32 through ops/cpu/sgemm.h (oneDNN or OpenBLAS), f64 through OpenBLAS; bf16 by vdpbf16ps where that is the faster
 // kernel (bf16_gemm_kernel), else f16/bf16 multiply in f32; integers by loops.
 #include <cblas.h>
 #include "ops/cpu/gemm_bf16.h"
+#include "ops/cpu/sgemm.h"
 #include "ops/cpu/loops.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
@@ -38,8 +39,8 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
   if (t == DType::F32 || t == DType::F64) {
     BlasMat A = blas_view(a), B = blas_view(b);
     if (t == DType::F32)
-      cblas_sgemm(CblasRowMajor, A.trans, B.trans, int(M), int(N), int(K), 1.0f, static_cast<const float*>(A.p),
-                  int(A.ld), static_cast<const float*>(B.p), int(B.ld), 0.0f, static_cast<float*>(out.raw_data()), int(N));
+      sgemm(A.trans == CblasTrans, B.trans == CblasTrans, M, N, K, 1.0f, static_cast<const float*>(A.p), A.ld,
+            static_cast<const float*>(B.p), B.ld, 0.0f, static_cast<float*>(out.raw_data()), N);
     else
       cblas_dgemm(CblasRowMajor, A.trans, B.trans, int(M), int(N), int(K), 1.0, static_cast<const double*>(A.p),
                   int(A.ld), static_cast<const double*>(B.p), int(B.ld), 0.0, static_cast<double*>(out.raw_data()), int(N));
