@@ -5,7 +5,7 @@
 # Ours is read from the samples_per_s of the last metrics line (steps after the first window).
 # Usage: bench/run_train_bench.sh   (BUILD_DIR=build by default; STEPS=60)
 # An AVX2-only CPU, approximated on an AVX-512 one (both sides held to AVX2 kernels):
-#   OPENBLAS_CORETYPE=Haswell ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 TORCH_CORETYPE=0 bench/run_train_bench.sh
+#   OPENBLAS_CORETYPE=Haswell ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 TR_CPU_ISA=avx2 TORCH_CORETYPE=0 bench/run_train_bench.sh
 set -euo pipefail
 STEPS="${STEPS:-60}"
 source "$(dirname "${BASH_SOURCE[0]}")/train_bench_lib.sh"

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <vector>
 #include "ops/attention_math.h"
+#include "ops/cpu/cpu_isa.h"
 #include "ops/cpu/loops.h"
 #include "ops/cpu/vec_math.h"
 #include "ops/registry.h"
@@ -87,11 +88,6 @@ __attribute__((target("avx512f"))) void block_4x32_f32(int64_t k0, int64_t k1, c
   _mm512_storeu_ps(c + 3 * rsc + 16, _mm512_mul_ps(al, c31));
 }
 
-bool has_avx512() {
-  static const bool ok = __builtin_cpu_supports("avx512f");
-  return ok;
-}
-
 // C[r, j] = alpha S_{k0 <= k < k1} A(r, k) B(k, j) for r < m <= kRows, j < n, with
 // A(r, k) = a[r rsa + k csa], B(k, j) = b[k rsb + j], C(r, j) = c[r rsc + j].
 template <typename T>
@@ -100,7 +96,7 @@ void block_product(int64_t m, int64_t n, int64_t k0, int64_t k1, const T* a, int
   for (int64_t j0 = 0; j0 < n;) {
     const int64_t w = std::min(kCols, n - j0);
     if constexpr (std::is_same_v<T, float>) {
-      if (m == kRows && n - j0 >= 2 * kCols && has_avx512()) {
+      if (m == kRows && n - j0 >= 2 * kCols && use_avx512()) {
         block_4x32_f32(k0, k1, a, rsa, csa, b + j0, rsb, c + j0, rsc, alpha);
         j0 += 2 * kCols;
         continue;

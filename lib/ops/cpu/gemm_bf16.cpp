@@ -3,6 +3,7 @@
 // as k-pairs per row. An 8 x 32 tile keeps 16 zmm accumulators; each k-pair step loads two B
 // vectors and broadcasts one A pair per row. Tiles are spread over the OpenMP pool.
 #include "ops/cpu/gemm_bf16.h"
+#include "ops/cpu/cpu_isa.h"
 #include <immintrin.h>
 #include <algorithm>
 #include <cstdlib>
@@ -56,7 +57,7 @@ void round_row(const float* c, BFloat16* o, int64_t n) {
 }  // namespace
 
 bool gemm_bf16_available() {
-  static const bool ok = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
+  static const bool ok = use_avx512() && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
                          __builtin_cpu_supports("avx512vl");
   return ok;
 }

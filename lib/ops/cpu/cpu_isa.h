@@ -1,0 +1,11 @@
+// Which vector instructions trainer's own CPU kernels may use: what the CPU and OS enable, capped by
+// TR_CPU_ISA=avx2 (to measure on an AVX-512 machine what an AVX2-only one runs; oneDNN's and
+// OpenBLAS's own caps are ONEDNN_MAX_CPU_ISA and OPENBLAS_CORETYPE). Read once.
+#pragma once
+
+namespace tr::cpu {
+
+// avx512f (and the kernels' AVX-512 paths) allowed
+bool use_avx512();
+
+}  // namespace tr::cpu
