@@ -6,10 +6,12 @@
 // each row's log-sum-exp of the scaled scores, which lets the backward recompute the probabilities
 // instead of keeping the [B, H, T, T] matrix (ops/attention_math.h states the formulas). The
 // composite chain (views, matmul, the causal mask, softmax, matmul) is the spec and runs where the
-// fused op cannot: fusion off, a dtype other than f32 / f64, dropout, a device without the kernel.
+// fused op cannot: fusion off, f16 / bf16 outside autocast, dropout, a device without the kernel.
+// Under autocast the fused op takes qkv cast to f32 and returns f32.
 #include <cmath>
 #include <limits>
 #include "core/grad_mode.h"
+#include "ops/autocast.h"
 #include "ops/backends.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
@@ -110,10 +112,13 @@ TR_REGISTER_OP(attention_qkvpacked_backward) {
 Tensor attention_qkvpacked(const Tensor& qkv, int64_t n_head, bool is_causal, double dropout_p, bool training) {
   const Heads s = heads_of("attention_qkvpacked", qkv, n_head);
   const double scale = 1.0 / std::sqrt(double(s.D));
-  const bool fused_dtype = qkv.dtype() == DType::F32 || qkv.dtype() == DType::F64;
+  // under autocast the fused op runs in f32 (as softmax does): its products are a small part of a
+  // transformer layer's, and f32 keeps the bf16 run's probabilities as exact as an f32 run's
+  const Tensor q32 = amp::autocast_arg(amp::CastPolicy::Fp32, qkv);
+  const bool fused_dtype = q32.dtype() == DType::F32 || q32.dtype() == DType::F64;
   if (backends::fusion().enabled && fused_dtype && (dropout_p == 0.0 || !training) &&
       has_kernel("attention_qkvpacked", qkv.device()))
-    return dispatch("attention_qkvpacked", {qkv.contiguous()},
+    return dispatch("attention_qkvpacked", {q32.contiguous()},
                     {{"n_head", n_head}, {"causal", is_causal}, {"scale", scale}})[0];
   Tensor p = probabilities(part(qkv, s, 0), part(qkv, s, 1), is_causal, scale);
   p = dropout(p, dropout_p, training);

@@ -9,6 +9,7 @@
 #include "op_cases.h"
 #include "require_gpu.h"
 #include "ops/attention_math.h"
+#include "ops/autocast.h"
 #include "ops/backends.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
@@ -143,4 +144,20 @@ TEST_CASE("cuda: attention_qkvpacked and its backward match the CPU kernel", "[g
       CHECK(allclose(gpu.dqkv.to(Device("cpu")), cpu.dqkv, tol, tol));
     }
   }
+}
+
+TEST_CASE("attention_qkvpacked under bf16 autocast: the fused op in f32", "[attention][autocast]") {
+  Generator gen(9);
+  Tensor qkv = randn({2, 9, 24}, DType::F32, &gen);
+  Tensor ref = attention_qkvpacked(qkv, 2, true);
+  Tensor qb = qkv.to(DType::BF16);
+  Tensor y;
+  {
+    amp::AutocastGuard ac(DeviceType::CPU, DType::BF16);
+    y = attention_qkvpacked(qb, 2, true);
+  }
+  CHECK(y.dtype() == DType::F32);
+  // the f32 attention of the bf16-rounded inputs
+  CHECK(allclose(y, attention_qkvpacked(qb.to(DType::F32), 2, true), 1e-6, 1e-6));
+  CHECK(allclose(y, ref, 5e-2, 5e-2));
 }
