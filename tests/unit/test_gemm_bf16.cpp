@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include "core/grad_mode.h"
 #include "ops/cpu/gemm_bf16.h"
+#include "ops/cpu/onednn_matmul.h"
 #include "ops/ops.h"
 
 using namespace tr;
@@ -41,4 +42,29 @@ TEST_CASE("bf16 GEMM (vdpbf16ps) equals f32 sgemm on the bf16 values", "[ops][bf
   // bmm goes through the same kernel
   Tensor x = randn({3, 20, 40}).to(DType::BF16), w = randn({3, 40, 50}).to(DType::BF16);
   CHECK(allclose(bmm(x, w).to(DType::F32), bmm(x.to(DType::F32), w.to(DType::F32)), 1.0 / 64, 1e-2));
+}
+
+TEST_CASE("oneDNN's matmul primitive equals f32 sgemm on the same values", "[ops][bf16]") {
+  NoGradGuard ng;
+  struct Case { int64_t M, K, N; bool ta, tb; };
+  for (DType in : {DType::F32, DType::BF16}) {
+    if (in == DType::BF16 && !cpu::onednn_bf16_available()) {
+      WARN("bf16 skipped: oneDNN has no native bf16 kernels on this CPU");
+      continue;
+    }
+    for (Case c : {Case{1, 1, 1, false, false}, Case{9, 3, 33, false, false}, Case{17, 129, 70, true, false},
+                   Case{64, 128, 96, false, true}, Case{5, 300, 7, true, true}}) {
+      INFO(dtype_name(in) << " M " << c.M << " K " << c.K << " N " << c.N << " ta " << c.ta << " tb " << c.tb);
+      Tensor a = (c.ta ? randn({c.K, c.M}).t() : randn({c.M, c.K})).to(in);
+      Tensor b = (c.tb ? randn({c.N, c.K}).t() : randn({c.K, c.N})).to(in);
+      Tensor ref = mm(a.to(DType::F32), b.to(DType::F32));
+      for (DType out : {in, DType::F32}) {
+        Tensor y = empty({c.M, c.N}, out);
+        cpu::onednn_matmul(in, out, c.M, c.N, c.K, a.raw_data(), a.stride(0), a.stride(1), b.raw_data(), b.stride(0),
+                           b.stride(1), y.raw_data());
+        const double tol = out == DType::BF16 ? 1.0 / 64 : 1e-4;
+        CHECK(allclose(y.to(DType::F32), ref, tol, tol * double(c.K)));
+      }
+    }
+  }
 }

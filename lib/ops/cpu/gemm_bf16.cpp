@@ -4,6 +4,7 @@
 // vectors and broadcasts one A pair per row. Tiles are spread over the OpenMP pool.
 #include "ops/cpu/gemm_bf16.h"
 #include "ops/cpu/cpu_isa.h"
+#include "ops/cpu/onednn_matmul.h"
 #include <immintrin.h>
 #include <algorithm>
 #include <cstdlib>
@@ -67,16 +68,18 @@ Bf16Gemm bf16_gemm_kernel() {
     if (!gemm_bf16_available()) return Bf16Gemm::F32;
     if (const char* e = std::getenv("TR_BF16_GEMM")) {
       const std::string v = e;
-      TR_CHECK(v == "native" || v == "f32", "TR_BF16_GEMM=", v, ": expected native or f32");
-      return v == "native" ? Bf16Gemm::Native : Bf16Gemm::F32;
+      TR_CHECK(v == "onednn" || v == "native" || v == "f32", "TR_BF16_GEMM=", v, ": expected onednn, native or f32");
+      return v == "onednn" ? Bf16Gemm::OneDnn : v == "native" ? Bf16Gemm::Native : Bf16Gemm::F32;
     }
-    return __builtin_cpu_is("amd") ? Bf16Gemm::Native : Bf16Gemm::F32;
+    return __builtin_cpu_is("amd") && onednn_bf16_available() ? Bf16Gemm::OneDnn : Bf16Gemm::F32;
   }();
   return k;
 }
 
 const char* bf16_gemm_name(Bf16Gemm k) {
-  return k == Bf16Gemm::Native ? "vdpbf16ps (native bf16)" : "widened to f32 for sgemm";
+  return k == Bf16Gemm::OneDnn   ? "oneDNN matmul (native bf16)"
+         : k == Bf16Gemm::Native ? "vdpbf16ps (trainer's kernel, native bf16)"
+                                 : "widened to f32 for the f32 GEMM";
 }
 
 void gemm_bf16(const Tensor& a, const Tensor& b, const Tensor& out) {

@@ -11,14 +11,16 @@ bool gemm_bf16_available();
 
 // The kernel mm/bmm use for bf16 operands (the matmuls of bf16 autocast), fixed per machine so
 // that a run's numbers do not depend on timing:
+//   onednn: oneDNN's matmul primitive (ops/cpu/onednn_matmul.h), torch's bf16 path.
 //   native: gemm_bf16 below.
-//   f32:    the operands widened to f32, OpenBLAS sgemm, the result rounded.
-// Default: native on AMD CPUs with AVX512_BF16, f32 elsewhere. Measured on Intel Emerald Rapids
+//   f32:    the operands widened to f32, the f32 GEMM, the result rounded.
+// Default: onednn on AMD CPUs with AVX512_BF16 (on a Zen 5 2.0x its own f32 rate and 3x gemm_bf16
+// over gpt_char's products), f32 elsewhere. Measured on Intel Emerald Rapids
 // (family 6 model 207): vdpbf16ps zmm issues 0.5 per cycle against vfmadd231ps zmm's 2, i.e.
 // half the f32 FMA rate (89 vs 181 GFLOP/s on one core), and gemm_bf16 reached 75 GFLOP/s per
 // thread at 1024^3 against sgemm's 161. AMD's Zen 4 runs 512-bit FMAs at half rate and
-// vdpbf16ps at full rate, the other way round. TR_BF16_GEMM=native|f32 overrides.
-enum class Bf16Gemm { Native, F32 };
+// vdpbf16ps at full rate, the other way round. TR_BF16_GEMM=onednn|native|f32 overrides.
+enum class Bf16Gemm { OneDnn, Native, F32 };
 Bf16Gemm bf16_gemm_kernel();
 const char* bf16_gemm_name(Bf16Gemm k);
 

@@ -1,7 +1,9 @@
-// CPU matrix products: f32 through ops/cpu/sgemm.h (oneDNN or OpenBLAS), f64 through OpenBLAS; bf16 by vdpbf16ps where that is the faster
-// kernel (bf16_gemm_kernel), else f16/bf16 multiply in f32; integers by loops.
+// CPU matrix products: f32 through ops/cpu/sgemm.h (oneDNN or OpenBLAS), f64 through OpenBLAS; bf16
+// by oneDNN's matmul primitive or vdpbf16ps where that is the faster kernel (bf16_gemm_kernel),
+// else f16/bf16 multiply in f32; integers by loops.
 #include <cblas.h>
 #include "ops/cpu/gemm_bf16.h"
+#include "ops/cpu/onednn_matmul.h"
 #include "ops/cpu/sgemm.h"
 #include "ops/cpu/loops.h"
 #include "ops/ops.h"
@@ -44,6 +46,11 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
     else
       cblas_dgemm(CblasRowMajor, A.trans, B.trans, int(M), int(N), int(K), 1.0, static_cast<const double*>(A.p),
                   int(A.ld), static_cast<const double*>(B.p), int(B.ld), 0.0, static_cast<double*>(out.raw_data()), int(N));
+    return;
+  }
+  if (t == DType::BF16 && bf16_gemm_kernel() == Bf16Gemm::OneDnn) {
+    onednn_matmul(t, t, M, N, K, a.raw_data(), a.stride(0), a.stride(1), b.raw_data(), b.stride(0), b.stride(1),
+                  out.raw_data());
     return;
   }
   if (t == DType::BF16 && bf16_gemm_kernel() == Bf16Gemm::Native) {
