@@ -1,6 +1,7 @@
 // conv2d, max_pool2d, avg_pool2d: shapes, hand-checked values, the fast CPU kernels against the
 // naive loops on awkward shapes, every option, error messages, and gradcheck cases of all six ops.
 #include <catch2/catch.hpp>
+#include "ops/cpu/onednn_conv.h"
 #include <omp.h>
 #include <cmath>
 #include "op_cases.h"
@@ -207,6 +208,42 @@ TEST_CASE("conv2d: threaded paths (batch split, row and channel blocks) match th
     for (auto& c : cfgs) check_against_naive(c, DType::F32, 1e-4, seed += 10);
   }
   omp_set_num_threads(saved);
+}
+
+TEST_CASE("conv2d: the oneDNN path matches the naive loops and is deterministic", "[conv]") {
+  // 16 or more input channels (its forward's threshold): 3x3 same, stride 2 with a 1x1 projection,
+  // dilation, a partly covered input (right padding below zero), uneven sizes; 1 and 2 threads
+  INFO(cpu::onednn_conv_enabled());
+  const std::vector<ConvCfg> cfgs = {
+      {{2, 16, 14, 14}, {32, 16, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
+      {{3, 32, 14, 13}, {64, 32, 1, 1}, {2, 2}, {0, 0}, {1, 1}, 1},
+      {{2, 32, 15, 15}, {16, 32, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 1},
+      {{1, 16, 11, 9}, {16, 16, 3, 3}, {1, 1}, {2, 2}, {2, 2}, 1},
+      {{2, 17, 10, 10}, {24, 17, 5, 3}, {3, 2}, {0, 1}, {1, 1}, 1},
+  };
+  const int saved = omp_get_max_threads();
+  for (int nt : {1, 2}) {
+    omp_set_num_threads(nt);
+    uint64_t seed = 500;
+    for (auto& c : cfgs) check_against_naive(c, DType::F32, 1e-4, seed += 10);
+  }
+  omp_set_num_threads(saved);
+  // with a bias, and the same bits on every call
+  Generator g(12);
+  Tensor x = randn({4, 32, 12, 12}, DType::F32, &g), w = randn({48, 32, 3, 3}, DType::F32, &g),
+         b = randn({48}, DType::F32, &g), gy = randn({4, 48, 12, 12}, DType::F32, &g);
+  Tensor y = conv2d(x, w, b, {1, 1}, {1, 1});
+  CHECK(allclose(y, conv2d(x, w, Tensor(), {1, 1}, {1, 1}) + b.reshape({1, 48, 1, 1}), 1e-5, 1e-5));
+  Attrs a{{"stride", Pair{1, 1}}, {"padding", Pair{1, 1}}, {"dilation", Pair{1, 1}}, {"groups", int64_t(1)}};
+  Attrs aw = a, ai = a;
+  aw.set("weight_size", Shape{48, 32, 3, 3});
+  ai.set("input_size", Shape{4, 32, 12, 12});
+  Tensor gw = dispatch1("conv2d_backward_weight", {gy, x}, aw), gx = dispatch1("conv2d_backward_input", {gy, w}, ai);
+  for (int i = 0; i < 3; ++i) {
+    CHECK(equal(y, conv2d(x, w, b, {1, 1}, {1, 1})));
+    CHECK(equal(gw, dispatch1("conv2d_backward_weight", {gy, x}, aw)));
+    CHECK(equal(gx, dispatch1("conv2d_backward_input", {gy, w}, ai)));
+  }
 }
 
 TEST_CASE("conv2d: weight gradient is deterministic", "[conv]") {

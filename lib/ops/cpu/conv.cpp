@@ -1,10 +1,13 @@
-// CPU convolution kernels: im2col + BLAS gemm per sample and group, split over the batch or over
-// blocks of rows / channels (f32/f64; f16/bf16 through f32), and the plain loops conv2d_*_naive
+// CPU convolution kernels: f32 through oneDNN's JIT convolutions where it has them
+// (ops/cpu/onednn_conv.h), else im2col + BLAS gemm per sample and group, split over the batch or
+// over blocks of rows / channels (f32/f64; f16/bf16 through f32), and the plain loops conv2d_*_naive
 // that define what the fast kernels compute (tests/unit/test_conv_pool.cpp checks one against the other).
 #include <cblas.h>  // cblas_dgemm (OpenBLAS, OpenMP build)
 #include <algorithm>
 #include <cstring>
+#include "ops/cpu/conv_geom.h"
 #include "ops/cpu/loops.h"
+#include "ops/cpu/onednn_conv.h"
 #include "ops/cpu/sgemm.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
@@ -12,18 +15,6 @@
 namespace tr::cpu {
 
 namespace {
-
-// Geometry of one convolution: x [N, C, H, W], w [O, C/G, KH, KW], y [N, O, OH, OW];
-// output (oh, ow) tap (i, j) reads x at (oh*SH - PH + i*DH, ow*SW - PW + j*DW), zero outside.
-struct ConvGeom {
-  int64_t N, C, H, W, O, KH, KW, OH, OW, SH, SW, PH, PW, DH, DW, G;
-  int64_t Cg() const { return C / G; }
-  int64_t Og() const { return O / G; }
-  int64_t K() const { return Cg() * KH * KW; }  // rows of a group's column matrix
-  int64_t P() const { return OH * OW; }          // output positions per plane
-  // 1x1, stride 1, no padding: the column matrix is x itself.
-  bool direct() const { return KH == 1 && KW == 1 && SH == 1 && SW == 1 && PH == 0 && PW == 0; }
-};
 
 ConvGeom conv_geom(const Shape& x, const Shape& w, const Shape& y, const Attrs& a) {
   const Pair &s = a.ints("stride"), &p = a.ints("padding"), &d = a.ints("dilation");
@@ -398,6 +389,11 @@ void run_float(const char* op, const Ins& in, const Tensor& out, const F& f) {
 void conv2d_cpu(const Ins& in, Outs& out, const Attrs& a) {
   ConvGeom g = conv_geom(in[0].sizes(), in[1].sizes(), out[0].sizes(), a);
   run_float("conv2d", in, out[0], [&]<typename T>(const Ins& c, const Tensor& o) {
+    if constexpr (std::is_same_v<T, float>)
+      if (onednn_conv_enabled() && onednn_conv2d_forward(g, c[0].data_ptr<float>(), c[1].data_ptr<float>(),
+                                                         c.size() == 3 ? c[2].data_ptr<float>() : nullptr,
+                                                         o.data_ptr<float>()))
+        return;
     conv2d_forward_fast(static_cast<const T*>(c[0].raw_data()), static_cast<const T*>(c[1].raw_data()),
                         c.size() == 3 ? static_cast<const T*>(c[2].raw_data()) : nullptr, static_cast<T*>(o.raw_data()), g);
   });
@@ -407,6 +403,10 @@ TR_REGISTER_KERNEL(conv2d, CPU, conv2d_cpu);
 void conv2d_backward_input_cpu(const Ins& in, Outs& out, const Attrs& a) {
   ConvGeom g = conv_geom(out[0].sizes(), in[1].sizes(), in[0].sizes(), a);
   run_float("conv2d_backward_input", in, out[0], [&]<typename T>(const Ins& c, const Tensor& o) {
+    if constexpr (std::is_same_v<T, float>)
+      if (onednn_conv_enabled() &&
+          onednn_conv2d_backward_input(g, c[0].data_ptr<float>(), c[1].data_ptr<float>(), o.data_ptr<float>()))
+        return;
     conv2d_backward_input_fast(static_cast<const T*>(c[0].raw_data()), static_cast<const T*>(c[1].raw_data()),
                                static_cast<T*>(o.raw_data()), g);
   });
@@ -416,6 +416,10 @@ TR_REGISTER_KERNEL(conv2d_backward_input, CPU, conv2d_backward_input_cpu);
 void conv2d_backward_weight_cpu(const Ins& in, Outs& out, const Attrs& a) {
   ConvGeom g = conv_geom(in[1].sizes(), out[0].sizes(), in[0].sizes(), a);
   run_float("conv2d_backward_weight", in, out[0], [&]<typename T>(const Ins& c, const Tensor& o) {
+    if constexpr (std::is_same_v<T, float>)
+      if (onednn_conv_enabled() &&
+          onednn_conv2d_backward_weight(g, c[0].data_ptr<float>(), c[1].data_ptr<float>(), o.data_ptr<float>()))
+        return;
     conv2d_backward_weight_fast(static_cast<const T*>(c[0].raw_data()), static_cast<const T*>(c[1].raw_data()),
                                 static_cast<T*>(o.raw_data()), g);
   });
