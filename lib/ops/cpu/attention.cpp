@@ -29,7 +29,8 @@ void block_4x16_f32(int64_t k0, int64_t k1, const float* a, int64_t rsa, int64_t
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
   const float *a0 = a, *a1 = a + rsa, *a2 = a + 2 * rsa, *a3 = a + 3 * rsa;
   for (int64_t k = k0; k < k1; ++k) {
-    const __m256 b0 = _mm256_loadu_ps(b + k * rsb), b1 = _mm256_loadu_ps(b + k * rsb + 8);
+    __m256 b0 = _mm256_loadu_ps(b + k * rsb), b1 = _mm256_loadu_ps(b + k * rsb + 8);
+    asm("" : "+x"(b0), "+x"(b1));  // in registers, as in block_4x32_f32
     const int64_t ak = k * csa;
     __m256 x = _mm256_broadcast_ss(a0 + ak);
     c00 = _mm256_fmadd_ps(x, b0, c00);
@@ -62,7 +63,10 @@ __attribute__((target("avx512f"))) void block_4x32_f32(int64_t k0, int64_t k1, c
   __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
   const float *a0 = a, *a1 = a + rsa, *a2 = a + 2 * rsa, *a3 = a + 3 * rsa;
   for (int64_t k = k0; k < k1; ++k) {
-    const __m512 b0 = _mm512_loadu_ps(b + k * rsb), b1 = _mm512_loadu_ps(b + k * rsb + 16);
+    __m512 b0 = _mm512_loadu_ps(b + k * rsb), b1 = _mm512_loadu_ps(b + k * rsb + 16);
+    // in registers: folded into each FMA (GCC's choice), B would be loaded 4 times, and the loads,
+    // not the FMAs, would set the pace
+    asm("" : "+v"(b0), "+v"(b1));
     const int64_t ak = k * csa;
     __m512 x = _mm512_set1_ps(a0[ak]);
     c00 = _mm512_fmadd_ps(x, b0, c00);
@@ -124,7 +128,7 @@ void block_product(int64_t m, int64_t n, int64_t k0, int64_t k1, const T* a, int
 // exp in 8 lanes, Cephes' expf: x = n ln2 + r (n rounded, ln2 in two parts), e^r by a degree-7
 // polynomial, times 2^n through the exponent bits; within 2 ulp of expf on [-87.3, 88], 0 below
 // (the probabilities of the softmax, where libmvec's call costs more than the products around it).
-__m256 exp8_poly(__m256 x) {
+inline __attribute__((always_inline)) __m256 exp8_poly(__m256 x) {
   const __m256 lo = _mm256_set1_ps(-87.33654f);
   const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
   x = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(88.0f));
