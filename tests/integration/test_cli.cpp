@@ -215,7 +215,7 @@ TEST_CASE("bad input: one clear line and a non-zero exit", "[integration][errors
   }
 }
 
-TEST_CASE("TR_SGEMM picks the f32 GEMM: info names it, a bad value is one clear error", "[integration]") {
+TEST_CASE("TR_SGEMM and TR_CPU_ISA pick kernels: info names them, a bad value is one clear error", "[integration]") {
   fs::path d = fresh_dir("sgemm");
   Result dflt = shell(d, "unset TR_SGEMM; '" TRAINER_BINARY "' info");
   CHECK(dflt.code == 0);
@@ -226,4 +226,11 @@ TEST_CASE("TR_SGEMM picks the f32 GEMM: info names it, a bad value is one clear 
   Result bad = shell(d, "TR_SGEMM=mkl '" TRAINER_BINARY "' run '" + kRepo + "/configs/fmnist_mlp.toml' --set train.steps=1");
   CHECK(bad.code != 0);
   CHECK_THAT(bad.out, Contains("TR_SGEMM=mkl: expected onednn or openblas"));
+  // the cap on trainer's own kernels: avx2 takes bf16 matmuls off the native kernels
+  Result avx2 = shell(d, "TR_CPU_ISA=avx2 '" TRAINER_BINARY "' info");
+  CHECK(avx2.code == 0);
+  CHECK_THAT(avx2.out, Contains("cpu bf16 matmul: widened to f32"));
+  Result isa = shell(d, "TR_CPU_ISA=sse '" TRAINER_BINARY "' info");
+  CHECK(isa.code != 0);
+  CHECK_THAT(isa.out, Contains("TR_CPU_ISA=sse: expected avx2 or avx512"));
 }
