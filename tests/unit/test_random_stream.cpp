@@ -30,13 +30,16 @@ TEST_CASE("CPU random kernels equal philox_uniform_at / philox_normal_at element
         dispatch("uniform_", {u}, stream(seed, off, {{"low", -1.0}, {"high", 3.0}}));
         dispatch("normal_", {z}, stream(seed, off, {{"mean", 0.5}, {"std", 2.0}}));
         Tensor m = dispatch1("dropout_mask", {u}, stream(seed, off, {{"p", 0.3}}));
-        std::vector<double> uv = u.tolist(), zv = z.tolist(), mv = m.tolist();
+        // f32 takes its own vectorised kernel
+        Tensor m32 = dispatch1("dropout_mask", {empty({n}, DType::F32)}, stream(seed, off, {{"p", 0.3}}));
+        std::vector<double> uv = u.tolist(), zv = z.tolist(), mv = m.tolist(), m32v = m32.tolist();
         int64_t first_bad = -1;
         for (int64_t i = 0; i < n && first_bad < 0; ++i) {
           double pu = philox_uniform_at(seed, off, uint64_t(i));
           bool same = uv[size_t(i)] == -1.0 + 4.0 * pu &&
                       zv[size_t(i)] == 0.5 + 2.0 * philox_normal_at(seed, off, uint64_t(i)) &&
-                      mv[size_t(i)] == (pu >= 0.3 ? 1.0 / 0.7 : 0.0);
+                      mv[size_t(i)] == (pu >= 0.3 ? 1.0 / 0.7 : 0.0) &&
+                      m32v[size_t(i)] == double(pu >= 0.3 ? float(1.0 / 0.7) : 0.0f);
           if (!same) first_bad = i;
         }
         CHECK(first_bad == -1);

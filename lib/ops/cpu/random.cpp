@@ -1,6 +1,7 @@
 // CPU kernels of the Philox random fills (same formulas as the CUDA kernels, core/philox.h).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include "core/philox.h"
 #include "ops/cpu/loops.h"
 #include "ops/registry.h"
@@ -58,6 +59,28 @@ void fill_stream(const Tensor& t, uint64_t seed, uint64_t offset, const F& f) {
   if (!c.is_same(t)) t.detach().copy_(c);
 }
 
+// dropout_mask for contiguous f32, fill_stream's values with its per-element work vectorised:
+// for each word k of the kBatch blocks, the 53 bits and the comparison run across the blocks.
+void dropout_mask_f32(float* y, int64_t n, uint64_t seed, uint64_t offset, uint64_t keep_from, float scale) {
+  parallel_for(n, 4096, [&](int64_t b, int64_t e) {
+    uint32_t w[4][kBatch];
+    float v[kBatch * 4];
+    for (int64_t j0 = b / 4; j0 * 4 < e; j0 += kBatch) {
+      philox_batch(seed, offset + uint64_t(j0), w);
+      for (int k = 0; k < 4; ++k) {
+        const uint32_t *hi = w[k], *lo = w[(k + 1) % 4];
+#pragma omp simd
+        for (int j = 0; j < kBatch; ++j) {
+          const int64_t bits = int64_t(((uint64_t(hi[j]) << 21) ^ uint64_t(lo[j] >> 11)) & ((uint64_t(1) << 53) - 1));
+          v[j * 4 + k] = bits >= int64_t(keep_from) ? scale : 0.0f;
+        }
+      }
+      const int64_t i0 = std::max(b, j0 * 4), i1 = std::min(e, (j0 + kBatch) * 4);
+      std::memcpy(y + i0, v + (i0 - j0 * 4), size_t(i1 - i0) * sizeof(float));
+    }
+  });
+}
+
 // philox_uniform_at: 53 bits from words k and k + 1 of the block
 inline uint64_t bits53(const uint32_t* w, unsigned k) {
   return ((uint64_t(w[k]) << 21) ^ uint64_t(w[(k + 1) % 4] >> 11)) & ((uint64_t(1) << 53) - 1);
@@ -88,6 +111,10 @@ void dropout_mask_cpu(const std::vector<Tensor>&, std::vector<Tensor>& out, cons
   uint64_t seed = uint64_t(a.i("seed")), off = uint64_t(a.i("offset"));
   double p = a.f("p"), scale = 1.0 / (1.0 - p);
   const uint64_t keep_from = uint64_t(std::ceil(p * 9007199254740992.0));
+  if (out[0].dtype() == DType::F32 && out[0].is_contiguous()) {
+    dropout_mask_f32(out[0].data_ptr<float>(), out[0].numel(), seed, off, keep_from, float(scale));
+    return;
+  }
   fill_stream(out[0], seed, off, [&](const uint32_t* w, unsigned k) { return bits53(w, k) >= keep_from ? scale : 0.0; });
 }
 TR_REGISTER_KERNEL(uniform_, CPU, uniform_cpu);
