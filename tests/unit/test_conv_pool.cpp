@@ -402,25 +402,29 @@ std::pair<std::vector<double>, std::vector<double>> max_pool_naive(const Tensor&
 
 TEST_CASE("max_pool2d: the 2x2 window loop matches the plain loop, with ties, -inf and NaN", "[pool]") {
   Generator g(50);
-  for (DType t : {DType::F32, DType::F64}) {
-    // rounded values: many ties; a few -inf and NaN
-    Tensor x = randint(-3, 4, {3, 4, 9, 7}, TensorOptions(DType::I64), &g).to(t);
-    x.view({-1}).narrow(0, 5, 1).fill_(-INFINITY);
-    x.view({-1}).narrow(0, 40, 1).fill_(NAN);
-    x.view({-1}).narrow(0, 41, 1).fill_(NAN);
-    x.view({-1}).narrow(0, 100, 2).fill_(NAN);
-    for (Pair s : {Pair{2, 2}, Pair{1, 1}, Pair{3, 2}, Pair{1, 3}}) {
-      INFO("stride " << str(s) << " dtype " << dtype_name(t));
-      auto r = dispatch("max_pool2d", {x}, {{"kernel", Pair{2, 2}}, {"stride", s}, {"padding", Pair{0, 0}},
-                                            {"dilation", Pair{1, 1}}});
-      auto [y, idx] = max_pool_naive(x, {2, 2}, s);
-      std::vector<double> got = r[0].tolist();
-      REQUIRE(got.size() == y.size());
-      for (size_t i = 0; i < y.size(); ++i) {
-        if (std::isnan(y[i])) CHECK(std::isnan(got[i]));
-        else CHECK(got[i] == y[i]);
+  // width 37: rows of 18 stride-2 outputs, 16 of them through f32's 8-lane path, then 2
+  for (Shape shape : {Shape{3, 4, 9, 7}, Shape{2, 3, 6, 37}}) {
+    for (DType t : {DType::F32, DType::F64}) {
+      // rounded values: many ties; a few -inf and NaN
+      Tensor x = randint(-3, 4, shape, TensorOptions(DType::I64), &g).to(t);
+      x.view({-1}).narrow(0, 5, 1).fill_(-INFINITY);
+      x.view({-1}).narrow(0, 40, 1).fill_(NAN);
+      x.view({-1}).narrow(0, 41, 1).fill_(NAN);
+      x.view({-1}).narrow(0, 100, 2).fill_(NAN);
+      x.view({-1}).narrow(0, 37 + 2, 1).fill_(NAN);  // the second input row of a window
+      for (Pair s : {Pair{2, 2}, Pair{1, 1}, Pair{3, 2}, Pair{1, 3}}) {
+        INFO("shape " << str(shape) << " stride " << str(s) << " dtype " << dtype_name(t));
+        auto r = dispatch("max_pool2d", {x}, {{"kernel", Pair{2, 2}}, {"stride", s}, {"padding", Pair{0, 0}},
+                                              {"dilation", Pair{1, 1}}});
+        auto [y, idx] = max_pool_naive(x, {2, 2}, s);
+        std::vector<double> got = r[0].tolist();
+        REQUIRE(got.size() == y.size());
+        for (size_t i = 0; i < y.size(); ++i) {
+          if (std::isnan(y[i])) CHECK(std::isnan(got[i]));
+          else CHECK(got[i] == y[i]);
+        }
+        CHECK(r[1].tolist() == idx);
       }
-      CHECK(r[1].tolist() == idx);
     }
   }
 }

@@ -1,6 +1,7 @@
 // CPU pooling kernels: max_pool2d (values + flat argmax) and max_pool2d_backward, avg_pool2d and
 // its adjoint avg_pool2d_backward; plain window loops (2x2 max windows without padding have their
 // own loop), parallel over the N*C planes.
+#include <immintrin.h>
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -72,6 +73,47 @@ void max_pool_row_2x2(const T* x, int64_t r0, int64_t W, int64_t SW, int64_t OW,
   }
 }
 
+// max_pool_row_2x2 for f32 with stride 2 along the row: 8 outputs a step, the even and odd columns
+// of each input row separated by shuffles; the same selection rule, lane by lane. Returns how many
+// outputs it wrote (a multiple of 8); the caller finishes the row.
+template <typename T>
+int64_t max_pool_row_2x2_s2(const T*, int64_t, int64_t, int64_t, T*, int64_t*) {
+  return 0;  // other dtypes: the chunked loop
+}
+int64_t max_pool_row_2x2_s2(const float* x, int64_t r0, int64_t W, int64_t OW, float* y, int64_t* idx) {
+  const float *x0 = x + r0, *x1 = x0 + W;
+  auto split = [](const float* p, __m256& even, __m256& odd) {
+    const __m256 lo = _mm256_loadu_ps(p), hi = _mm256_loadu_ps(p + 8);
+    even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8));
+    odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8));
+  };
+  const __m256i lane = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+  int64_t ow = 0;
+  for (; ow + 8 <= OW; ow += 8) {
+    __m256 t[4];
+    split(x0 + 2 * ow, t[0], t[1]);
+    split(x1 + 2 * ow, t[2], t[3]);
+    __m256 best = t[0];
+    __m256i tap = _mm256_setzero_si256();
+    for (int q = 1; q < 4; ++q) {
+      const __m256 take = _mm256_or_ps(_mm256_cmp_ps(t[q], best, _CMP_GT_OQ), _mm256_cmp_ps(t[q], t[q], _CMP_UNORD_Q));
+      best = _mm256_blendv_ps(best, t[q], take);
+      tap = _mm256_blendv_epi8(tap, _mm256_set1_epi32(q), _mm256_castps_si256(take));
+    }
+    _mm256_storeu_ps(y + ow, best);
+    // flat position r0 + 2 ow + (tap & 1) + (tap >> 1) W, in int64
+    const __m256i pos = _mm256_add_epi32(
+        _mm256_add_epi32(_mm256_add_epi32(_mm256_set1_epi32(int32_t(2 * ow)), lane), _mm256_and_si256(tap, _mm256_set1_epi32(1))),
+        _mm256_mullo_epi32(_mm256_srli_epi32(tap, 1), _mm256_set1_epi32(int32_t(W))));
+    const __m256i base = _mm256_set1_epi64x(r0);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx + ow),
+                        _mm256_add_epi64(base, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(pos))));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx + ow + 4),
+                        _mm256_add_epi64(base, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(pos, 1))));
+  }
+  return ow;
+}
+
 // y[oh, ow] = max over the window's taps inside the plane, idx = ih W + iw of the first maximum
 // (pool::max_window).
 void max_pool2d_cpu(const Ins& in, Outs& out, const Attrs& a) {
@@ -87,8 +129,11 @@ void max_pool2d_cpu(const Ins& in, Outs& out, const Attrs& a) {
       const scalar_t* xp = px + p * g.H * g.W;
       if (window2x2) {
         for (int64_t oh = 0; oh < g.OH; ++oh) {
-          const int64_t o = (p * g.OH + oh) * g.OW;
-          max_pool_row_2x2(xp, oh * g.SH * g.W, g.W, g.SW, g.OW, py + o, pi + o);
+          const int64_t o = (p * g.OH + oh) * g.OW, r0 = oh * g.SH * g.W;
+          int64_t done = 0;
+          if (g.SW == 2 && g.W < (int64_t(1) << 30)) done = max_pool_row_2x2_s2(xp, r0, g.W, g.OW, py + o, pi + o);
+          if (done < g.OW)
+            max_pool_row_2x2(xp, r0 + done * g.SW, g.W, g.SW, g.OW - done, py + o + done, pi + o + done);
         }
         return;
       }
