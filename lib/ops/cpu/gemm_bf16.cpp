@@ -4,6 +4,7 @@
 // vectors and broadcasts one A pair per row. Tiles are spread over the OpenMP pool.
 #include "ops/cpu/gemm_bf16.h"
 #include "ops/cpu/cpu_isa.h"
+#include "ops/cpu/env_choice.h"
 #include "ops/cpu/onednn_matmul.h"
 #include <immintrin.h>
 #include <algorithm>
@@ -66,12 +67,9 @@ bool gemm_bf16_available() {
 Bf16Gemm bf16_gemm_kernel() {
   static const Bf16Gemm k = [] {
     if (!gemm_bf16_available()) return Bf16Gemm::F32;
-    if (const char* e = std::getenv("TR_BF16_GEMM")) {
-      const std::string v = e;
-      TR_CHECK(v == "onednn" || v == "native" || v == "f32", "TR_BF16_GEMM=", v, ": expected onednn, native or f32");
-      return v == "onednn" ? Bf16Gemm::OneDnn : v == "native" ? Bf16Gemm::Native : Bf16Gemm::F32;
-    }
-    return __builtin_cpu_is("amd") && onednn_bf16_available() ? Bf16Gemm::OneDnn : Bf16Gemm::F32;
+    const std::string dflt = __builtin_cpu_is("amd") && onednn_bf16_available() ? "onednn" : "f32";
+    const std::string v = env_choice("TR_BF16_GEMM", {"onednn", "native", "f32"}, dflt);
+    return v == "onednn" ? Bf16Gemm::OneDnn : v == "native" ? Bf16Gemm::Native : Bf16Gemm::F32;
   }();
   return k;
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 #include "core/error.h"
+#include "ops/cpu/env_choice.h"
 #include "ops/ops.h"
 
 namespace tr::cpu {
@@ -44,18 +45,25 @@ struct Reorder {
   }
 };
 
+// A backward primitive of a geometry, built on first use: two inputs reordered in and an output
+// reordered out, under oneDNN's argument ids.
+template <typename Prim>
+struct Backward {
+  bool tried = false, ok = false;
+  std::optional<typename Prim::primitive_desc> pd;
+  std::optional<Prim> prim;
+  Reorder in0, in1, out;
+  int arg0 = 0, arg1 = 0, arg_out = 0;
+};
+
 struct Conv {
   memory::desc x, w, b, y;  // the user's: NCHW, OIHW, x, NCHW
   std::optional<dnnl::convolution_forward::primitive_desc> fwd_pd;
   std::optional<dnnl::convolution_forward> fwd;
   Reorder fwd_x, fwd_w, fwd_y;
-  std::optional<dnnl::convolution_backward_data> bwd_data;
-  std::optional<dnnl::convolution_backward_data::primitive_desc> bwd_data_pd;
-  Reorder bd_gy, bd_w, bd_gx;
-  std::optional<dnnl::convolution_backward_weights> bwd_w;
-  std::optional<dnnl::convolution_backward_weights::primitive_desc> bwd_w_pd;
-  Reorder bw_x, bw_gy, bw_gw;
-  bool fwd_ok = false, bd_ok = false, bw_ok = false, bd_tried = false, bw_tried = false;
+  bool fwd_ok = false;
+  Backward<dnnl::convolution_backward_data> data;      // gx from (gy, w)
+  Backward<dnnl::convolution_backward_weights> weights;  // gw from (x, gy)
   memory::dims strides, dilates, pad_l, pad_r;
 };
 
@@ -140,17 +148,67 @@ memory scratchpad(const PD& pd, Tensor& keep) {
   return memory(pd.scratchpad_desc(), engine(), keep.raw_data());
 }
 
+memory::desc any_layout(const memory::desc& d) { return memory::desc(d.dims(), memory::data_type::f32, tag::any); }
+
+void build(Conv& c, Backward<dnnl::convolution_backward_data>& b) {
+  dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, any_layout(c.x), any_layout(c.w),
+                                          any_layout(c.y), c.strides, c.dilates, c.pad_l, c.pad_r);
+  b.pd.emplace(d, user_scratchpad(), engine(), *c.fwd_pd);
+  b.ok = is_jit(b.pd->impl_info_str());
+  if (!b.ok) return;
+  b.prim.emplace(*b.pd);
+  b.in0.init(c.y, b.pd->diff_dst_desc());
+  b.in1.init(c.w, b.pd->weights_desc());
+  b.out.init(b.pd->diff_src_desc(), c.x);
+  b.arg0 = DNNL_ARG_DIFF_DST;
+  b.arg1 = DNNL_ARG_WEIGHTS;
+  b.arg_out = DNNL_ARG_DIFF_SRC;
+}
+
+void build(Conv& c, Backward<dnnl::convolution_backward_weights>& b) {
+  dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, any_layout(c.x), any_layout(c.w),
+                                             any_layout(c.y), c.strides, c.dilates, c.pad_l, c.pad_r);
+  b.pd.emplace(d, user_scratchpad(), engine(), *c.fwd_pd);
+  b.ok = is_jit(b.pd->impl_info_str());
+  if (!b.ok) return;
+  b.prim.emplace(*b.pd);
+  b.in0.init(c.x, b.pd->src_desc());
+  b.in1.init(c.y, b.pd->diff_dst_desc());
+  b.out.init(b.pd->diff_weights_desc(), c.w);
+  b.arg0 = DNNL_ARG_SRC;
+  b.arg1 = DNNL_ARG_DIFF_DST;
+  b.arg_out = DNNL_ARG_DIFF_WEIGHTS;
+}
+
+// Runs the backward primitive `which` of g's geometry on (a, b) into out; false where it has none.
+template <typename Prim>
+bool run_backward(const ConvGeom& g, Backward<Prim> Conv::*which, const float* a, const float* b, float* out) {
+  std::unique_lock<std::mutex> lock;
+  Conv& c = conv_for(g, false, lock);
+  if (!c.fwd_ok) return false;
+  Backward<Prim>& op = c.*which;
+  if (!op.tried) {
+    op.tried = true;
+    try {
+      build(c, op);
+    } catch (const dnnl::error&) {
+      op.ok = false;
+    }
+  }
+  lock.unlock();
+  if (!op.ok) return false;
+  Tensor k0, k1, ko, ks;
+  memory m0 = input(op.in0, a, k0), m1 = input(op.in1, b, k1), mo = output(op.out, out, ko);
+  op.prim->execute(stream(), {{op.arg0, m0}, {op.arg1, m1}, {op.arg_out, mo}, {DNNL_ARG_SCRATCHPAD, scratchpad(*op.pd, ks)}});
+  finish_output(op.out, mo, out);
+  stream().wait();
+  return true;
+}
+
 }  // namespace
 
 bool onednn_conv_enabled() {
-  static const bool on = [] {
-    if (const char* e = std::getenv("TR_CONV")) {
-      const std::string v = e;
-      TR_CHECK(v == "onednn" || v == "im2col", "TR_CONV=", v, ": expected onednn or im2col");
-      return v == "onednn";
-    }
-    return true;
-  }();
+  static const bool on = env_choice("TR_CONV", {"onednn", "im2col"}, "onednn") == "onednn";
   return on;
 }
 
@@ -175,71 +233,11 @@ bool onednn_conv2d_forward(const ConvGeom& g, const float* x, const float* w, co
 }
 
 bool onednn_conv2d_backward_input(const ConvGeom& g, const float* gy, const float* w, float* gx) {
-  std::unique_lock<std::mutex> lock;
-  Conv& c = conv_for(g, false, lock);
-  if (!c.fwd_ok) return false;
-  if (!c.bd_tried) {
-    c.bd_tried = true;
-    try {
-      const memory::desc xa(c.x.dims(), memory::data_type::f32, tag::any), wa(c.w.dims(), memory::data_type::f32, tag::any),
-          ya(c.y.dims(), memory::data_type::f32, tag::any);
-      dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, xa, wa, ya, c.strides, c.dilates,
-                                              c.pad_l, c.pad_r);
-      c.bwd_data_pd.emplace(d, user_scratchpad(), engine(), *c.fwd_pd);
-      c.bd_ok = is_jit(c.bwd_data_pd->impl_info_str());
-      if (c.bd_ok) {
-        c.bwd_data.emplace(*c.bwd_data_pd);
-        c.bd_gy.init(c.y, c.bwd_data_pd->diff_dst_desc());
-        c.bd_w.init(c.w, c.bwd_data_pd->weights_desc());
-        c.bd_gx.init(c.bwd_data_pd->diff_src_desc(), c.x);
-      }
-    } catch (const dnnl::error&) {
-      c.bd_ok = false;
-    }
-  }
-  lock.unlock();
-  if (!c.bd_ok) return false;
-  Tensor kg, kw, kx, ks;
-  memory gym = input(c.bd_gy, gy, kg), wm = input(c.bd_w, w, kw), gxm = output(c.bd_gx, gx, kx);
-  c.bwd_data->execute(stream(), {{DNNL_ARG_DIFF_DST, gym}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DIFF_SRC, gxm},
-                                 {DNNL_ARG_SCRATCHPAD, scratchpad(*c.bwd_data_pd, ks)}});
-  finish_output(c.bd_gx, gxm, gx);
-  stream().wait();
-  return true;
+  return run_backward(g, &Conv::data, gy, w, gx);
 }
 
 bool onednn_conv2d_backward_weight(const ConvGeom& g, const float* gy, const float* x, float* gw) {
-  std::unique_lock<std::mutex> lock;
-  Conv& c = conv_for(g, false, lock);
-  if (!c.fwd_ok) return false;
-  if (!c.bw_tried) {
-    c.bw_tried = true;
-    try {
-      const memory::desc xa(c.x.dims(), memory::data_type::f32, tag::any), wa(c.w.dims(), memory::data_type::f32, tag::any),
-          ya(c.y.dims(), memory::data_type::f32, tag::any);
-      dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, xa, wa, ya, c.strides, c.dilates,
-                                                 c.pad_l, c.pad_r);
-      c.bwd_w_pd.emplace(d, user_scratchpad(), engine(), *c.fwd_pd);
-      c.bw_ok = is_jit(c.bwd_w_pd->impl_info_str());
-      if (c.bw_ok) {
-        c.bwd_w.emplace(*c.bwd_w_pd);
-        c.bw_x.init(c.x, c.bwd_w_pd->src_desc());
-        c.bw_gy.init(c.y, c.bwd_w_pd->diff_dst_desc());
-        c.bw_gw.init(c.bwd_w_pd->diff_weights_desc(), c.w);
-      }
-    } catch (const dnnl::error&) {
-      c.bw_ok = false;
-    }
-  }
-  lock.unlock();
-  if (!c.bw_ok) return false;
-  Tensor kx, kg, kw, ks;
-  memory xm = input(c.bw_x, x, kx), gym = input(c.bw_gy, gy, kg), gwm = output(c.bw_gw, gw, kw);
-  c.bwd_w->execute(stream(), {{DNNL_ARG_SRC, xm}, {DNNL_ARG_DIFF_DST, gym}, {DNNL_ARG_DIFF_WEIGHTS, gwm},
-                              {DNNL_ARG_SCRATCHPAD, scratchpad(*c.bwd_w_pd, ks)}});
-  finish_output(c.bw_gw, gwm, gw);
-  stream().wait();
-  return true;
+  return run_backward(g, &Conv::weights, x, gy, gw);
 }
 
 }  // namespace tr::cpu

@@ -4,18 +4,13 @@
 #include <cstdlib>
 #include "core/error.h"
 #include "ops/cpu/blas_info.h"
+#include "ops/cpu/env_choice.h"
 
 namespace tr::cpu {
 
 Sgemm sgemm_library() {
-  static const Sgemm s = [] {
-    if (const char* e = std::getenv("TR_SGEMM")) {
-      const std::string v = e;
-      TR_CHECK(v == "onednn" || v == "openblas", "TR_SGEMM=", v, ": expected onednn or openblas");
-      return v == "onednn" ? Sgemm::OneDnn : Sgemm::OpenBlas;
-    }
-    return Sgemm::OneDnn;
-  }();
+  static const Sgemm s =
+      env_choice("TR_SGEMM", {"onednn", "openblas"}, "onednn") == "onednn" ? Sgemm::OneDnn : Sgemm::OpenBlas;
   return s;
 }
 
