@@ -60,8 +60,8 @@ TEST_CASE("oneDNN's matmul primitive equals f32 sgemm on the same values", "[ops
       Tensor ref = mm(a.to(DType::F32), b.to(DType::F32));
       for (DType out : {in, DType::F32}) {
         Tensor y = empty({c.M, c.N}, out);
-        cpu::onednn_matmul(in, out, c.M, c.N, c.K, a.raw_data(), a.stride(0), a.stride(1), b.raw_data(), b.stride(0),
-                           b.stride(1), y.raw_data());
+        REQUIRE(cpu::onednn_matmul(in, out, c.M, c.N, c.K, a.raw_data(), a.stride(0), a.stride(1), b.raw_data(),
+                                   b.stride(0), b.stride(1), y.raw_data()));
         const double tol = out == DType::BF16 ? 1.0 / 64 : 1e-4;
         CHECK(allclose(y.to(DType::F32), ref, tol, tol * double(c.K)));
       }

@@ -45,11 +45,10 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
     // against 266-320 GFLOP/s, caches flushed between calls); on the GPT's 4096-row products the
     // two were even or sgemm ahead
     if (t == DType::F32 && A.trans == CblasNoTrans && B.trans == CblasTrans && M <= 256 &&
-        sgemm_library() == Sgemm::OneDnn) {
-      onednn_matmul(t, t, M, N, K, a.raw_data(), a.stride(0), a.stride(1), b.raw_data(), b.stride(0), b.stride(1),
-                    out.raw_data());
+        sgemm_library() == Sgemm::OneDnn &&
+        onednn_matmul(t, t, M, N, K, a.raw_data(), a.stride(0), a.stride(1), b.raw_data(), b.stride(0), b.stride(1),
+                      out.raw_data()))
       return;
-    }
     if (t == DType::F32)
       sgemm(A.trans == CblasTrans, B.trans == CblasTrans, M, N, K, 1.0f, static_cast<const float*>(A.p), A.ld,
             static_cast<const float*>(B.p), B.ld, 0.0f, static_cast<float*>(out.raw_data()), N);
@@ -58,11 +57,10 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
                   int(A.ld), static_cast<const double*>(B.p), int(B.ld), 0.0, static_cast<double*>(out.raw_data()), int(N));
     return;
   }
-  if (t == DType::BF16 && bf16_gemm_kernel() == Bf16Gemm::OneDnn) {
-    onednn_matmul(t, t, M, N, K, a.raw_data(), a.stride(0), a.stride(1), b.raw_data(), b.stride(0), b.stride(1),
-                  out.raw_data());
+  if (t == DType::BF16 && bf16_gemm_kernel() == Bf16Gemm::OneDnn &&
+      onednn_matmul(t, t, M, N, K, a.raw_data(), a.stride(0), a.stride(1), b.raw_data(), b.stride(0), b.stride(1),
+                    out.raw_data()))
     return;
-  }
   if (t == DType::BF16 && bf16_gemm_kernel() == Bf16Gemm::Native) {
     gemm_bf16(a, b, out);
     return;

@@ -13,8 +13,9 @@ namespace tr::cpu {
 bool onednn_bf16_available();
 
 // c[M, N] (row-major, contiguous, of dtype `out`) = a[M, K] b[K, N], a and b of dtype `in` with
-// element strides (a_s0, a_s1) and (b_s0, b_s1); accumulation in f32.
-void onednn_matmul(DType in, DType out, int64_t M, int64_t N, int64_t K, const void* a, int64_t a_s0, int64_t a_s1,
+// element strides (a_s0, a_s1) and (b_s0, b_s1); accumulation in f32. False, computing nothing,
+// where oneDNN has no primitive for the geometry (the caller takes another path).
+bool onednn_matmul(DType in, DType out, int64_t M, int64_t N, int64_t K, const void* a, int64_t a_s0, int64_t a_s1,
                    const void* b, int64_t b_s0, int64_t b_s1, void* c);
 
 }  // namespace tr::cpu
