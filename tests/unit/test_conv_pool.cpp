@@ -2,6 +2,7 @@
 // naive loops on awkward shapes, every option, error messages, and gradcheck cases of all six ops.
 #include <catch2/catch.hpp>
 #include "ops/cpu/onednn_conv.h"
+#include "ops/cpu/onednn_matmul.h"
 #include <omp.h>
 #include <cmath>
 #include "op_cases.h"
@@ -243,6 +244,35 @@ TEST_CASE("conv2d: the oneDNN path matches the naive loops and is deterministic"
     CHECK(equal(y, conv2d(x, w, b, {1, 1}, {1, 1})));
     CHECK(equal(gw, dispatch1("conv2d_backward_weight", {gy, x}, aw)));
     CHECK(equal(gx, dispatch1("conv2d_backward_input", {gy, w}, ai)));
+  }
+}
+
+TEST_CASE("conv2d: bf16 on oneDNN's native kernels equals f32 on the same values, rounded once", "[conv][bf16]") {
+  if (!cpu::onednn_conv_enabled() || !cpu::onednn_bf16_available()) {
+    WARN("skipped: no oneDNN bf16 kernels on this CPU (bf16 convolutions compute in f32 copies)");
+    return;
+  }
+  Generator g(13);
+  for (ConvCfg c : {ConvCfg{{4, 32, 12, 12}, {48, 32, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
+                    ConvCfg{{2, 16, 9, 9}, {32, 16, 1, 1}, {2, 2}, {0, 0}, {1, 1}, 1}}) {
+    INFO("x " << str(c.x) << " w " << str(c.w));
+    Tensor x = randn(c.x, DType::F32, &g).to(DType::BF16), w = randn(c.w, DType::F32, &g).to(DType::BF16),
+           b = randn({c.w[0]}, DType::F32, &g).to(DType::BF16);
+    Tensor y = conv2d(x, w, b, c.stride, c.padding);
+    Tensor ref = conv2d(x.to(DType::F32), w.to(DType::F32), b.to(DType::F32), c.stride, c.padding);
+    REQUIRE(y.dtype() == DType::BF16);
+    CHECK(allclose(y.to(DType::F32), ref, 1.0 / 64, 1e-2));
+    Attrs a = conv_attrs(c);
+    Attrs ai = a, aw = a;
+    ai.set("input_size", c.x);
+    aw.set("weight_size", c.w);
+    Tensor gy = randn(y.sizes(), DType::F32, &g).to(DType::BF16);
+    Tensor gx = dispatch1("conv2d_backward_input", {gy, w}, ai), gw = dispatch1("conv2d_backward_weight", {gy, x}, aw);
+    Tensor gx32 = dispatch1("conv2d_backward_input", {gy.to(DType::F32), w.to(DType::F32)}, ai),
+           gw32 = dispatch1("conv2d_backward_weight", {gy.to(DType::F32), x.to(DType::F32)}, aw);
+    CHECK(gx.dtype() == DType::BF16);
+    CHECK(allclose(gx.to(DType::F32), gx32, 1.0 / 64, 2e-2));
+    CHECK(allclose(gw.to(DType::F32), gw32, 1.0 / 64, 5e-2));
   }
 }
 

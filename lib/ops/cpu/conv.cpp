@@ -8,6 +8,7 @@
 #include "ops/cpu/conv_geom.h"
 #include "ops/cpu/loops.h"
 #include "ops/cpu/onednn_conv.h"
+#include "ops/cpu/onednn_matmul.h"
 #include "ops/cpu/sgemm.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
@@ -386,14 +387,25 @@ void run_float(const char* op, const Ins& in, const Tensor& out, const F& f) {
   out.detach().copy_(o32);
 }
 
+// Runs f(contiguous inputs, dtype) on oneDNN's kernels for f32, and for bf16 where the CPU has native
+// bf16 ones (no f32 copies); false where oneDNN is off or has no kernel for it (f computes nothing).
+template <typename F>
+bool onednn_direct(const Ins& in, const Tensor& out, const F& f) {
+  const DType t = out.dtype();
+  if (!onednn_conv_enabled() || !(t == DType::F32 || (t == DType::BF16 && onednn_bf16_available()))) return false;
+  std::vector<Tensor> c;
+  for (auto& x : in) c.push_back(x.contiguous());
+  return f(c, t);
+}
+
 void conv2d_cpu(const Ins& in, Outs& out, const Attrs& a) {
   ConvGeom g = conv_geom(in[0].sizes(), in[1].sizes(), out[0].sizes(), a);
+  if (onednn_direct(in, out[0], [&](const Ins& c, DType t) {
+        return onednn_conv2d_forward(g, t, c[0].raw_data(), c[1].raw_data(), c.size() == 3 ? c[2].raw_data() : nullptr,
+                                     out[0].raw_data());
+      }))
+    return;
   run_float("conv2d", in, out[0], [&]<typename T>(const Ins& c, const Tensor& o) {
-    if constexpr (std::is_same_v<T, float>)
-      if (onednn_conv_enabled() && onednn_conv2d_forward(g, c[0].data_ptr<float>(), c[1].data_ptr<float>(),
-                                                         c.size() == 3 ? c[2].data_ptr<float>() : nullptr,
-                                                         o.data_ptr<float>()))
-        return;
     conv2d_forward_fast(static_cast<const T*>(c[0].raw_data()), static_cast<const T*>(c[1].raw_data()),
                         c.size() == 3 ? static_cast<const T*>(c[2].raw_data()) : nullptr, static_cast<T*>(o.raw_data()), g);
   });
@@ -402,11 +414,11 @@ TR_REGISTER_KERNEL(conv2d, CPU, conv2d_cpu);
 
 void conv2d_backward_input_cpu(const Ins& in, Outs& out, const Attrs& a) {
   ConvGeom g = conv_geom(out[0].sizes(), in[1].sizes(), in[0].sizes(), a);
+  if (onednn_direct(in, out[0], [&](const Ins& c, DType t) {
+        return onednn_conv2d_backward_input(g, t, c[0].raw_data(), c[1].raw_data(), out[0].raw_data());
+      }))
+    return;
   run_float("conv2d_backward_input", in, out[0], [&]<typename T>(const Ins& c, const Tensor& o) {
-    if constexpr (std::is_same_v<T, float>)
-      if (onednn_conv_enabled() &&
-          onednn_conv2d_backward_input(g, c[0].data_ptr<float>(), c[1].data_ptr<float>(), o.data_ptr<float>()))
-        return;
     conv2d_backward_input_fast(static_cast<const T*>(c[0].raw_data()), static_cast<const T*>(c[1].raw_data()),
                                static_cast<T*>(o.raw_data()), g);
   });
@@ -415,11 +427,11 @@ TR_REGISTER_KERNEL(conv2d_backward_input, CPU, conv2d_backward_input_cpu);
 
 void conv2d_backward_weight_cpu(const Ins& in, Outs& out, const Attrs& a) {
   ConvGeom g = conv_geom(in[1].sizes(), out[0].sizes(), in[0].sizes(), a);
+  if (onednn_direct(in, out[0], [&](const Ins& c, DType t) {
+        return onednn_conv2d_backward_weight(g, t, c[0].raw_data(), c[1].raw_data(), out[0].raw_data());
+      }))
+    return;
   run_float("conv2d_backward_weight", in, out[0], [&]<typename T>(const Ins& c, const Tensor& o) {
-    if constexpr (std::is_same_v<T, float>)
-      if (onednn_conv_enabled() &&
-          onednn_conv2d_backward_weight(g, c[0].data_ptr<float>(), c[1].data_ptr<float>(), o.data_ptr<float>()))
-        return;
     conv2d_backward_weight_fast(static_cast<const T*>(c[0].raw_data()), static_cast<const T*>(c[1].raw_data()),
                                 static_cast<T*>(o.raw_data()), g);
   });

@@ -74,21 +74,20 @@ dnnl::primitive_attr user_scratchpad() {
 }
 
 // Builds the forward primitive of a geometry (and remembers whether it is a JIT one).
-std::unique_ptr<Conv> make_conv(const ConvGeom& g, bool bias) {
+std::unique_ptr<Conv> make_conv(const ConvGeom& g, memory::data_type dt, bool bias) {
   auto c = std::make_unique<Conv>();
   const memory::dims xd{g.N, g.C, g.H, g.W}, wd{g.O, g.C, g.KH, g.KW}, yd{g.N, g.O, g.OH, g.OW};
-  c->x = memory::desc(xd, memory::data_type::f32, tag::nchw);
-  c->w = memory::desc(wd, memory::data_type::f32, tag::oihw);
-  c->b = memory::desc({g.O}, memory::data_type::f32, tag::x);
-  c->y = memory::desc(yd, memory::data_type::f32, tag::nchw);
+  c->x = memory::desc(xd, dt, tag::nchw);
+  c->w = memory::desc(wd, dt, tag::oihw);
+  c->b = memory::desc({g.O}, dt, tag::x);
+  c->y = memory::desc(yd, dt, tag::nchw);
   c->strides = {g.SH, g.SW};
   c->dilates = {g.DH - 1, g.DW - 1};
   c->pad_l = {g.PH, g.PW};
   // the right padding that makes oneDNN's output size ours
   c->pad_r = {(g.OH - 1) * g.SH + (g.KH - 1) * g.DH + 1 - g.H - g.PH, (g.OW - 1) * g.SW + (g.KW - 1) * g.DW + 1 - g.W - g.PW};
   if (g.G != 1 || c->pad_r[0] < 0 || c->pad_r[1] < 0) return c;
-  const memory::desc xa(xd, memory::data_type::f32, tag::any), wa(wd, memory::data_type::f32, tag::any),
-      ya(yd, memory::data_type::f32, tag::any);
+  const memory::desc xa(xd, dt, tag::any), wa(wd, dt, tag::any), ya(yd, dt, tag::any);
   try {
     auto d = bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
                                                     xa, wa, c->b, ya, c->strides, c->dilates, c->pad_l, c->pad_r)
@@ -108,14 +107,20 @@ std::unique_ptr<Conv> make_conv(const ConvGeom& g, bool bias) {
   return c;
 }
 
-// The cached primitives of a geometry (a bias changes the forward primitive: two entries).
-Conv& conv_for(const ConvGeom& g, bool bias, std::unique_lock<std::mutex>& lock) {
+memory::data_type dnnl_type(DType t) {
+  TR_CHECK(t == DType::F32 || t == DType::BF16, "oneDNN convolution: f32 or bf16, got ", dtype_name(t));
+  return t == DType::F32 ? memory::data_type::f32 : memory::data_type::bf16;
+}
+
+// The cached primitives of a geometry and dtype (a bias changes the forward primitive: two entries).
+Conv& conv_for(const ConvGeom& g, DType t, bool bias, std::unique_lock<std::mutex>& lock) {
   static std::mutex mu;
   static std::map<std::vector<int64_t>, std::unique_ptr<Conv>> cache;
   lock = std::unique_lock<std::mutex>(mu);
-  std::vector<int64_t> key{g.N, g.C, g.H, g.W, g.O, g.KH, g.KW, g.OH, g.OW, g.SH, g.SW, g.PH, g.PW, g.DH, g.DW, g.G, bias};
+  std::vector<int64_t> key{g.N,  g.C,  g.H,  g.W,  g.O,  g.KH, g.KW,   g.OH,      g.OW,
+                           g.SH, g.SW, g.PH, g.PW, g.DH, g.DW, g.G, bias, int64_t(t)};
   auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, make_conv(g, bias)).first;
+  if (it == cache.end()) it = cache.emplace(key, make_conv(g, dnnl_type(t), bias)).first;
   return *it->second;
 }
 
@@ -148,7 +153,7 @@ memory scratchpad(const PD& pd, Tensor& keep) {
   return memory(pd.scratchpad_desc(), engine(), keep.raw_data());
 }
 
-memory::desc any_layout(const memory::desc& d) { return memory::desc(d.dims(), memory::data_type::f32, tag::any); }
+memory::desc any_layout(const memory::desc& d) { return memory::desc(d.dims(), d.data_type(), tag::any); }
 
 void build(Conv& c, Backward<dnnl::convolution_backward_data>& b) {
   dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, any_layout(c.x), any_layout(c.w),
@@ -182,9 +187,9 @@ void build(Conv& c, Backward<dnnl::convolution_backward_weights>& b) {
 
 // Runs the backward primitive `which` of g's geometry on (a, b) into out; false where it has none.
 template <typename Prim>
-bool run_backward(const ConvGeom& g, Backward<Prim> Conv::*which, const float* a, const float* b, float* out) {
+bool run_backward(const ConvGeom& g, DType t, Backward<Prim> Conv::*which, const void* a, const void* b, void* out) {
   std::unique_lock<std::mutex> lock;
-  Conv& c = conv_for(g, false, lock);
+  Conv& c = conv_for(g, t, false, lock);
   if (!c.fwd_ok) return false;
   Backward<Prim>& op = c.*which;
   if (!op.tried) {
@@ -212,32 +217,32 @@ bool onednn_conv_enabled() {
   return on;
 }
 
-bool onednn_conv2d_forward(const ConvGeom& g, const float* x, const float* w, const float* b, float* y) {
+bool onednn_conv2d_forward(const ConvGeom& g, DType t, const void* x, const void* w, const void* b, void* y) {
   // A stem's few input channels: reordering the output from nChw16c costs more than the JIT kernel
   // saves (fmnist_cnn's 1 -> 32 channel layer: 0.63 ms against im2col's 0.41). Its weight gradient
   // still gains (0.31 against 0.40).
   if (g.C < 16) return false;
   std::unique_lock<std::mutex> lock;
-  Conv& c = conv_for(g, b != nullptr, lock);
+  Conv& c = conv_for(g, t, b != nullptr, lock);
   lock.unlock();
   if (!c.fwd_ok) return false;
   Tensor kx, kw, ky, ks;
   memory xm = input(c.fwd_x, x, kx), wm = input(c.fwd_w, w, kw), ym = output(c.fwd_y, y, ky);
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, ym},
                                        {DNNL_ARG_SCRATCHPAD, scratchpad(*c.fwd_pd, ks)}};
-  if (b) args.emplace(DNNL_ARG_BIAS, memory(c.b, engine(), const_cast<float*>(b)));
+  if (b) args.emplace(DNNL_ARG_BIAS, memory(c.b, engine(), const_cast<void*>(b)));
   c.fwd->execute(stream(), args);
   finish_output(c.fwd_y, ym, y);
   stream().wait();
   return true;
 }
 
-bool onednn_conv2d_backward_input(const ConvGeom& g, const float* gy, const float* w, float* gx) {
-  return run_backward(g, &Conv::data, gy, w, gx);
+bool onednn_conv2d_backward_input(const ConvGeom& g, DType t, const void* gy, const void* w, void* gx) {
+  return run_backward(g, t, &Conv::data, gy, w, gx);
 }
 
-bool onednn_conv2d_backward_weight(const ConvGeom& g, const float* gy, const float* x, float* gw) {
-  return run_backward(g, &Conv::weights, x, gy, gw);
+bool onednn_conv2d_backward_weight(const ConvGeom& g, DType t, const void* gy, const void* x, void* gw) {
+  return run_backward(g, t, &Conv::weights, x, gy, gw);
 }
 
 }  // namespace tr::cpu
