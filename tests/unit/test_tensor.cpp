@@ -143,6 +143,26 @@ TEST_CASE("broadcasting", "[tensor][broadcast]") {
   CHECK(broadcast_shapes({5, 1}, {1, 7}, "x") == Shape{5, 7});
 }
 
+TEST_CASE("sum over leading dims (bias gradients): each column in row order in double, f32 and bf16", "[tensor][reduce]") {
+  // widths with and without a partial 4-column group, rows with and without a partial 4-row block
+  Generator g(21);
+  for (Shape s : {Shape{4, 8}, Shape{37, 70}, Shape{3, 5, 131}}) {
+    for (DType t : {DType::F32, DType::BF16}) {
+      INFO(str(s) << " " << dtype_name(t));
+      Tensor x = randn(s, DType::F32, &g).to(t);
+      const int64_t cols = s.back(), rows = x.numel() / cols;
+      Shape lead;
+      for (size_t d = 0; d + 1 < s.size(); ++d) lead.push_back(int64_t(d));
+      std::vector<double> v = x.to(DType::F64).reshape({rows, cols}).tolist(), got = sum(x, lead).to(DType::F64).tolist();
+      for (int64_t c = 0; c < cols; ++c) {
+        double ref = 0;  // what the kernel promises: row order, in double, rounded once to the output dtype
+        for (int64_t r = 0; r < rows; ++r) ref += v[size_t(r * cols + c)];
+        CHECK(got[size_t(c)] == tensor({ref}).to(t).to(DType::F64).item());
+      }
+    }
+  }
+}
+
 TEST_CASE("misuse: mismatched shapes name the op and both shapes", "[tensor][errors]") {
   CHECK_THROWS_WITH(add(ones({2, 3}), ones({4})), Contains("add") && Contains("[2, 3]") && Contains("[4]"));
   CHECK_THROWS_WITH(mm(ones({2, 3}), ones({2, 3})), Contains("mm") && Contains("2x3 and 2x3"));
