@@ -387,12 +387,13 @@ void run_float(const char* op, const Ins& in, const Tensor& out, const F& f) {
   out.detach().copy_(o32);
 }
 
-// Runs f(contiguous inputs, dtype) on oneDNN's kernels for f32, and for bf16 where the CPU has native
-// bf16 ones (no f32 copies); false where oneDNN is off or has no kernel for it (f computes nothing).
+// Runs f(contiguous inputs, dtype) on oneDNN's kernels for f32, and for bf16 where its native bf16
+// kernels are the faster path (onednn_bf16_preferred: no f32 copies); false where oneDNN is off or
+// has no kernel for it (f computes nothing).
 template <typename F>
 bool onednn_direct(const Ins& in, const Tensor& out, const F& f) {
   const DType t = out.dtype();
-  if (!onednn_conv_enabled() || !(t == DType::F32 || (t == DType::BF16 && onednn_bf16_available()))) return false;
+  if (!onednn_conv_enabled() || !(t == DType::F32 || (t == DType::BF16 && onednn_bf16_preferred()))) return false;
   std::vector<Tensor> c;
   for (auto& x : in) c.push_back(x.contiguous());
   return f(c, t);

@@ -67,7 +67,7 @@ bool gemm_bf16_available() {
 Bf16Gemm bf16_gemm_kernel() {
   static const Bf16Gemm k = [] {
     if (!gemm_bf16_available()) return Bf16Gemm::F32;
-    const std::string dflt = __builtin_cpu_is("amd") && onednn_bf16_available() ? "onednn" : "f32";
+    const std::string dflt = onednn_bf16_preferred() ? "onednn" : "f32";
     const std::string v = env_choice("TR_BF16_GEMM", {"onednn", "native", "f32"}, dflt);
     return v == "onednn" ? Bf16Gemm::OneDnn : v == "native" ? Bf16Gemm::Native : Bf16Gemm::F32;
   }();

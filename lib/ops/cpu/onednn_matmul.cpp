@@ -67,6 +67,11 @@ bool onednn_bf16_available() {
   return ok;
 }
 
+bool onednn_bf16_preferred() {
+  static const bool ok = onednn_bf16_available() && __builtin_cpu_is("amd");
+  return ok;
+}
+
 bool onednn_matmul(DType in, DType out, int64_t M, int64_t N, int64_t K, const void* a, int64_t a_s0, int64_t a_s1,
                    const void* b, int64_t b_s0, int64_t b_s1, void* c) {
   // oneDNN wants positive strides; a size-1 dim's stride is free
