@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include "core/grad_mode.h"
+#include "ops/attention_math.h"
 #include "ops/autocast.h"
 #include "ops/backends.h"
 #include "ops/ops.h"
@@ -20,16 +21,17 @@ namespace tr {
 
 namespace {
 
-struct Heads {
-  int64_t B, T, C, H, D;
-};
-
-Heads heads_of(const char* op, const Tensor& qkv, int64_t n_head) {
+// The geometry of packed qkv, checked; scale NaN: 1 / sqrt(head dim).
+attn::Geometry geometry_of(const char* op, const Tensor& qkv, int64_t n_head, bool causal, double scale = NAN) {
   TR_CHECK(qkv.dim() == 3 && qkv.size(2) % 3 == 0, op, ": expected q, k, v packed as [B, T, 3C], got shape ",
            qkv.sizes());
   const int64_t C = qkv.size(2) / 3;
   TR_CHECK(n_head > 0 && C % n_head == 0, op, ": n_head = ", n_head, " must be positive and divide C = ", C);
-  return {qkv.size(0), qkv.size(1), C, n_head, C / n_head};
+  if (std::isnan(scale)) scale = 1.0 / std::sqrt(double(C / n_head));
+  return attn::Geometry::of(qkv.size(0), qkv.size(1), qkv.size(2), n_head, scale, causal);
+}
+attn::Geometry geometry_of(const char* op, const Tensor& qkv, const Attrs& a) {
+  return geometry_of(op, qkv, a.i("n_head"), a.b("causal"), a.f("scale"));
 }
 
 // [T, T]: 0 where key j <= query i, -inf above the diagonal
@@ -41,11 +43,11 @@ Tensor causal_mask(int64_t T, const Tensor& like) {
 }
 
 // q, k or v (part 0, 1, 2) of packed qkv as [B, H, T, D]
-Tensor part(const Tensor& qkv, const Heads& s, int64_t i) {
-  return qkv.narrow(2, i * s.C, s.C).reshape({s.B, s.T, s.H, s.D}).transpose(1, 2);
+Tensor part(const Tensor& qkv, const attn::Geometry& g, int64_t i) {
+  return qkv.narrow(2, i * g.C(), g.C()).reshape({g.B, g.T, g.H, g.D}).transpose(1, 2);
 }
 // [B, H, T, D] -> [B, T, C]
-Tensor merge_heads(const Tensor& x, const Heads& s) { return x.transpose(1, 2).reshape({s.B, s.T, s.C}); }
+Tensor merge_heads(const Tensor& x, const attn::Geometry& g) { return x.transpose(1, 2).reshape({g.B, g.T, g.C()}); }
 
 // The probabilities softmax(scale q k^T + mask) as differentiable ops.
 Tensor probabilities(const Tensor& q, const Tensor& k, bool causal, double scale) {
@@ -54,42 +56,38 @@ Tensor probabilities(const Tensor& q, const Tensor& k, bool causal, double scale
   return softmax(att, -1);
 }
 
-double scale_of(const Attrs& a) { return a.f("scale"); }
-
 }  // namespace
 
 TR_REGISTER_OP(attention_qkvpacked) {
   d.num_inputs = 1;
   d.save_outputs = true;
   d.infer = [](const std::vector<Tensor>& in, const Attrs& a) -> std::vector<TensorSpec> {
-    const Heads s = heads_of("attention_qkvpacked", in[0], a.i("n_head"));
+    const attn::Geometry g = geometry_of("attention_qkvpacked", in[0], a);
     TR_CHECK(in[0].dtype() == DType::F32 || in[0].dtype() == DType::F64,
              "attention_qkvpacked: expected f32 or f64, got ", dtype_name(in[0].dtype()));
-    return {{{s.B, s.T, s.C}, in[0].dtype()}, {{s.B, s.H, s.T}, in[0].dtype()}};
+    return {{{g.B, g.T, g.C()}, in[0].dtype()}, {{g.B, g.H, g.T}, in[0].dtype()}};
   };
   d.flops = [](const std::vector<Tensor>& in, const std::vector<Tensor>&, const Attrs& a) -> double {
-    const Heads s = heads_of("attention_qkvpacked", in[0], a.i("n_head"));
+    const attn::Geometry g = geometry_of("attention_qkvpacked", in[0], a);
     // q k^T and p v: 2 products of T x T x D per head; causal rows see (T + 1) / 2 keys on average
-    const double keys = a.b("causal") ? double(s.T + 1) / 2.0 : double(s.T);
-    return 2.0 * 2.0 * double(s.B * s.H * s.T) * keys * double(s.D);
+    const double keys = g.causal ? double(g.T + 1) / 2.0 : double(g.T);
+    return 2.0 * 2.0 * double(g.B * g.H * g.T) * keys * double(g.D);
   };
   // dqkv; lse gets no gradient (it is the backward's, not the model's)
   d.backward = [](const BackwardContext& c) -> std::vector<Tensor> {
     const Tensor& qkv = c.inputs[0];
-    const Heads s = heads_of("attention_qkvpacked", qkv, c.attrs.i("n_head"));
-    const bool causal = c.attrs.b("causal");
-    const double scale = scale_of(c.attrs);
+    const attn::Geometry g = geometry_of("attention_qkvpacked", qkv, c.attrs);
     if (!GradMode::is_enabled() && c.grads[0].defined())
       return {dispatch1("attention_qkvpacked_backward",
                         {c.grads[0].contiguous(), qkv, c.outputs[0].detach(), c.outputs[1].detach()}, c.attrs)};
     // create_graph: the composite backward, differentiable in qkv and dy again
-    const Tensor q = part(qkv, s, 0), k = part(qkv, s, 1), v = part(qkv, s, 2);
-    const Tensor p = probabilities(q, k, causal, scale);
-    const Tensor gy = c.grads[0].reshape({s.B, s.T, s.H, s.D}).transpose(1, 2);
+    const Tensor q = part(qkv, g, 0), k = part(qkv, g, 1), v = part(qkv, g, 2);
+    const Tensor p = probabilities(q, k, g.causal, g.scale);
+    const Tensor gy = c.grads[0].reshape({g.B, g.T, g.H, g.D}).transpose(1, 2);
     const Tensor ds = softmax_backward(matmul(gy, v.transpose(-2, -1)), p, 3, false);
-    const Tensor dq = matmul(ds, k) * scale, dk = matmul(ds.transpose(-2, -1), q) * scale,
+    const Tensor dq = matmul(ds, k) * g.scale, dk = matmul(ds.transpose(-2, -1), q) * g.scale,
                  dv = matmul(p.transpose(-2, -1), gy);
-    return {cat({merge_heads(dq, s), merge_heads(dk, s), merge_heads(dv, s)}, 2)};
+    return {cat({merge_heads(dq, g), merge_heads(dk, g), merge_heads(dv, g)}, 2)};
   };
 }
 
@@ -98,8 +96,8 @@ TR_REGISTER_OP(attention_qkvpacked_backward) {
   d.differentiable = false;  // runs only without create_graph (attention_qkvpacked's backward)
   d.infer = [](const std::vector<Tensor>& in, const Attrs& a) -> std::vector<TensorSpec> {
     const char* op = "attention_qkvpacked_backward";
-    const Heads s = heads_of(op, in[1], a.i("n_head"));
-    const Shape y{s.B, s.T, s.C}, lse{s.B, s.H, s.T};
+    const attn::Geometry g = geometry_of(op, in[1], a);
+    const Shape y{g.B, g.T, g.C()}, lse{g.B, g.H, g.T};
     const DType t = in[1].dtype();
     TR_CHECK(in[0].sizes() == y && in[2].sizes() == y && in[3].sizes() == lse && in[0].dtype() == t &&
                  in[2].dtype() == t && in[3].dtype() == t,
@@ -110,8 +108,7 @@ TR_REGISTER_OP(attention_qkvpacked_backward) {
 }
 
 Tensor attention_qkvpacked(const Tensor& qkv, int64_t n_head, bool is_causal, double dropout_p, bool training) {
-  const Heads s = heads_of("attention_qkvpacked", qkv, n_head);
-  const double scale = 1.0 / std::sqrt(double(s.D));
+  const attn::Geometry g = geometry_of("attention_qkvpacked", qkv, n_head, is_causal);
   // under autocast the fused op runs in f32 (as softmax does): its products are a small part of a
   // transformer layer's, and f32 keeps the bf16 run's probabilities as exact as an f32 run's
   const Tensor q32 = amp::autocast_arg(amp::CastPolicy::Fp32, qkv);
@@ -119,10 +116,10 @@ Tensor attention_qkvpacked(const Tensor& qkv, int64_t n_head, bool is_causal, do
   if (backends::fusion().enabled && fused_dtype && (dropout_p == 0.0 || !training) &&
       has_kernel("attention_qkvpacked", qkv.device()))
     return dispatch("attention_qkvpacked", {q32.contiguous()},
-                    {{"n_head", n_head}, {"causal", is_causal}, {"scale", scale}})[0];
-  Tensor p = probabilities(part(qkv, s, 0), part(qkv, s, 1), is_causal, scale);
+                    {{"n_head", n_head}, {"causal", is_causal}, {"scale", g.scale}})[0];
+  Tensor p = probabilities(part(qkv, g, 0), part(qkv, g, 1), is_causal, g.scale);
   p = dropout(p, dropout_p, training);
-  return merge_heads(matmul(p, part(qkv, s, 2)), s);
+  return merge_heads(matmul(p, part(qkv, g, 2)), g);
 }
 
 }  // namespace tr

@@ -1,8 +1,8 @@
 // conv2d, max_pool2d, avg_pool2d: shapes, hand-checked values, the fast CPU kernels against the
 // naive loops on awkward shapes, every option, error messages, and gradcheck cases of all six ops.
 #include <catch2/catch.hpp>
+#include "ops/cpu/onednn.h"
 #include "ops/cpu/onednn_conv.h"
-#include "ops/cpu/onednn_matmul.h"
 #include <omp.h>
 #include <cmath>
 #include "op_cases.h"

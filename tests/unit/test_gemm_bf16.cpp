@@ -3,6 +3,7 @@
 // has no AVX512_BF16.
 #include <catch2/catch.hpp>
 #include "core/grad_mode.h"
+#include "ops/cpu/cpu_isa.h"
 #include "ops/cpu/gemm_bf16.h"
 #include "ops/cpu/onednn_matmul.h"
 #include "ops/ops.h"
@@ -10,7 +11,7 @@
 using namespace tr;
 
 TEST_CASE("bf16 GEMM (vdpbf16ps) equals f32 sgemm on the bf16 values", "[ops][bf16]") {
-  if (!cpu::gemm_bf16_available()) {
+  if (!cpu::use_avx512_bf16()) {
     WARN("skipped: this CPU has no AVX512_BF16 (bf16 matmuls use the f32 path, tested elsewhere)");
     return;
   }
@@ -48,7 +49,7 @@ TEST_CASE("oneDNN's matmul primitive equals f32 sgemm on the same values", "[ops
   NoGradGuard ng;
   struct Case { int64_t M, K, N; bool ta, tb; };
   for (DType in : {DType::F32, DType::BF16}) {
-    if (in == DType::BF16 && !cpu::onednn_bf16_available()) {
+    if (in == DType::BF16 && !cpu::use_avx512_bf16()) {
       WARN("bf16 skipped: oneDNN has no native bf16 kernels on this CPU");
       continue;
     }

@@ -125,29 +125,6 @@ void block_product(int64_t m, int64_t n, int64_t k0, int64_t k1, const T* a, int
   }
 }
 
-// exp in 8 lanes, Cephes' expf: x = n ln2 + r (n rounded, ln2 in two parts), e^r by a degree-7
-// polynomial, times 2^n through the exponent bits; within 2 ulp of expf on [-87.3, 88], 0 below
-// (the probabilities of the softmax, where libmvec's call costs more than the products around it).
-inline __attribute__((always_inline)) __m256 exp8_poly(__m256 x) {
-  const __m256 lo = _mm256_set1_ps(-87.33654f);
-  const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-  x = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(88.0f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  // 2^n for n in [-126, 127]: n + 127 in the exponent field
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_blendv_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), _mm256_setzero_ps(), under);
-}
-
 // e[j] = exp(x[j] - sub) for j < n (each x[j] - sub <= 0); returns S_j e[j] (8 lanes for f32).
 template <typename T>
 T exp_shifted(T* x, int64_t n, T sub) {
@@ -157,14 +134,14 @@ T exp_shifted(T* x, int64_t n, T sub) {
     const __m256 sv = _mm256_set1_ps(sub);
     __m256 acc = _mm256_setzero_ps();
     for (; j + 8 <= n; j += 8) {
-      const __m256 e = exp8_poly(_mm256_sub_ps(_mm256_loadu_ps(x + j), sv));
+      const __m256 e = exp8_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(x + j), sv));
       _mm256_storeu_ps(x + j, e);
       acc = _mm256_add_ps(acc, e);
     }
     if (j < n) {
       alignas(32) float t[8];
       for (int k = 0; k < 8; ++k) t[k] = j + k < n ? x[j + k] : -INFINITY;
-      const __m256 e = exp8_poly(_mm256_sub_ps(_mm256_load_ps(t), sv));
+      const __m256 e = exp8_nonpositive(_mm256_sub_ps(_mm256_load_ps(t), sv));
       _mm256_store_ps(t, e);
       acc = _mm256_add_ps(acc, e);
       for (int64_t k = j; k < n; ++k) x[k] = t[k - j];

@@ -14,6 +14,7 @@
 #include <vector>
 #include "ops/batch_norm_math.h"
 #include "ops/cpu/loops.h"
+#include "ops/cpu/vec4.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
 
@@ -43,27 +44,12 @@ void for_channel_blocks(const NCL& g, const F& f) {
   parallel_for(g.C, std::max<int64_t>(1, kGrain / per), f);
 }
 
-// Row sums run in double on 4 vectors of 4 lanes (GCC vector extensions): a single running vector
-// sum would wait on the add latency every 4 elements.
-typedef double d4 __attribute__((vector_size(32)));
-typedef float f4 __attribute__((vector_size(16)));
+// Row sums run in double on 4 vectors of 4 lanes (ops/cpu/vec4.h): a single running vector sum
+// would wait on the add latency every 4 elements.
 
 // f32 and f64 take the vector loops; f16 / bf16 the scalar tails only.
 template <typename T>
 constexpr bool kVec4 = std::is_same_v<T, float> || std::is_same_v<T, double>;
-// 4 consecutive values as doubles
-template <typename T>
-inline d4 load4(const T* p) {
-  if constexpr (std::is_same_v<T, float>) {
-    f4 v;
-    std::memcpy(&v, p, sizeof v);
-    return __builtin_convertvector(v, d4);
-  } else {
-    d4 v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-  }
-}
 inline double hsum(d4 t) { return (t[0] + t[1]) + (t[2] + t[3]); }
 
 template <typename T>
@@ -79,10 +65,10 @@ double row_sum(const T* row, int64_t L, const F& f) {
   if constexpr (kVec4<T>) {
     d4 a0{}, a1{}, a2{}, a3{};
     for (; l + 16 <= L; l += 16) {
-      a0 += f(load4(row + l));
-      a1 += f(load4(row + l + 4));
-      a2 += f(load4(row + l + 8));
-      a3 += f(load4(row + l + 12));
+      a0 += f(load4_as_double(row + l));
+      a1 += f(load4_as_double(row + l + 4));
+      a2 += f(load4_as_double(row + l + 8));
+      a3 += f(load4_as_double(row + l + 12));
     }
     s = hsum((a0 + a1) + (a2 + a3));
   }
@@ -97,11 +83,11 @@ void row_grad_sums(const T* gy, const T* x, int64_t L, double mean, double& s_g,
   if constexpr (kVec4<T>) {
     d4 s0{}, s1{}, d0{}, d1{};
     for (; l + 8 <= L; l += 8) {
-      d4 g0 = load4(gy + l), g1 = load4(gy + l + 4);
+      d4 g0 = load4_as_double(gy + l), g1 = load4_as_double(gy + l + 4);
       s0 += g0;
       s1 += g1;
-      d0 += g0 * (load4(x + l) - mean);
-      d1 += g1 * (load4(x + l + 4) - mean);
+      d0 += g0 * (load4_as_double(x + l) - mean);
+      d1 += g1 * (load4_as_double(x + l + 4) - mean);
     }
     s_g += hsum(s0 + s1);
     s_gxmu += hsum(d0 + d1);

@@ -7,8 +7,8 @@
 #include <cstring>
 #include "ops/cpu/conv_geom.h"
 #include "ops/cpu/loops.h"
+#include "ops/cpu/onednn.h"
 #include "ops/cpu/onednn_conv.h"
-#include "ops/cpu/onednn_matmul.h"
 #include "ops/cpu/sgemm.h"
 #include "ops/ops.h"
 #include "ops/registry.h"

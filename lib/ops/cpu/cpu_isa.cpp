@@ -9,4 +9,10 @@ bool use_avx512() {
   return ok;
 }
 
+bool use_avx512_bf16() {
+  static const bool ok = use_avx512() && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512vl");
+  return ok;
+}
+
 }  // namespace tr::cpu

@@ -7,5 +7,7 @@ namespace tr::cpu {
 
 // avx512f (and the kernels' AVX-512 paths) allowed
 bool use_avx512();
+// and AVX512_BF16 (vdpbf16ps) with avx512bw and avx512vl: native bf16 products, trainer's or oneDNN's
+bool use_avx512_bf16();
 
 }  // namespace tr::cpu

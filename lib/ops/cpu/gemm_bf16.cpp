@@ -3,16 +3,16 @@
 // as k-pairs per row. An 8 x 32 tile keeps 16 zmm accumulators; each k-pair step loads two B
 // vectors and broadcasts one A pair per row. Tiles are spread over the OpenMP pool.
 #include "ops/cpu/gemm_bf16.h"
-#include "ops/cpu/cpu_isa.h"
-#include "ops/cpu/env_choice.h"
-#include "ops/cpu/onednn_matmul.h"
 #include <immintrin.h>
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
+#include "ops/cpu/cpu_isa.h"
+#include "ops/cpu/env_choice.h"
 #include "ops/cpu/loops.h"
+#include "ops/cpu/onednn.h"
 
 namespace tr::cpu {
 
@@ -58,15 +58,9 @@ void round_row(const float* c, BFloat16* o, int64_t n) {
 
 }  // namespace
 
-bool gemm_bf16_available() {
-  static const bool ok = use_avx512() && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
-                         __builtin_cpu_supports("avx512vl");
-  return ok;
-}
-
 Bf16Gemm bf16_gemm_kernel() {
   static const Bf16Gemm k = [] {
-    if (!gemm_bf16_available()) return Bf16Gemm::F32;
+    if (!use_avx512_bf16()) return Bf16Gemm::F32;
     const std::string dflt = onednn_bf16_preferred() ? "onednn" : "f32";
     const std::string v = env_choice("TR_BF16_GEMM", {"onednn", "native", "f32"}, dflt);
     return v == "onednn" ? Bf16Gemm::OneDnn : v == "native" ? Bf16Gemm::Native : Bf16Gemm::F32;

@@ -6,9 +6,6 @@
 
 namespace tr::cpu {
 
-// True when this CPU executes vdpbf16ps (checked once).
-bool gemm_bf16_available();
-
 // The kernel mm/bmm use for bf16 operands (the matmuls of bf16 autocast), fixed per machine so
 // that a run's numbers do not depend on timing:
 //   onednn: oneDNN's matmul primitive (ops/cpu/onednn_matmul.h), torch's bf16 path.
@@ -26,7 +23,7 @@ const char* bf16_gemm_name(Bf16Gemm k);
 
 // out[M, N] = a[M, K] b[K, N]: a and b bf16 with any strides, f32 accumulation, out (contiguous,
 // bf16 or f32) written rounded to nearest even. Like vdpbf16ps, subnormal inputs count as zero.
-// Requires gemm_bf16_available().
+// Requires use_avx512_bf16() (ops/cpu/cpu_isa.h).
 void gemm_bf16(const Tensor& a, const Tensor& b, const Tensor& out);
 
 }  // namespace tr::cpu

@@ -2,8 +2,8 @@
 // in double (mean, then squared deviations: two passes, each summed in vector lanes), the elementwise parts in the compute type
 // with ops/layer_norm_math.h; parallel over rows, and the weight and bias gradients (sums over
 // rows) parallel over column blocks, each column summed in row order (no dependence on threads).
-#include <cstring>
 #include "ops/cpu/loops.h"
+#include "ops/cpu/vec4.h"
 #include "ops/layer_norm_math.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
@@ -48,19 +48,12 @@ void layer_norm_kernel(const T* x, const T* w, const T* b, T* y, S* mean_out, S*
 // one row at a time); long contiguous reads instead of a 64-column block per thread.
 void column_grads_f32(const float* gy, const float* x, const float* mean, const float* rstd, float* gw, float* gb,
                       int64_t R, int64_t N) {
-  typedef double d4 __attribute__((vector_size(32)));
-  typedef float f4 __attribute__((vector_size(16)));
-  auto ld = [](const float* q) {
-    f4 v;
-    std::memcpy(&v, q, sizeof v);
-    return v;
-  };
-  const int64_t groups = N / 4, nt = omp_in_parallel() ? 1 : omp_get_max_threads();
-  parallel_for(groups, std::max<int64_t>(1, (groups + nt - 1) / nt), [&](int64_t g0, int64_t g1) {
+  const int64_t groups = N / 4;
+  parallel_runs(groups, 1, [&](int64_t g0, int64_t g1) {
     std::vector<d4> sw(size_t(g1 - g0), d4{0, 0, 0, 0}), sb(size_t(g1 - g0), d4{0, 0, 0, 0});
     // one row's contribution to the group at q: (gy xhat, gy) as doubles
     auto row = [&](int64_t r, int64_t col, d4& w, d4& b) {
-      const f4 g = ld(gy + r * N + col), xv = ld(x + r * N + col);
+      const f4 g = load_f4(gy + r * N + col), xv = load_f4(x + r * N + col);
       w += __builtin_convertvector(g * ((xv - mean[r]) * rstd[r]), d4);
       b += __builtin_convertvector(g, d4);
     };

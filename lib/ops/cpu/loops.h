@@ -2,6 +2,7 @@
 // N-ary elementwise loop with a flat fast path that the compiler vectorises.
 #pragma once
 #include <omp.h>
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -65,6 +66,15 @@ void parallel_for(int64_t n, int64_t grain, const F& f) {
     for (int k = 0; k < T; ++k)
       for (int64_t c; (c = runs[size_t((t + k) % T)].take(k == 0)) >= 0;) f(n * c / chunks, n * (c + 1) / chunks);
   }
+}
+
+// f(begin, end) over [0, n) in about one contiguous run per thread (at least min_grain items a
+// run): for kernels that sweep every row over a run of columns with accumulators per column, where
+// longer runs read longer pieces of each row.
+template <typename F>
+void parallel_runs(int64_t n, int64_t min_grain, const F& f) {
+  const int64_t nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+  parallel_for(n, std::max<int64_t>({int64_t(1), n / nt, min_grain}), f);
 }
 
 // Strides of `t` (in elements) when broadcast to `shape` (0 on broadcast dims).

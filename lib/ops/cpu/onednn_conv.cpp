@@ -1,7 +1,4 @@
 #include "ops/cpu/onednn_conv.h"
-#include <oneapi/dnnl/dnnl.hpp>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -10,6 +7,7 @@
 #include <vector>
 #include "core/error.h"
 #include "ops/cpu/env_choice.h"
+#include "ops/cpu/onednn.h"
 #include "ops/ops.h"
 
 namespace tr::cpu {
@@ -18,15 +16,6 @@ namespace {
 
 using dnnl::memory;
 using tag = memory::format_tag;
-
-dnnl::engine& engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
-dnnl::stream& stream() {
-  thread_local dnnl::stream s(engine());
-  return s;
-}
 
 // oneDNN's own gemm-based and reference convolutions are slower than im2col + sgemm here
 bool is_jit(const char* impl) {
@@ -41,7 +30,7 @@ struct Reorder {
   void init(const memory::desc& a, const memory::desc& b) {
     from = a;
     to = b;
-    if (a != b) prim = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), a, engine(), b));
+    if (a != b) prim = dnnl::reorder(dnnl::reorder::primitive_desc(onednn_engine(), a, onednn_engine(), b));
   }
 };
 
@@ -67,12 +56,6 @@ struct Conv {
   memory::dims strides, dilates, pad_l, pad_r;
 };
 
-dnnl::primitive_attr user_scratchpad() {
-  dnnl::primitive_attr a;
-  a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  return a;
-}
-
 // Builds the forward primitive of a geometry (and remembers whether it is a JIT one).
 std::unique_ptr<Conv> make_conv(const ConvGeom& g, memory::data_type dt, bool bias) {
   auto c = std::make_unique<Conv>();
@@ -93,7 +76,7 @@ std::unique_ptr<Conv> make_conv(const ConvGeom& g, memory::data_type dt, bool bi
                                                     xa, wa, c->b, ya, c->strides, c->dilates, c->pad_l, c->pad_r)
                   : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
                                                     xa, wa, ya, c->strides, c->dilates, c->pad_l, c->pad_r);
-    c->fwd_pd.emplace(d, user_scratchpad(), engine());
+    c->fwd_pd.emplace(d, onednn_user_scratchpad(), onednn_engine());
     c->fwd_ok = is_jit(c->fwd_pd->impl_info_str());
     if (c->fwd_ok) {
       c->fwd.emplace(*c->fwd_pd);
@@ -107,11 +90,6 @@ std::unique_ptr<Conv> make_conv(const ConvGeom& g, memory::data_type dt, bool bi
   return c;
 }
 
-memory::data_type dnnl_type(DType t) {
-  TR_CHECK(t == DType::F32 || t == DType::BF16, "oneDNN convolution: f32 or bf16, got ", dtype_name(t));
-  return t == DType::F32 ? memory::data_type::f32 : memory::data_type::bf16;
-}
-
 // The cached primitives of a geometry and dtype (a bias changes the forward primitive: two entries).
 Conv& conv_for(const ConvGeom& g, DType t, bool bias, std::unique_lock<std::mutex>& lock) {
   static std::mutex mu;
@@ -120,45 +98,39 @@ Conv& conv_for(const ConvGeom& g, DType t, bool bias, std::unique_lock<std::mute
   std::vector<int64_t> key{g.N,  g.C,  g.H,  g.W,  g.O,  g.KH, g.KW,   g.OH,      g.OW,
                            g.SH, g.SW, g.PH, g.PW, g.DH, g.DW, g.G, bias, int64_t(t)};
   auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, make_conv(g, dnnl_type(t), bias)).first;
+  if (it == cache.end()) it = cache.emplace(key, make_conv(g, onednn_type(t, "oneDNN convolution"), bias)).first;
   return *it->second;
 }
 
 // A memory of layout `want` holding the user's data at p (reordered into a temporary when the
 // layouts differ; `keep` owns it).
 memory input(const Reorder& r, const void* p, Tensor& keep) {
-  memory user(r.from, engine(), const_cast<void*>(p));
+  memory user(r.from, onednn_engine(), const_cast<void*>(p));
   if (!r.prim) return user;
   keep = empty({int64_t((r.to.get_size() + 3) / 4)});
-  memory m(r.to, engine(), keep.raw_data());
-  r.prim->execute(stream(), user, m);
+  memory m(r.to, onednn_engine(), keep.raw_data());
+  r.prim->execute(onednn_stream(), user, m);
   return m;
 }
 // A memory of the primitive's layout for an output that lands at p.
 memory output(const Reorder& r, void* p, Tensor& keep) {
-  if (!r.prim) return memory(r.to, engine(), p);
+  if (!r.prim) return memory(r.to, onednn_engine(), p);
   keep = empty({int64_t((r.from.get_size() + 3) / 4)});
-  return memory(r.from, engine(), keep.raw_data());
+  return memory(r.from, onednn_engine(), keep.raw_data());
 }
 void finish_output(const Reorder& r, memory m, void* p) {
   if (!r.prim) return;
-  memory user(r.to, engine(), p);
-  r.prim->execute(stream(), m, user);
+  memory user(r.to, onednn_engine(), p);
+  r.prim->execute(onednn_stream(), m, user);
 }
 
-template <typename PD>
-memory scratchpad(const PD& pd, Tensor& keep) {
-  const size_t n = pd.scratchpad_desc().get_size();
-  keep = empty({int64_t(std::max<size_t>(n, 4) + 3) / 4});
-  return memory(pd.scratchpad_desc(), engine(), keep.raw_data());
-}
 
 memory::desc any_layout(const memory::desc& d) { return memory::desc(d.dims(), d.data_type(), tag::any); }
 
 void build(Conv& c, Backward<dnnl::convolution_backward_data>& b) {
   dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, any_layout(c.x), any_layout(c.w),
                                           any_layout(c.y), c.strides, c.dilates, c.pad_l, c.pad_r);
-  b.pd.emplace(d, user_scratchpad(), engine(), *c.fwd_pd);
+  b.pd.emplace(d, onednn_user_scratchpad(), onednn_engine(), *c.fwd_pd);
   b.ok = is_jit(b.pd->impl_info_str());
   if (!b.ok) return;
   b.prim.emplace(*b.pd);
@@ -173,7 +145,7 @@ void build(Conv& c, Backward<dnnl::convolution_backward_data>& b) {
 void build(Conv& c, Backward<dnnl::convolution_backward_weights>& b) {
   dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, any_layout(c.x), any_layout(c.w),
                                              any_layout(c.y), c.strides, c.dilates, c.pad_l, c.pad_r);
-  b.pd.emplace(d, user_scratchpad(), engine(), *c.fwd_pd);
+  b.pd.emplace(d, onednn_user_scratchpad(), onednn_engine(), *c.fwd_pd);
   b.ok = is_jit(b.pd->impl_info_str());
   if (!b.ok) return;
   b.prim.emplace(*b.pd);
@@ -204,9 +176,12 @@ bool run_backward(const ConvGeom& g, DType t, Backward<Prim> Conv::*which, const
   if (!op.ok) return false;
   Tensor k0, k1, ko, ks;
   memory m0 = input(op.in0, a, k0), m1 = input(op.in1, b, k1), mo = output(op.out, out, ko);
-  op.prim->execute(stream(), {{op.arg0, m0}, {op.arg1, m1}, {op.arg_out, mo}, {DNNL_ARG_SCRATCHPAD, scratchpad(*op.pd, ks)}});
+  op.prim->execute(onednn_stream(), {{op.arg0, m0},
+                                     {op.arg1, m1},
+                                     {op.arg_out, mo},
+                                     {DNNL_ARG_SCRATCHPAD, onednn_scratchpad(op.pd->scratchpad_desc(), ks)}});
   finish_output(op.out, mo, out);
-  stream().wait();
+  onednn_stream().wait();
   return true;
 }
 
@@ -229,11 +204,11 @@ bool onednn_conv2d_forward(const ConvGeom& g, DType t, const void* x, const void
   Tensor kx, kw, ky, ks;
   memory xm = input(c.fwd_x, x, kx), wm = input(c.fwd_w, w, kw), ym = output(c.fwd_y, y, ky);
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, ym},
-                                       {DNNL_ARG_SCRATCHPAD, scratchpad(*c.fwd_pd, ks)}};
-  if (b) args.emplace(DNNL_ARG_BIAS, memory(c.b, engine(), const_cast<void*>(b)));
-  c.fwd->execute(stream(), args);
+                                       {DNNL_ARG_SCRATCHPAD, onednn_scratchpad(c.fwd_pd->scratchpad_desc(), ks)}};
+  if (b) args.emplace(DNNL_ARG_BIAS, memory(c.b, onednn_engine(), const_cast<void*>(b)));
+  c.fwd->execute(onednn_stream(), args);
   finish_output(c.fwd_y, ym, y);
-  stream().wait();
+  onednn_stream().wait();
   return true;
 }
 

@@ -15,7 +15,7 @@ namespace tr::cpu {
 
 bool onednn_conv_enabled();
 
-// Every tensor of a call has dtype t (f32, or bf16 where onednn_bf16_available(): its bf16
+// Every tensor of a call has dtype t (f32, or bf16 where use_avx512_bf16(): its bf16
 // kernels accumulate in f32 and round each output once).
 // y = conv(x, w) + b (b may be null); x, w, y contiguous NCHW / OIHW. Not for fewer than 16 input
 // channels (a stem), where the output's reorder costs more than the kernel saves.

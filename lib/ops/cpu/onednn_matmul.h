@@ -9,13 +9,6 @@
 
 namespace tr::cpu {
 
-// True when oneDNN runs bf16 products with native bf16 instructions on this CPU (checked once).
-bool onednn_bf16_available();
-// True where those native kernels are the faster bf16 path: AMD CPUs with them (Zen 4 and 5 issue
-// vdpbf16ps at the f32 FMA rate). Intel's without AMX issue it at half that rate (measured on an
-// Emerald Rapids), where bf16 computes in f32 instead. The default of bf16 products and convolutions.
-bool onednn_bf16_preferred();
-
 // c[M, N] (row-major, contiguous, of dtype `out`) = a[M, K] b[K, N], a and b of dtype `in` with
 // element strides (a_s0, a_s1) and (b_s0, b_s1); accumulation in f32. False, computing nothing,
 // where oneDNN has no primitive for the geometry (the caller takes another path).

@@ -36,61 +36,44 @@ void philox_batch(uint64_t seed, uint64_t counter0, uint32_t (&w)[4][kBatch]) {
   }
 }
 
-// t[i] = f(block, i % 4) with block = the words of philox4x32_10(seed, offset + i / 4), as
-// philox_uniform_at / philox_normal_at read them; blocks are made kBatch at a time.
+using Words = uint32_t[4][kBatch];
+
+// t[i] = f(w, j, k) for element i = 4 (j0 + j) + k, where w[k][j] are the words of
+// philox4x32_10(seed, offset + j0 + j), as philox_uniform_at / philox_normal_at read them; blocks are
+// made kBatch at a time and each word k is mapped across the blocks (a loop over j the compiler can
+// vectorise where f is simple, as the dropout mask's comparison).
 template <typename F>
 void fill_stream(const Tensor& t, uint64_t seed, uint64_t offset, const F& f) {
   Tensor c = t.is_contiguous() ? t : empty_like(t);
   TR_DISPATCH_FLOAT(t.dtype(), "random", [&] {
     scalar_t* p = c.data_ptr<scalar_t>();
     parallel_for(c.numel(), 4096, [&](int64_t b, int64_t e) {
-      uint32_t w[4][kBatch];
+      Words w;
+      scalar_t v[kBatch * 4];
       for (int64_t j0 = b / 4; j0 * 4 < e; j0 += kBatch) {
         philox_batch(seed, offset + uint64_t(j0), w);
-        const int64_t i1 = std::min(e, (j0 + kBatch) * 4);
-        for (int64_t i = std::max(b, j0 * 4); i < i1; ++i) {
-          const int64_t j = i / 4 - j0;
-          const uint32_t blk[4] = {w[0][j], w[1][j], w[2][j], w[3][j]};
-          p[i] = scalar_t(acc_t<scalar_t>(f(blk, unsigned(i % 4))));
-        }
+        for (unsigned k = 0; k < 4; ++k)
+          for (int j = 0; j < kBatch; ++j) v[j * 4 + int(k)] = scalar_t(acc_t<scalar_t>(f(w, j, k)));
+        const int64_t i0 = std::max(b, j0 * 4), i1 = std::min(e, (j0 + kBatch) * 4);
+        std::memcpy(p + i0, v + (i0 - j0 * 4), size_t(i1 - i0) * sizeof(scalar_t));
       }
     });
   });
   if (!c.is_same(t)) t.detach().copy_(c);
 }
 
-// dropout_mask for contiguous f32, fill_stream's values with its per-element work vectorised:
-// for each word k of the kBatch blocks, the 53 bits and the comparison run across the blocks.
-void dropout_mask_f32(float* y, int64_t n, uint64_t seed, uint64_t offset, uint64_t keep_from, float scale) {
-  parallel_for(n, 4096, [&](int64_t b, int64_t e) {
-    uint32_t w[4][kBatch];
-    float v[kBatch * 4];
-    for (int64_t j0 = b / 4; j0 * 4 < e; j0 += kBatch) {
-      philox_batch(seed, offset + uint64_t(j0), w);
-      for (int k = 0; k < 4; ++k) {
-        const uint32_t *hi = w[k], *lo = w[(k + 1) % 4];
-#pragma omp simd
-        for (int j = 0; j < kBatch; ++j) {
-          const int64_t bits = int64_t(((uint64_t(hi[j]) << 21) ^ uint64_t(lo[j] >> 11)) & ((uint64_t(1) << 53) - 1));
-          v[j * 4 + k] = bits >= int64_t(keep_from) ? scale : 0.0f;
-        }
-      }
-      const int64_t i0 = std::max(b, j0 * 4), i1 = std::min(e, (j0 + kBatch) * 4);
-      std::memcpy(y + i0, v + (i0 - j0 * 4), size_t(i1 - i0) * sizeof(float));
-    }
-  });
+// philox_uniform_at: 53 bits from words k and k + 1 of block j
+inline uint64_t bits53(const Words& w, int j, unsigned k) {
+  return ((uint64_t(w[k][j]) << 21) ^ uint64_t(w[(k + 1) % 4][j] >> 11)) & ((uint64_t(1) << 53) - 1);
 }
-
-// philox_uniform_at: 53 bits from words k and k + 1 of the block
-inline uint64_t bits53(const uint32_t* w, unsigned k) {
-  return ((uint64_t(w[k]) << 21) ^ uint64_t(w[(k + 1) % 4] >> 11)) & ((uint64_t(1) << 53) - 1);
+inline double uniform_in(const Words& w, int j, unsigned k) {
+  return double(bits53(w, j, k)) * (1.0 / 9007199254740992.0);
 }
-inline double uniform_in(const uint32_t* w, unsigned k) { return double(bits53(w, k)) * (1.0 / 9007199254740992.0); }
 // philox_normal_at: Box-Muller on words (0, 1) for k = 0, 1 and (2, 3) for k = 2, 3
-inline double normal_in(const uint32_t* w, unsigned k) {
+inline double normal_in(const Words& w, int j, unsigned k) {
   unsigned pair = k / 2;
-  double u1 = (double(w[2 * pair]) + 1.0) * (1.0 / 4294967297.0);  // (0, 1]
-  double u2 = double(w[2 * pair + 1]) * (1.0 / 4294967296.0);       // [0, 1)
+  double u1 = (double(w[2 * pair][j]) + 1.0) * (1.0 / 4294967297.0);  // (0, 1]
+  double u2 = double(w[2 * pair + 1][j]) * (1.0 / 4294967296.0);       // [0, 1)
   double r = std::sqrt(-2.0 * std::log(u1));
   double t = 6.283185307179586 * u2;
   return (k % 2 == 0) ? r * std::cos(t) : r * std::sin(t);
@@ -99,23 +82,20 @@ inline double normal_in(const uint32_t* w, unsigned k) {
 void uniform_cpu(const std::vector<Tensor>& in, std::vector<Tensor>&, const Attrs& a) {
   uint64_t seed = uint64_t(a.i("seed")), off = uint64_t(a.i("offset"));
   double lo = a.f("low"), hi = a.f("high");
-  fill_stream(in[0], seed, off, [&](const uint32_t* w, unsigned k) { return lo + (hi - lo) * uniform_in(w, k); });
+  fill_stream(in[0], seed, off, [&](const Words& w, int j, unsigned k) { return lo + (hi - lo) * uniform_in(w, j, k); });
 }
 void normal_cpu(const std::vector<Tensor>& in, std::vector<Tensor>&, const Attrs& a) {
   uint64_t seed = uint64_t(a.i("seed")), off = uint64_t(a.i("offset"));
   double m = a.f("mean"), s = a.f("std");
-  fill_stream(in[0], seed, off, [&](const uint32_t* w, unsigned k) { return m + s * normal_in(w, k); });
+  fill_stream(in[0], seed, off, [&](const Words& w, int j, unsigned k) { return m + s * normal_in(w, j, k); });
 }
 // keep where U >= p, i.e. where the 53-bit integer behind U = bits / 2^53 is >= ceil(p 2^53) (exact)
 void dropout_mask_cpu(const std::vector<Tensor>&, std::vector<Tensor>& out, const Attrs& a) {
   uint64_t seed = uint64_t(a.i("seed")), off = uint64_t(a.i("offset"));
   double p = a.f("p"), scale = 1.0 / (1.0 - p);
   const uint64_t keep_from = uint64_t(std::ceil(p * 9007199254740992.0));
-  if (out[0].dtype() == DType::F32 && out[0].is_contiguous()) {
-    dropout_mask_f32(out[0].data_ptr<float>(), out[0].numel(), seed, off, keep_from, float(scale));
-    return;
-  }
-  fill_stream(out[0], seed, off, [&](const uint32_t* w, unsigned k) { return bits53(w, k) >= keep_from ? scale : 0.0; });
+  fill_stream(out[0], seed, off,
+              [&](const Words& w, int j, unsigned k) { return bits53(w, j, k) >= keep_from ? scale : 0.0; });
 }
 TR_REGISTER_KERNEL(uniform_, CPU, uniform_cpu);
 TR_REGISTER_KERNEL(normal_, CPU, normal_cpu);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 #include "ops/cpu/loops.h"
+#include "ops/cpu/vec4.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
 
@@ -97,70 +98,42 @@ Acc sum_contiguous(const T* p, int64_t n) {
 
 // out[c] = sum_r x[r, c] for f32 or bf16 x (a bias gradient: [B, T, C] summed to [C]): each column
 // added row by row in double, as the generic loop below. False (nothing done) for other types.
-typedef double d4 __attribute__((vector_size(32)));
-inline d4 load4_as_double(const float* q) {
-  typedef float f4 __attribute__((vector_size(16)));
-  f4 v;
-  std::memcpy(&v, q, sizeof v);
-  return __builtin_convertvector(v, d4);
-}
-inline d4 load4_as_double(const BFloat16* q) {
-  typedef uint32_t u4 __attribute__((vector_size(16)));
-  typedef uint16_t h4 __attribute__((vector_size(8)));
-  typedef float f4 __attribute__((vector_size(16)));
-  h4 h;
-  std::memcpy(&h, q, sizeof h);
-  const u4 bits = __builtin_convertvector(h, u4) << 16;  // bf16 -> f32 exactly
-  f4 v;
-  std::memcpy(&v, &bits, sizeof v);
-  return __builtin_convertvector(v, d4);
-}
-
 template <typename In, typename O>
-bool sum_columns_impl(const In* p, int64_t rows, int64_t cols, O* o) {
-  // A thread owns a run of whole 4-column groups and sweeps the rows top to bottom, reading long
-  // contiguous pieces of each row; its accumulators live in L1, each loaded once per 4 rows and
-  // the 4 values added in row order (the same order as one row at a time: the same bits).
-  const int64_t groups = cols / 4, nt = omp_in_parallel() ? 1 : omp_get_max_threads();
-  parallel_for(groups, std::max<int64_t>({int64_t(1), (groups + nt - 1) / nt, kGrain / std::max<int64_t>(4 * rows, 1)}),
-               [&](int64_t g0, int64_t g1) {
-    std::vector<d4> acc(size_t(g1 - g0), d4{0, 0, 0, 0});
-    int64_t r = 0;
-    for (; r + 4 <= rows; r += 4) {
-      const In* q = p + r * cols + 4 * g0;
-      for (int64_t k = 0; k < g1 - g0; ++k, q += 4) {
-        d4 a = acc[size_t(k)];
-        a += load4_as_double(q);
-        a += load4_as_double(q + cols);
-        a += load4_as_double(q + 2 * cols);
-        a += load4_as_double(q + 3 * cols);
-        acc[size_t(k)] = a;
+bool sum_columns(const In* p, int64_t rows, int64_t cols, O* o) {
+  if constexpr (!std::is_same_v<In, float> && !std::is_same_v<In, BFloat16>) {
+    return false;
+  } else {
+    // A thread owns a run of whole 4-column groups and sweeps the rows top to bottom, reading long
+    // contiguous pieces of each row; its accumulators live in L1, each loaded once per 4 rows and
+    // the 4 values added in row order (the same order as one row at a time: the same bits).
+    const int64_t groups = cols / 4;
+    parallel_runs(groups, kGrain / std::max<int64_t>(4 * rows, 1), [&](int64_t g0, int64_t g1) {
+      std::vector<d4> acc(size_t(g1 - g0), d4{0, 0, 0, 0});
+      int64_t r = 0;
+      for (; r + 4 <= rows; r += 4) {
+        const In* q = p + r * cols + 4 * g0;
+        for (int64_t k = 0; k < g1 - g0; ++k, q += 4) {
+          d4 a = acc[size_t(k)];
+          a += load4_as_double(q);
+          a += load4_as_double(q + cols);
+          a += load4_as_double(q + 2 * cols);
+          a += load4_as_double(q + 3 * cols);
+          acc[size_t(k)] = a;
+        }
       }
+      for (; r < rows; ++r)
+        for (int64_t k = 0; k < g1 - g0; ++k) acc[size_t(k)] += load4_as_double(p + r * cols + 4 * (g0 + k));
+      for (int64_t k = 0; k < g1 - g0; ++k)
+        for (int j = 0; j < 4; ++j) o[4 * (g0 + k) + j] = convert<O>(acc[size_t(k)][j]);
+    });
+    // the last cols % 4 columns
+    for (int64_t c = groups * 4; c < cols; ++c) {
+      double s = 0;
+      for (int64_t r = 0; r < rows; ++r) s += double(float(p[r * cols + c]));
+      o[c] = convert<O>(s);
     }
-    for (; r < rows; ++r)
-      for (int64_t k = 0; k < g1 - g0; ++k) acc[size_t(k)] += load4_as_double(p + r * cols + 4 * (g0 + k));
-    for (int64_t k = 0; k < g1 - g0; ++k)
-      for (int j = 0; j < 4; ++j) o[4 * (g0 + k) + j] = convert<O>(acc[size_t(k)][j]);
-  });
-  // the last cols % 4 columns
-  for (int64_t c = groups * 4; c < cols; ++c) {
-    double s = 0;
-    for (int64_t r = 0; r < rows; ++r) s += double(float(p[r * cols + c]));
-    o[c] = convert<O>(s);
+    return true;
   }
-  return true;
-}
-template <typename In, typename O>
-bool sum_columns(const In*, int64_t, int64_t, O*) {
-  return false;
-}
-template <typename O>
-bool sum_columns(const float* p, int64_t rows, int64_t cols, O* o) {
-  return sum_columns_impl(p, rows, cols, o);
-}
-template <typename O>
-bool sum_columns(const BFloat16* p, int64_t rows, int64_t cols, O* o) {
-  return sum_columns_impl(p, rows, cols, o);
 }
 
 template <typename T> using sum_acc_t = std::conditional_t<std::is_floating_point_v<acc_t<T>> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, double, int64_t>;
