@@ -54,7 +54,7 @@ class Module {
   NamedTensors named_parameters(bool recurse = true) const;
   std::vector<Tensor> parameters(bool recurse = true) const;
   NamedTensors named_buffers(bool recurse = true) const;
-  std::vector<std::pair<std::string, ModulePtr>> named_children() const { return children_; }
+  const std::vector<std::pair<std::string, ModulePtr>>& named_children() const { return children_; }
   // Every module of the tree with its dotted path; the root is "".
   std::vector<std::pair<std::string, Module*>> named_modules();
   // A submodule by dotted path ("features.0"); errors name the missing part.
@@ -84,6 +84,7 @@ class Module {
   int register_forward_pre_hook(ForwardPreHook h);
   int register_forward_hook(ForwardHook h);
   void remove_hook(int handle);
+  bool has_hooks() const { return !pre_hooks_.empty() || !hooks_.empty(); }
 
   const std::string& type_name() const { return type_name_; }
   // The part inside the parentheses of the module's repr, as torch's extra_repr.

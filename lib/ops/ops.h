@@ -65,6 +65,8 @@ Tensor operator!=(const Tensor& a, double b);
 #include "ops/predicate_ops.def"
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");  // "none" (erf) | "tanh"
 // g gelu'(x): one fused op where it has a kernel, else (and with backends::fusion() off) composite ops
+// relu's gradient from its output y: g where y > threshold, else 0 (torch's threshold_backward)
+Tensor threshold_backward(const Tensor& g, const Tensor& y, double threshold = 0.0);
 Tensor gelu_backward(const Tensor& g, const Tensor& x, const std::string& approximate = "none");
 Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
@@ -97,6 +99,8 @@ Tensor mm(const Tensor& a, const Tensor& b);
 Tensor bmm(const Tensor& a, const Tensor& b);
 Tensor matmul(const Tensor& a, const Tensor& b);  // torch.matmul semantics, batch broadcasting
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
+// relu(linear(x, w, b)), the relu fused into the product's epilogue where linear's is
+Tensor linear_relu(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
 
 // ---- softmax family and normalisation ----
 Tensor softmax(const Tensor& x, int64_t dim);

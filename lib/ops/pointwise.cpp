@@ -119,13 +119,6 @@ std::vector<Tensor> extremum_backward(const BackwardContext& c, bool is_max) {
 TR_BACKWARD(maximum, Keeps::Inputs) { return extremum_backward(c, true); }
 TR_BACKWARD(minimum, Keeps::Inputs) { return extremum_backward(c, false); }
 
-// g where y > threshold, else 0: one fused pass where the device has the kernel (a NaN or inf
-// gradient under the mask gives 0, as torch's), else the composite mask product.
-Tensor threshold_backward(const Tensor& g, const Tensor& y, double threshold) {
-  if (has_kernel("threshold_backward", g.device()))
-    return dispatch1("threshold_backward", {g, y}, {{"threshold", threshold}});
-  return g * cast(y > threshold, g.dtype());
-}
 
 // ---- unary (unary_ops.def) ----
 TR_BACKWARD(neg, Keeps::Nothing) { return {-G(c)}; }
@@ -196,6 +189,14 @@ TR_BACKWARD(softplus, Keeps::Inputs) {
 }
 
 }  // namespace
+
+// One fused pass where the device has the kernel (a NaN or inf gradient under the mask gives 0, as
+// torch's), else the composite mask product.
+Tensor threshold_backward(const Tensor& g, const Tensor& y, double threshold) {
+  if (has_kernel("threshold_backward", g.device()))
+    return dispatch1("threshold_backward", {g, y}, {{"threshold", threshold}});
+  return g * cast(y > threshold, g.dtype());
+}
 
 // ---- the table ops ----
 #define TR_UNARY_OP(NAME, OP, DTYPES, AUTOCAST, PARAMS, FORMULA, F32X8)                                   \

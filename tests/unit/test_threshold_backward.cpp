@@ -11,9 +11,6 @@ using namespace tr::test;
 
 namespace {
 Tensor vec(std::vector<double> v, DType t = DType::F32) { return from_vector(v, {int64_t(v.size())}, TensorOptions(t)); }
-Tensor threshold_backward(const Tensor& g, const Tensor& y, double th) {
-  return dispatch1("threshold_backward", {g, y}, {{"threshold", th}});
-}
 }  // namespace
 
 TEST_CASE("threshold_backward: g where y > threshold, else 0", "[threshold_backward]") {

@@ -19,10 +19,21 @@ Linear::Linear(int64_t in, int64_t out, bool has_bias) : Module("Linear"), in_fe
   }
 }
 
-Tensor Linear::forward(const Tensor& x) {
+namespace {
+void check_input(const Tensor& x, int64_t in_features) {
   TR_CHECK(x.dim() >= 1 && x.size(-1) == in_features, "Linear(in_features=", in_features, "): input of shape ",
            x.sizes(), " does not end with ", in_features);
+}
+}  // namespace
+
+Tensor Linear::forward(const Tensor& x) {
+  check_input(x, in_features);
   return linear(x, weight, bias);
+}
+
+Tensor Linear::forward_relu(const Tensor& x) {
+  check_input(x, in_features);
+  return linear_relu(x, weight, bias);
 }
 
 std::string Linear::extra_repr() const {

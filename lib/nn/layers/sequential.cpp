@@ -1,5 +1,7 @@
 #include "nn/layers/sequential.h"
 #include "nn/layer_registry.h"
+#include "nn/layers/linear.h"
+#include "nn/layers/relu.h"
 
 namespace tr::nn {
 
@@ -8,9 +10,22 @@ Sequential& Sequential::push_back(ModulePtr m, const std::string& name) {
   return *this;
 }
 
+// A Linear followed by a ReLU, neither with hooks, runs as one linear_relu (same values; the relu
+// in the product's epilogue where the device fuses it).
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
-  for (auto& [n, m] : named_children()) h = (*m)(h);
+  const auto& layers = named_children();
+  for (size_t i = 0; i < layers.size(); ++i) {
+    Module& m = *layers[i].second;
+    auto* lin = dynamic_cast<Linear*>(&m);
+    if (lin != nullptr && i + 1 < layers.size() && !m.has_hooks() &&
+        dynamic_cast<ReLU*>(layers[i + 1].second.get()) != nullptr && !layers[i + 1].second->has_hooks()) {
+      h = lin->forward_relu(h);
+      ++i;
+      continue;
+    }
+    h = m(h);
+  }
   return h;
 }
 

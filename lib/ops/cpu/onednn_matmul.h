@@ -10,9 +10,10 @@
 namespace tr::cpu {
 
 // c[M, N] (row-major, contiguous, of dtype `out`) = a[M, K] b[K, N], a and b of dtype `in` with
-// element strides (a_s0, a_s1) and (b_s0, b_s1); accumulation in f32. False, computing nothing,
-// where oneDNN has no primitive for the geometry (the caller takes another path).
+// element strides (a_s0, a_s1) and (b_s0, b_s1); accumulation in f32. With `bias` (N contiguous
+// values of dtype `in`), c = bias + a b, added to the f32 sum before its one rounding. False,
+// computing nothing, where oneDNN has no primitive for the geometry (the caller takes another path).
 bool onednn_matmul(DType in, DType out, int64_t M, int64_t N, int64_t K, const void* a, int64_t a_s0, int64_t a_s1,
-                   const void* b, int64_t b_s0, int64_t b_s1, void* c);
+                   const void* b, int64_t b_s0, int64_t b_s1, void* c, const void* bias = nullptr);
 
 }  // namespace tr::cpu

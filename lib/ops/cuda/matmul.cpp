@@ -1,4 +1,4 @@
-// CUDA launchers of mm and bmm: f32/f64 through cublas{S,D}gemm, f16/bf16 through cublasGemmEx
+// CUDA launchers of mm, bmm and addmm: f32/f64 through cublas{S,D}gemm, f16/bf16 through cublasGemmEx
 // with f32 compute, integers through a plain kernel (int64 accumulation, as the CPU loop).
 // Row-major C = A B is computed as the column-major product C^T = B^T A^T.
 #include <climits>
@@ -143,7 +143,23 @@ void mm_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attr
 void bmm_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
   gemm(in[0], in[1], out[0], in[0].size(0));
 }
+// addmm and addmm_relu: cuBLAS's product, then the bias added (and the relu applied) in place by
+// the pointwise kernels, each value rounded as the composite add (and relu) rounds it
+void addmm_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out, bool relu) {
+  gemm(in[1], in[2], out[0], 1);
+  Tensor o = out[0].detach();
+  o.add_(in[0].detach());
+  if (relu) dispatch_inplace("relu", o, {});
+}
+void addmm_plain_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
+  addmm_cuda(in, out, false);
+}
+void addmm_relu_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
+  addmm_cuda(in, out, true);
+}
 TR_REGISTER_KERNEL(mm, CUDA, mm_cuda);
+TR_REGISTER_KERNEL(addmm, CUDA, addmm_plain_cuda);
+TR_REGISTER_KERNEL(addmm_relu, CUDA, addmm_relu_cuda);
 TR_REGISTER_KERNEL(bmm, CUDA, bmm_cuda);
 
 }  // namespace
