@@ -8,6 +8,7 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"trainer: train neural networks from TOML configs"};
+  app.set_version_flag("--version", "trainer " TRAINER_VERSION);
   app.require_subcommand(1);
   tr::app::register_commands(app);
   try {

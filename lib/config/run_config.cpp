@@ -31,14 +31,20 @@ void apply_override(toml::table& root, const std::string& assignment) {
     TR_CHECK(n->is_table(), "--set '", assignment, "': '", parts[i], "' is not a table");
     t = n->as_table();
   }
-  // the value as TOML (3, 0.1, true, "x", [1, 2]); anything that does not parse is a string
+  // the value as TOML (3, 0.1, true, "x", [1, 2]); anything that does not parse is a string. Its
+  // source is the argument, which errors about it name (toml_location).
+  const std::string source = kOverrideSource + assignment;
   toml::table parsed;
   try {
-    parsed = toml::parse("v = " + value);
+    parsed = toml::parse("v = " + value, source);
   } catch (const toml::parse_error&) {
-    parsed.insert("v", value);
+    try {
+      parsed = toml::parse("v = '''" + value + "'''", source);
+    } catch (const toml::parse_error&) {
+      parsed.insert("v", value);
+    }
   }
-  t->insert_or_assign(parts.back(), *parsed.get("v"));
+  t->insert_or_assign(parts.back(), std::move(*parsed.get("v")));
 }
 
 namespace {
@@ -155,6 +161,11 @@ void load_train(RunConfig& c, const TomlTable& t) {
 void load_log(RunConfig& c, const TomlTable& t) {
   c.log.jsonl = t.get_bool("jsonl", c.log.jsonl);
   c.log.progress = t.get_choice("progress", {"auto", "lines", "none"}, c.log.progress);
+  c.log.tensorboard = t.get_bool("tensorboard", c.log.tensorboard);
+  c.log.histograms_every = t.get_int("histograms_every", c.log.histograms_every);
+  if (c.log.histograms_every < 0) t.fail("histograms_every", "must be >= 0 (0: no histograms)");
+  if (c.log.histograms_every > 0 && !c.log.tensorboard)
+    t.fail("histograms_every", "writes TensorBoard histograms: set [log] tensorboard = true too");
   t.finish();
 }
 
@@ -291,7 +302,8 @@ std::string to_toml(const RunConfig& c) {
   if (c.scheduler.enabled()) root.insert("scheduler", *c.scheduler.table);
   if (!c.loss.resolved.empty()) root.insert("loss", c.loss.resolved);
   root.insert("train", train_toml(c.train));
-  root.insert("log", toml::table{{"jsonl", c.log.jsonl}, {"progress", c.log.progress}});
+  root.insert("log", toml::table{{"jsonl", c.log.jsonl}, {"progress", c.log.progress},
+                                 {"tensorboard", c.log.tensorboard}, {"histograms_every", c.log.histograms_every}});
   const auto& k = c.checkpoint;
   root.insert("checkpoint", toml::table{{"every", k.every}, {"every_epoch", k.every_epoch}, {"keep_last", k.keep_last},
                                         {"keep_best", k.keep_best}, {"save_final", k.save_final}});

@@ -98,6 +98,8 @@ struct TrainSection {
 struct LogSection {
   bool jsonl = true;
   std::string progress = "auto";  // auto (a live line on a terminal) | lines | none
+  bool tensorboard = false;       // runs/<name>/events.out.tfevents.*: the metrics as scalars, the config as text
+  int64_t histograms_every = 0;   // > 0 (with tensorboard): weight and gradient histograms every N steps
 };
 
 // Checkpoints: runs/<name>/checkpoints/step_<N>/ (model.safetensors, optimizer.safetensors, state.json).

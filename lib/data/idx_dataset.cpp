@@ -124,12 +124,6 @@ IdxDataset::IdxDataset(const std::string& images_path, const std::string& labels
   if (normalize_) {
     TR_CHECK(normalize_->std != 0.0f, "IdxDataset: normalize std must be non-zero, got ", normalize_->std);
   }
-  // ToTensor: x.float() / 255; Normalize: (x - mean) / std; each step rounded to f32 as torch does.
-  for (int v = 0; v < 256; ++v) {
-    float x = float(v) / 255.0f;
-    if (normalize_) x = (x - normalize_->mean) / normalize_->std;
-    table_[v] = x;
-  }
 }
 
 IdxDataset IdxDataset::fashion_mnist(bool train, std::optional<Normalize> normalize, const std::string& dir,
@@ -137,6 +131,20 @@ IdxDataset IdxDataset::fashion_mnist(bool train, std::optional<Normalize> normal
   const std::string split = train ? "train" : "t10k";
   return IdxDataset(dir + "/" + split + "-images-idx3-ubyte.gz", dir + "/" + split + "-labels-idx1-ubyte.gz",
                     normalize, cache);
+}
+
+// The same f32 operations in 8- or 16-lane registers: IEEE division and subtraction round each
+// lane as the scalar code does, so the pixels equal the table's (a table lookup per byte ran at
+// 3.5% of fmnist_mlp's step, on the step's critical path without workers).
+void IdxDataset::to_pixels(const uint8_t* s, float* d, int64_t n) const {
+  if (normalize_) {
+    const float mean = normalize_->mean, std = normalize_->std;
+#pragma omp simd
+    for (int64_t k = 0; k < n; ++k) d[k] = (float(s[k]) / 255.0f - mean) / std;
+  } else {
+#pragma omp simd
+    for (int64_t k = 0; k < n; ++k) d[k] = float(s[k]) / 255.0f;
+  }
 }
 
 void IdxDataset::gather(const std::vector<int64_t>& idx, float* x, int64_t* y) const {
@@ -148,7 +156,7 @@ void IdxDataset::gather(const std::vector<int64_t>& idx, float* x, int64_t* y) c
     check_index(i);
     const uint8_t* s = src + i * row;
     float* d = x + int64_t(b) * row;
-    for (int64_t k = 0; k < row; ++k) d[k] = table_[s[k]];
+    to_pixels(s, d, row);
     y[b] = lab[i];
   }
 }

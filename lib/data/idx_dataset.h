@@ -38,7 +38,7 @@ class IdxDataset : public Dataset {
   int64_t size() const override { return images_.size(0); }
   // input: f32 [1, rows, cols] in [0, 1] (or normalised); target: i64 scalar (the class).
   Example get(int64_t i) const override;
-  // input: f32 [B, 1, rows, cols]; target: i64 [B]. One pass over the rows, through a 256-entry table.
+  // input: f32 [B, 1, rows, cols]; target: i64 [B]. One vectorised pass over the rows.
   Example get_batch(const std::vector<int64_t>& idx) const override;
   std::string describe() const override;
 
@@ -50,11 +50,12 @@ class IdxDataset : public Dataset {
 
  private:
   void gather(const std::vector<int64_t>& idx, float* x, int64_t* y) const;
+  // n bytes -> n pixels: x / 255, then (x - mean) / std, each rounded to f32 as torch does
+  void to_pixels(const uint8_t* s, float* d, int64_t n) const;
 
   std::string images_path_, labels_path_;
   Tensor images_;
   Tensor labels_;
-  float table_[256];  // byte value -> float pixel (x / 255, then (x - mean) / std), all in f32 as torch
   std::optional<Normalize> normalize_;
   int64_t num_classes_ = 0;
 };

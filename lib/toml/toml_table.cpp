@@ -9,6 +9,8 @@ namespace tr {
 
 std::string toml_location(const toml::node& n, const std::string& file) {
   const auto& s = n.source();
+  if (s.path && s.path->rfind(kOverrideSource, 0) == 0) return *s.path;  // a value given on the command line
+  if (s.begin.line == 0) return file;  // a node made in code has no position
   return str(file, ":", s.begin.line, ":", s.begin.column);
 }
 

@@ -13,7 +13,11 @@
 
 namespace tr {
 
-// "file:line:column" of a TOML node.
+// A value parsed from a command-line override carries "--set key=value" as its source path, so
+// that an error about it names the argument, not the file.
+inline constexpr const char* kOverrideSource = "--set ";
+
+// "file:line:column" of a TOML node; the "--set key=value" argument of an override's value.
 std::string toml_location(const toml::node& n, const std::string& file);
 
 class TomlTable {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include "core/allocator.h"
 #include "core/grad_mode.h"
 #include "io/checkpoint_dir.h"
@@ -32,6 +33,14 @@ void Trainer::allreduce_sum(std::vector<double>& values) {
 
 void Trainer::log_record(const std::string& json) {
   if (metrics_) metrics_->write(json);
+  if (tensorboard_) tensorboard_->add_record(json);
+}
+
+void Trainer::log_histograms(int64_t step) {
+  for (const auto& [name, p] : run_.model.net->named_parameters()) {
+    tensorboard_->add_histogram("weights/" + name, p.detach().to(kCPU).tolist(), step);
+    if (p.grad().defined()) tensorboard_->add_histogram("grads/" + name, p.grad().to(kCPU).tolist(), step);
+  }
 }
 
 EvalResult Trainer::evaluate() { return evaluate(*run_.model.net); }
@@ -159,6 +168,17 @@ void Trainer::write_resolved_config() {
 
 void Trainer::open_metrics(const json& resumed) {
   resumed_records_ = resumed.is_null() ? 0 : resumed.at("metrics_lines").get<int64_t>();
+  if (run_.cfg.log.tensorboard && run_.is_main()) {
+    tensorboard_ = std::make_unique<io::SummaryWriter>(
+        run_.cfg.run_dir(), resumed.is_null() ? -1 : resumed.at("step").get<int64_t>());
+    // the resolved config, as torch users add hparams: indented, so the text plugin shows it as code
+    if (resumed.is_null()) {
+      std::string text, line;
+      std::istringstream in(config::to_toml(run_.cfg));
+      while (std::getline(in, line)) text += "    " + line + "\n";
+      tensorboard_->add_text("config", text, 0);
+    }
+  }
   if (!run_.cfg.log.jsonl) return;
   metrics_ = std::make_unique<io::JsonlMetricsSink>(run_.cfg.run_dir() + "/metrics.jsonl", run_.is_main(),
                                                     resumed.is_null() ? -1 : resumed_records_);
@@ -293,11 +313,10 @@ bool Trainer::after_step(Loop& l, const std::vector<data::Batch>& micro, const S
     std::string extra;
     if (run_.scaler.is_enabled())
       extra = str(",\"loss_scale\":", json_num(run_.scaler.get_scale()), ",\"skipped_steps\":", run_.scaler.skipped_steps());
+    // the memory tensors held at most since the last line (the CPU's: our allocator's, not the RSS)
+    extra += str(",\"mem_peak_mb\":", json_num(std::round(double(max_memory_allocated(run_.device)) / (1 << 20) * 10) / 10));
+    reset_peak_memory_stats(run_.device);
     if (run_.is_main() && step_flops_ > 0) extra += mfu_fields();
-    if (!run_.device.is_cpu()) {  // the device memory tensors held at most since the last line
-      extra += str(",\"mem_peak_mb\":", json_num(double(max_memory_allocated(run_.device)) / (1 << 20)));
-      reset_peak_memory_stats(run_.device);
-    }
     std::string tail;
     if (startup_s_ && !startup_logged_) {
       tail = str(",\"startup_s\":", json_num(std::round(*startup_s_ * 1000) / 1000));
@@ -305,6 +324,8 @@ bool Trainer::after_step(Loop& l, const std::vector<data::Batch>& micro, const S
     }
     log_record(progress_->train_line(l.step, l.epoch, lrs, extra, tail));
   }
+  if (tensorboard_ && run_.cfg.log.histograms_every > 0 && l.step % run_.cfg.log.histograms_every == 0)
+    log_histograms(l.step);
   // (the last step of an epoch or of the run is evaluated by end_epoch, once)
   if (eval_due) eval_and_log(l);
   if (sig || l.step == stop_at_step_) {
@@ -366,6 +387,7 @@ void Trainer::finish(Loop& l) {
   l.result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - l.t0).count();
   if (ck.save_final && !stopped && run_.is_main()) write_final_weights(l.step);
   metrics_.reset();
+  tensorboard_.reset();
   if (stopped) return;
   const EvalResult& e = l.result.last_eval;
   char startup[64] = "";

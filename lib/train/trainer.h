@@ -10,6 +10,7 @@
 #include <vector>
 #include "config/run_config.h"
 #include "io/metrics_sink.h"
+#include "io/tensorboard.h"
 #include "train/progress.h"
 #include "train/run_setup.h"
 #include "train/stop_signal.h"
@@ -102,6 +103,8 @@ class Trainer {
   StepResult train_step(const std::vector<data::Batch>& micro);
   void eval_and_log(Loop& l);
   void log_record(const std::string& json);
+  // [log] histograms_every: each parameter's values and gradient as TensorBoard histograms
+  void log_histograms(int64_t step);
   // Sums `values` over the ranks (a no-op in a single process).
   void allreduce_sum(std::vector<double>& values);
   // The steps whose losses are still on the device: read back together at log points, evals,
@@ -140,6 +143,7 @@ class Trainer {
   std::string resume_;
   int64_t stop_at_step_ = 0;
   std::unique_ptr<io::MetricsSink> metrics_;  // metrics.jsonl ([log] jsonl)
+  std::unique_ptr<io::SummaryWriter> tensorboard_;  // the event file ([log] tensorboard), rank 0
   int64_t resumed_records_ = 0;               // the checkpoint's metrics_lines, without a sink
   std::unique_ptr<Progress> progress_;
   std::vector<PendingStep> pending_;

@@ -171,6 +171,17 @@ TEST_CASE("bad input: one clear line and a non-zero exit", "[integration][errors
     Result r = trainer(d, "run '" + kRepo + "/configs/fmnist_mlp.toml' --set train.epochs=two");
     CHECK(r.code != 0);
     CHECK_THAT(r.out, Contains("'epochs'") && Contains("must be an integer"));
+    // a value from --set is named by its argument, not by a place in the file it never was in
+    CHECK_THAT(r.out, Contains("error: --set train.epochs=two: [train]"));
+    r = trainer(d, "run '" + kRepo + "/configs/fmnist_mlp.toml' --set train.epoch=2");
+    CHECK(r.code != 0);
+    CHECK_THAT(r.out, Contains("--set train.epoch=2: unknown key 'epoch'") && Contains("did you mean 'epochs'"));
+    CHECK_THAT(r.out, !Contains(":0:0"));
+  }
+  SECTION("--version") {
+    Result r = trainer(d, "--version");
+    CHECK(r.code == 0);
+    CHECK(std::regex_search(r.out, std::regex("^trainer [0-9]+\\.[0-9]+\\.[0-9]+\n")));
   }
   SECTION("a shape mismatch between layers names the layer and both shapes") {
     std::string c = kSyntheticConfig;

@@ -194,6 +194,26 @@ TEST_CASE("Fashion-MNIST test split and Normalize", "[data][idx]") {
   CHECK_THAT(test.describe(), Contains("normalize=(0.286, 0.353)"));
 }
 
+TEST_CASE("IDX pixels: the vector loop rounds every byte value as the scalar ToTensor + Normalize", "[data][idx]") {
+  TempDir tmp;
+  const std::string images = tmp.file("v-images-idx3-ubyte.gz"), labels = tmp.file("v-labels-idx1-ubyte.gz");
+  write_idx(images, 0x803, {3, 13, 13}, 3 * 169);  // bytes i % 251: every value 0..250, rows with a vector tail
+  write_idx(labels, 0x801, {3}, 3);
+  for (bool normalize : {false, true}) {
+    const IdxDataset::Normalize norm{0.2860f, 0.3530f};
+    IdxDataset ds(images, labels, normalize ? std::optional(norm) : std::nullopt);
+    Tensor x = ds.get_batch({2, 0, 1}).input.contiguous();
+    const float* px = x.data_ptr<float>();
+    for (int64_t b = 0; b < 3; ++b)
+      for (int64_t k = 0; k < 169; ++k) {
+        const int64_t i = (b == 0 ? 2 : b - 1) * 169 + k;
+        float want = float(uint8_t(i % 251)) / 255.0f;
+        if (normalize) want = (want - norm.mean) / norm.std;
+        if (px[b * 169 + k] != want) FAIL("pixel " << b << "," << k << ": " << px[b * 169 + k] << " != " << want);
+      }
+  }
+}
+
 TEST_CASE("IDX errors name the file and what was expected", "[data][idx]") {
   TempDir tmp;
   const std::string good_images = tmp.file("images.gz"), good_labels = tmp.file("labels.gz");
