@@ -12,6 +12,7 @@
 #include "core/rng.h"
 #include "data/dataset_registry.h"
 #include "data/transforms.h"
+#include "distributed/env.h"
 #include "distributed/launcher.h"
 #include "io/checkpoint_dir.h"
 #include "io/safetensors.h"
@@ -108,7 +109,7 @@ int nproc_of(const std::string& v) {
 }
 
 void run(const RunArgs& a) {
-  const bool is_rank = std::getenv("RANK") != nullptr;  // started by a launcher (ours or any other)
+  const bool is_rank = distributed::started_as_rank();  // started by a launcher (ours, torchrun, srun, mpirun)
   const int nproc = nproc_of(a.nproc);
   if ((nproc > 1 || a.nnodes > 1) && !is_rank) {
     distributed::LaunchOptions lo;

@@ -212,3 +212,34 @@ TEST_CASE("two nodes on one machine (--nnodes 2 with one rank each) equal one pr
   CHECK(metric_values(m2, "train", "loss").size() == 60);
   check_close(m1, m2, 1e-5);
 }
+
+TEST_CASE("ranks started by srun or mpirun (their environments set by hand) equal one process", "[integration][dist]") {
+  fs::path d = fresh_dir("ddp_cluster");
+  write(d / "ddp.toml", kDdpConfig);
+  Result one = trainer(d, "run ddp.toml --set run.name=one --set train.steps=40");
+  REQUIRE(one.code == 0);
+  const std::string m1 = read(d / "runs/one/metrics.jsonl");
+  // what srun gives each task (MASTER_ADDR from the node list, MASTER_PORT from the job id), and
+  // what mpirun gives (with the rendezvous address passed by -x)
+  const std::string slurm = "SLURM_NTASKS=2 SLURM_TASKS_PER_NODE=2 SLURM_NODEID=0 SLURM_JOB_NODELIST=localhost "
+                            "SLURM_JOB_ID=$((4000 + $$ % 9000)) SLURM_PROCID=R SLURM_LOCALID=R";
+  const std::string mpi = "OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_SIZE=2 MASTER_ADDR=127.0.0.1 "
+                          "MASTER_PORT=$((21000 + $$ % 20000)) OMPI_COMM_WORLD_RANK=R OMPI_COMM_WORLD_LOCAL_RANK=R";
+  for (const auto& [name, vars] : {std::pair{"slurm", slurm}, std::pair{"mpi", mpi}}) {
+    DYNAMIC_SECTION(name) {
+      auto rank = [&](const char* r) {
+        return std::regex_replace(vars, std::regex("=R\\b"), std::string("=") + r) + " '" TRAINER_BINARY "' run ddp.toml " +
+               "--set run.name=" + name + " --set train.steps=40 --set log.progress=lines";
+      };
+      Result r = shell(d, "(env " + rank("1") + " > rank1.log 2>&1; echo $? > rank1.rc) & env " + rank("0") +
+                              "; rc=$?; wait; exit $rc");
+      INFO(r.out << "\nrank 1:\n" << read(d / "rank1.log"));
+      REQUIRE(r.code == 0);
+      CHECK(read(d / "rank1.rc") == "0\n");
+      CHECK_THAT(r.out, Contains("2 ranks"));
+      const std::string m2 = read(d / "runs" / name / "metrics.jsonl");
+      CHECK(metric_values(m2, "train", "loss").size() == 40);
+      check_close(m1, m2, 1e-5);
+    }
+  }
+}

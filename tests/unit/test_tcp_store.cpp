@@ -372,11 +372,86 @@ TEST_CASE("GlooStore: Gloo's full-mesh rendezvous and an allreduce over the TCP 
   CHECK_THROWS_WITH(g.wait({"1"}, std::chrono::milliseconds(50)), Contains("[pg1/1]"));
 }
 
+namespace {
+// every variable read_dist_env reads, unset for the test
+void clear_rank_env(EnvGuard& env) {
+  for (const char* k : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                        "TRAINER_STORE_TOKEN", "TRAINER_RESTART_COUNT", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+                        "SLURM_NODEID", "SLURM_TASKS_PER_NODE", "SLURM_STEP_TASKS_PER_NODE", "SLURM_JOB_NODELIST",
+                        "SLURM_STEP_NODELIST", "SLURM_JOB_ID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                        "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"})
+    env.set(k, std::nullopt);
+}
+}  // namespace
+
+TEST_CASE("read_dist_env: srun's and mpirun's task variables as torchrun's", "[dist]") {
+  EnvGuard env;
+  clear_rank_env(env);
+  SECTION("srun: rank, size, local rank and size at this node, the first host and a port from the job id") {
+    env.set("SLURM_PROCID", "3");
+    env.set("SLURM_NTASKS", "5");
+    env.set("SLURM_LOCALID", "0");
+    env.set("SLURM_NODEID", "2");
+    env.set("SLURM_TASKS_PER_NODE", "2(x2),1");
+    env.set("SLURM_JOB_NODELIST", "gpu[07-09],cpu1");
+    env.set("SLURM_JOB_ID", "123456");
+    CHECK(started_as_rank());
+    DistEnv e = read_dist_env();
+    CHECK(e.active());
+    CHECK(e.rank == 3);
+    CHECK(e.world_size == 5);
+    CHECK(e.local_rank == 0);
+    CHECK(e.local_world_size == 1);
+    CHECK(e.master_addr == "gpu07");
+    CHECK(e.master_port == 20000 + 123456 % 20000);
+    CHECK_THAT(e.source, Contains("srun"));
+    env.set("MASTER_ADDR", "10.1.1.1");  // given ones win
+    env.set("MASTER_PORT", "29400");
+    e = read_dist_env();
+    CHECK(e.master_addr == "10.1.1.1");
+    CHECK(e.master_port == 29400);
+    env.set("SLURM_PROCID", "5");
+    CHECK_THROWS_WITH(read_dist_env(), Contains("SLURM_PROCID=5") && Contains("out of range"));
+  }
+  SECTION("a single srun task, or sbatch's one script, is one process") {
+    env.set("SLURM_PROCID", "0");
+    env.set("SLURM_NTASKS", "1");
+    CHECK_FALSE(started_as_rank());
+    CHECK_FALSE(read_dist_env().active());
+  }
+  SECTION("mpirun: OMPI_COMM_WORLD_*, with MASTER_ADDR and MASTER_PORT required") {
+    env.set("OMPI_COMM_WORLD_RANK", "1");
+    env.set("OMPI_COMM_WORLD_SIZE", "2");
+    env.set("OMPI_COMM_WORLD_LOCAL_RANK", "1");
+    env.set("OMPI_COMM_WORLD_LOCAL_SIZE", "2");
+    CHECK(started_as_rank());
+    CHECK_THROWS_WITH(read_dist_env(), Contains("mpirun -x MASTER_ADDR"));
+    env.set("MASTER_ADDR", "127.0.0.1");
+    env.set("MASTER_PORT", "29500");
+    DistEnv e = read_dist_env();
+    CHECK(e.rank == 1);
+    CHECK(e.world_size == 2);
+    CHECK(e.local_rank == 1);
+    CHECK(e.local_world_size == 2);
+    CHECK_THAT(e.source, Contains("mpirun"));
+    // torchrun's variables, where both are set, win
+    env.set("RANK", "0");
+    env.set("WORLD_SIZE", "2");
+    CHECK(read_dist_env().rank == 0);
+  }
+  SECTION("first_host of SLURM node lists") {
+    CHECK(first_host("node01") == "node01");
+    CHECK(first_host("a,b") == "a");
+    CHECK(first_host("nid[001-004]") == "nid001");
+    CHECK(first_host("node[3,5-7],x") == "node3");
+    CHECK(first_host("rack1-n[12-13]-ib,rack2-n1") == "rack1-n12-ib");
+    CHECK_THROWS_WITH(first_host("n[1-2"), Contains("unbalanced"));
+  }
+}
+
 TEST_CASE("read_dist_env: torchrun's variables, defaults and clear errors", "[dist]") {
   EnvGuard env;
-  for (const char* k : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                        "TRAINER_STORE_TOKEN", "TRAINER_RESTART_COUNT"})
-    env.set(k, std::nullopt);
+  clear_rank_env(env);
   SECTION("nothing set: one process") {
     DistEnv e = read_dist_env();
     CHECK_FALSE(e.active());
