@@ -74,8 +74,7 @@ void summary(const std::string& path) {
   } else {
     config::RunConfig c = config::load_run_config(path);
     if (c.model.is_inline) {
-      TomlTable mt(*c.model.inline_model, path, "[model]");
-      m = nn::build_model(mt);
+      m = nn::build_model(config::inline_model_table(c));
     } else {
       m = nn::load_model_file(c.model.file);
     }

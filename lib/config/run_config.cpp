@@ -75,7 +75,39 @@ void load_run(RunConfig& c, const TomlTable& t) {
   t.finish();
 }
 
+// [model] init, strict, prefix: the starting weights (beside the model file or the inline layers).
+void load_model_init(RunConfig& c, const TomlTable& t) {
+  auto& m = c.model;
+  if (t.has("init")) m.init = resolve_path(t.get_string("init"), fs::path(c.path).parent_path().string());
+  m.strict = t.get_bool("strict", m.strict);
+  if (const toml::node* p = t.node("prefix")) {
+    if (p->is_string()) {
+      m.prefix = {{p->value<std::string>().value(), ""}};
+    } else if (const toml::table* pt = p->as_table()) {
+      for (auto&& [from, to] : *pt) {
+        if (!to.is_string()) t.fail("prefix", str("maps '", from.str(), "' to a non-string; expected { \"from.\" = \"to.\" }"));
+        m.prefix.emplace_back(std::string(from.str()), to.value<std::string>().value());
+      }
+    } else {
+      t.fail("prefix", "must be a string (removed from the file's keys) or a table { \"from.\" = \"to.\" }");
+    }
+  }
+  if (m.init.empty() && (t.has("strict") || t.has("prefix")))
+    t.fail(t.has("strict") ? "strict" : "prefix", "applies to starting weights: set init = \"weights.safetensors\" too");
+}
+
+}  // namespace
+
+TomlTable inline_model_table(const RunConfig& c) {
+  TomlTable t(*c.model.inline_model, c.path, "[model]");
+  for (const char* k : {"init", "strict", "prefix"}) t.has(k);
+  return t;
+}
+
+namespace {
+
 void load_model(RunConfig& c, const TomlTable& t) {
+  load_model_init(c, t);
   if (t.has("file")) {
     c.model.file = resolve_path(t.get_string("file"), fs::path(c.path).parent_path().string());
     t.finish();
@@ -294,7 +326,17 @@ std::string to_toml(const RunConfig& c) {
   if (c.run.allow_tf32) run.insert("allow_tf32", *c.run.allow_tf32);
   root.insert("run", std::move(run));
   if (c.model.is_inline) root.insert("model", *c.model.inline_model);
-  else root.insert("model", toml::table{{"file", c.model.file}});
+  else {
+    toml::table model{{"file", c.model.file}};
+    if (!c.model.init.empty()) {
+      model.insert("init", c.model.init);
+      model.insert("strict", c.model.strict);
+      toml::table prefix;
+      for (const auto& [from, to] : c.model.prefix) prefix.insert(from, to);
+      if (!prefix.empty()) model.insert("prefix", std::move(prefix));
+    }
+    root.insert("model", std::move(model));
+  }
   root.insert("data", data_toml(c.data));
   toml::table optimizer = c.optimizer.resolved;
   if (c.optimizer.groups) optimizer.insert("groups", *c.optimizer.groups);

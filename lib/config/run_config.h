@@ -38,6 +38,13 @@ struct ModelSection {
   // or the layers inline: input, input_dtype, layers (a table of RunConfig::source)
   const toml::table* inline_model = nullptr;
   bool is_inline = false;
+  // Starting weights: a safetensors file (a torch state_dict saved with safetensors.torch.save_file,
+  // or an export), loaded after the model is built and initialised; resolved like `file`.
+  std::string init;
+  bool strict = true;  // false: missing and unexpected keys are warnings that list them
+  // Renames of the file's key prefixes before loading, in order, the first that applies: from -> to
+  // (prefix = "module." strips DDP's prefix; prefix = { "backbone." = "features." } renames).
+  std::vector<std::pair<std::string, std::string>> prefix;
 };
 
 // The common keys of [data]; the rest of the table belongs to the dataset's builder
@@ -159,5 +166,8 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
 void apply_override(toml::table& t, const std::string& assignment);
 // The resolved config (every key, defaults included) as TOML; complete once the run is set up.
 std::string to_toml(const RunConfig& c);
+// An inline [model] as the model builder reads it: the run config's own keys of the section
+// (init, strict, prefix) already read, so that the builder's unknown-key check passes them.
+TomlTable inline_model_table(const RunConfig& c);
 
 }  // namespace tr::config

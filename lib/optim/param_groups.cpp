@@ -52,6 +52,14 @@ bool rule_selects(const GroupRule& r, const NamedParam& p) {
   return selected && attr_ok;
 }
 
+// An empty default group is expected where frozen rules took the parameters no other rule did
+// (fine-tuning only a head): no warning then.
+bool frozen_claims_rest(const std::vector<GroupRule>& rules, const std::vector<ParamGroup>& groups) {
+  for (size_t i = 0; i < rules.size(); ++i)
+    if (rules[i].frozen && !groups[i + 1].params.empty()) return true;
+  return false;
+}
+
 }  // namespace
 
 std::string normalize_kind(const std::string& kind) {
@@ -109,11 +117,30 @@ std::vector<ParamGroup> build_param_groups(const nn::Module& model, const std::v
     groups[owner + 1].params.push_back(p.t);
   }
   for (auto& g : groups)
-    if (g.params.empty())
+    if (g.params.empty() && !(g.name == "default" && frozen_claims_rest(rules, groups)))
       warn(params.empty()          ? str("param group '", g.name, "' is empty: the model has no parameters")
            : g.name == "default" ? std::string("param group 'default' is empty: the rules claim every parameter")
                                  : str("param group '", g.name, "' is empty: no parameter matches its rule"));
-  return groups;
+  std::vector<ParamGroup> trainable{std::move(groups[0])};
+  for (size_t i = 0; i < rules.size(); ++i)
+    if (!rules[i].frozen) trainable.push_back(std::move(groups[i + 1]));
+  return trainable;
+}
+
+int64_t freeze_parameters(const nn::Module& model, const std::vector<GroupRule>& rules) {
+  std::vector<NamedParam> params;
+  std::set<TensorImpl*> seen;
+  std::set<std::string> kinds;
+  collect(model, "", seen, params, kinds);
+  int64_t n = 0;
+  for (auto& p : params)
+    for (auto& r : rules)
+      if (r.frozen && rule_selects(r, p)) {
+        p.t.requires_grad_(false);
+        ++n;
+        break;
+      }
+  return n;
 }
 
 std::vector<GroupRule> parse_group_rules(const toml::array& groups, const std::string& file,
@@ -133,7 +160,10 @@ std::vector<GroupRule> parse_group_rules(const toml::array& groups, const std::s
     if (t.has("match")) r.match = t.get_strings("match");
     if (t.has("modules")) r.modules = t.get_strings("modules");
     if (t.has("param_names")) r.param_names = t.get_strings("param_names");
+    r.frozen = t.get_bool("frozen", false);
     r.options = read_hyperparameters(t, type, /*with_defaults=*/false);
+    if (r.frozen && !r.options.empty())
+      t.fail("frozen", "parameters get no optimizer step: a frozen group takes no hyperparameters");
     t.finish();
     if (r.match.empty() && r.modules.empty() && r.param_names.empty())
       throw Error(str(t.location(), ": ", t.what(), " selects no parameters: give match, modules or param_names"));

@@ -33,6 +33,9 @@ struct GroupRule {
   std::vector<std::string> param_names;
   // The group's hyperparameters (Options keys: lr, momentum, beta1, beta2, ...).
   Options options;
+  // The parameters are frozen: requires_grad false (no gradient, no DDP bucket), and the group is
+  // left out of the optimizer (no state), as torch users exclude frozen parameters.
+  bool frozen = false;
 };
 
 // A parameter belongs to a rule when (its name matches one of `match` or its owner's kind one of
@@ -42,8 +45,12 @@ struct GroupRule {
 // model order. A parameter claimed by two rules is an error naming it and both groups; an empty
 // group and a `match` glob that matches no parameter are warnings (appended to `warnings`).
 // A `modules` name without wildcards that is no known layer type or class name is an error.
+// Frozen rules' groups are not in the result (their parameters are still claimed).
 std::vector<ParamGroup> build_param_groups(const nn::Module& model, const std::vector<GroupRule>& rules,
                                            std::vector<std::string>* warnings = nullptr);
+
+// Sets requires_grad false on the parameters of the frozen rules; returns how many.
+int64_t freeze_parameters(const nn::Module& model, const std::vector<GroupRule>& rules);
 
 // Parses [[optimizer.groups]] tables: name, match, modules, param_names and any hyperparameter of
 // the registered optimizer `optimizer_type` in its TOML form (optim/optimizer_registry.h); another

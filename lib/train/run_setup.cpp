@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <set>
+#include "io/safetensors.h"
 #include "core/cuda_hooks.h"
 #include "core/rng.h"
 #include "data/transforms.h"
@@ -34,8 +36,45 @@ Device pick_device(const std::string& spec, const distributed::DistEnv& env, con
 
 nn::Model build_model(const config::RunConfig& cfg) {
   if (!cfg.model.is_inline) return nn::load_model_file(cfg.model.file);
-  TomlTable t(*cfg.model.inline_model, cfg.path, "[model]");
-  return nn::build_model(t);
+  return nn::build_model(config::inline_model_table(cfg));
+}
+
+// [model] init: the starting weights, keys renamed by `prefix`, loaded strictly unless asked not to
+// (then the keys that did not match are listed). Errors name the file and the config.
+void load_initial_weights(nn::Module& net, const config::RunConfig& cfg) {
+  const auto& m = cfg.model;
+  nn::StateDict sd;
+  std::set<std::string> seen;
+  for (auto& [name, t] : io::load_safetensors(m.init)) {
+    std::string key = name;
+    for (const auto& [from, to] : m.prefix)
+      if (key.rfind(from, 0) == 0) {
+        key = to + key.substr(from.size());
+        break;
+      }
+    TR_CHECK(seen.insert(key).second, cfg.path, ": [model] prefix maps two tensors of ", m.init, " to '", key, "'");
+    sd.emplace_back(key, t);
+  }
+  nn::LoadResult r;
+  try {
+    r = net.load_state_dict(sd, m.strict);
+  } catch (const Error& e) {
+    throw Error(str(cfg.path, ": [model] init = \"", m.init, "\": ", e.what(),
+                    m.strict ? " (strict = false loads the keys that match)" : ""));
+  }
+  if (!r.missing_keys.empty())
+    std::fprintf(stderr, "warning: %s: [model] init: %zu of the model's tensors are not in %s and keep their initial "
+                 "values: %s\n", cfg.path.c_str(), r.missing_keys.size(), m.init.c_str(), str(r.missing_keys).c_str());
+  if (!r.unexpected_keys.empty())
+    std::fprintf(stderr, "warning: %s: [model] init: %zu tensors of %s match no model tensor and are ignored: %s\n",
+                 cfg.path.c_str(), r.unexpected_keys.size(), m.init.c_str(), str(r.unexpected_keys).c_str());
+}
+
+// [[optimizer.groups]] frozen = true: those parameters stop requiring grad before DDP and the
+// optimizer see the model, so they get no gradient, no bucket and no optimizer state.
+void freeze_groups(const config::RunConfig& cfg, nn::Module& model) {
+  if (!cfg.optimizer.groups) return;
+  optim::freeze_parameters(model, optim::parse_group_rules(*cfg.optimizer.groups, cfg.path, cfg.optimizer.type));
 }
 
 // The registered dataset of [data], its samples checked against the model's input.
@@ -162,6 +201,8 @@ Run::Run(config::RunConfig c) : cfg(std::move(c)), env(distributed::read_dist_en
   backends::fusion().enabled = cfg.run.fused_ops;
   manual_seed(uint64_t(cfg.run.seed));
   model = build_model(cfg);
+  if (!cfg.model.init.empty()) load_initial_weights(*model.net, cfg);
+  freeze_groups(cfg, *model.net);
   // [data]: the dataset's keys and transforms are read here, recorded in cfg.data.resolved
   TomlTable data_table = *cfg.data.table;
   data_table.record_into(cfg.data.resolved);

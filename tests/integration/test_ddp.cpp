@@ -243,3 +243,13 @@ TEST_CASE("ranks started by srun or mpirun (their environments set by hand) equa
     }
   }
 }
+
+TEST_CASE("a frozen param group on two ranks: no bucket for it, the run equals one process", "[integration][dist]") {
+  fs::path d = fresh_dir("ddp_frozen");
+  write(d / "ddp.toml", std::string(kDdpConfig) + "[[optimizer.groups]]\nname = \"first\"\nmatch = [\"0.*\"]\nfrozen = true\n");
+  auto [m1, m2] = one_and_two_ranks(d, "frozen", "--set train.steps=40");
+  CHECK(metric_values(m1, "train", "loss").size() == 40);
+  check_close(m1, m2, 1e-5);
+  // one lr per trainable group: the frozen one is not in the optimizer
+  CHECK(metric_lrs(m1).front().size() == 1);
+}
