@@ -125,6 +125,10 @@ struct DistSection {
   bool find_unused_parameters = false;
   bool broadcast_buffers = true;
   double timeout_s = 300;  // a collective or the rendezvous taking longer is an error naming the rank
+  // The hang watchdog (distributed/hang_watchdog.h): a step (or eval, checkpoint) running longer than
+  // hang_timeout_s and than hang_factor x the median step stops every rank with a report; 0: off.
+  double hang_timeout_s = 300;
+  double hang_factor = 10;
 };
 
 // Automatic mixed precision: the forward and loss under autocast, backward through a GradScaler.

@@ -116,6 +116,7 @@ void DistributedDataParallel::launch(Bucket& b) {
     if (!(g.is_contiguous() && g.raw_data() == dst.raw_data())) dst.copy_(g.reshape({-1}));
     if (scale != 1.0) dst.mul_(scale);
   }
+  pg_.label_next(str("DDP bucket ", &b - buckets_.data(), " of ", buckets_.size(), " (", b.params.size(), " parameters)"));
   b.work = pg_.allreduce_async(b.flat, ReduceOp::SUM);
 }
 

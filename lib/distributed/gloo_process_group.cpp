@@ -13,6 +13,8 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 #include <cctype>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <condition_variable>
 #include <deque>
@@ -104,6 +106,8 @@ struct GlooProcessGroup::Impl {
 
   void rendezvous(const ProcessGroupOptions& o);
   std::shared_ptr<Work> submit(std::string name, std::function<void(uint32_t)> run);
+  void stall_for_test(uint64_t tag);
+  std::string activity();
   void comm_loop();
   void monitor_loop();
   std::string explain(const GlooWork& w, const std::string& gloo_msg, int64_t elapsed_ms);
@@ -142,6 +146,7 @@ struct GlooProcessGroup::Impl {
   std::deque<std::shared_ptr<GlooWork>> queue;
   uint64_t next_tag = 1;
   uint64_t running_tag = 0;  // 0: none
+  std::string running_name;
   Clock::time_point running_since;
   uint64_t announced_tag = 0;
   bool stop = false;
@@ -203,6 +208,27 @@ void GlooProcessGroup::Impl::rendezvous(const ProcessGroupOptions& o) {
   shm = ShmAllreduce::create(store, prefix, rank, size, timeout);
 }
 
+// TR_TEST_STALL_COLLECTIVE=<rank>:<tag>: that rank's collective of that tag (the n-th it issues)
+// never finishes, as a rank stuck inside a collective: the hang watchdog's test. Nothing else reads it.
+void GlooProcessGroup::Impl::stall_for_test(uint64_t tag) {
+  static const std::string spec = [] {
+    const char* v = std::getenv("TR_TEST_STALL_COLLECTIVE");
+    return std::string(v ? v : "");
+  }();
+  if (spec.empty() || spec != str(rank, ":", tag)) return;
+  std::unique_lock<std::mutex> l(mu);
+  cv.wait(l, [&] { return stop; });
+}
+
+std::string GlooProcessGroup::Impl::activity() {
+  std::lock_guard<std::mutex> g(mu);
+  if (running_tag == 0) return queue.empty() ? "" : str(queue.size(), " collective(s) queued, none running");
+  const double s = std::chrono::duration<double>(Clock::now() - running_since).count();
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.1f", s);
+  return str("gloo ", running_name, ", running for ", secs, " s", queue.empty() ? "" : str(", ", queue.size(), " queued behind it"));
+}
+
 std::shared_ptr<Work> GlooProcessGroup::Impl::submit(std::string name, std::function<void(uint32_t)> run) {
   std::lock_guard<std::mutex> g(mu);
   TR_CHECK(!stop, "gloo ", name, ": the process group is shutting down");
@@ -229,8 +255,10 @@ void GlooProcessGroup::Impl::comm_loop() {
         continue;
       }
       running_tag = w->tag;
+      running_name = w->name;
       running_since = Clock::now();
     }
+    stall_for_test(w->tag);
     cv.notify_all();  // wakes the monitor
     std::exception_ptr err;
     const auto t0 = Clock::now();
@@ -342,7 +370,7 @@ std::shared_ptr<Work> GlooProcessGroup::allreduce_async(Tensor& t, ReduceOp op) 
                          dtype_name(dt));
   if (size_ == 1) return std::make_shared<DoneWork>();
   Impl* im = impl_.get();
-  return impl_->submit(std::move(name), [im, t, op, dt, n](uint32_t tag) {
+  return impl_->submit(name + take_label(), [im, t, op, dt, n](uint32_t tag) {
     if (n == 0) return;
     void* p = t.raw_data();
     switch (dt) {
@@ -379,7 +407,7 @@ std::shared_ptr<Work> GlooProcessGroup::broadcast_async(Tensor& t, int root) {
   const size_t bytes = size_t(t.numel()) * t.element_size();
   if (size_ == 1) return std::make_shared<DoneWork>();
   Impl* im = impl_.get();
-  return impl_->submit(str("broadcast of ", format_bytes(bytes), " ", dtype_name(t.dtype()), " from rank ", root),
+  return impl_->submit(str("broadcast of ", format_bytes(bytes), " ", dtype_name(t.dtype()), " from rank ", root, take_label()),
                        [im, t, root, bytes](uint32_t tag) {
                          if (bytes == 0) return;
                          if (im->shm) return im->shm->broadcast(t.raw_data(), bytes, root);
@@ -405,7 +433,7 @@ std::shared_ptr<Work> GlooProcessGroup::allgather_async(const Tensor& t, std::ve
     return std::make_shared<DoneWork>();
   }
   Impl* im = impl_.get();
-  return impl_->submit(str("allgather of ", format_bytes(bytes), " ", dtype_name(t.dtype()), " per rank"),
+  return impl_->submit(str("allgather of ", format_bytes(bytes), " ", dtype_name(t.dtype()), " per rank", take_label()),
                        [im, t, flat, bytes](uint32_t tag) {
                          if (bytes == 0) return;
                          gloo::AllgatherOptions o(im->ctx);
@@ -417,10 +445,12 @@ std::shared_ptr<Work> GlooProcessGroup::allgather_async(const Tensor& t, std::ve
                        });
 }
 
+std::string GlooProcessGroup::activity() const { return impl_->activity(); }
+
 std::shared_ptr<Work> GlooProcessGroup::barrier_async() {
   if (size_ == 1) return std::make_shared<DoneWork>();
   Impl* im = impl_.get();
-  return impl_->submit("barrier", [im](uint32_t tag) {
+  return impl_->submit("barrier" + take_label(), [im](uint32_t tag) {
     gloo::BarrierOptions o(im->ctx);
     o.setTag(tag);
     o.setTimeout(im->timeout);

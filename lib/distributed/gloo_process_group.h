@@ -25,6 +25,7 @@ class GlooProcessGroup : public ProcessGroup {
   std::shared_ptr<Work> broadcast_async(Tensor& t, int root) override;
   std::shared_ptr<Work> allgather_async(const Tensor& t, std::vector<Tensor>& out) override;
   std::shared_ptr<Work> barrier_async() override;
+  std::string activity() const override;
 
   struct Impl;
 

@@ -66,6 +66,13 @@ class ProcessGroup {
   std::vector<Tensor> allgather(const Tensor& t);
   void barrier() { barrier_async()->wait(); }
 
+  // A label for the next collective this thread issues ("DDP bucket 2 of 3"), added to its name in
+  // errors and in activity().
+  void label_next(std::string label) { next_label_ = std::move(label); }
+  // What the group is doing now, for the hang watchdog: the running collective's name and for how
+  // long, and how many are queued behind it; "" when none runs. Safe from any thread.
+  virtual std::string activity() const { return ""; }
+
  protected:
   // Common argument checks; `what` names the collective in the message.
   void check_tensor(const Tensor& t, const char* what, DeviceType expected) const;
@@ -73,9 +80,17 @@ class ProcessGroup {
   // allreduce's checks on top of check_tensor: avg needs a floating tensor, bool takes max/min.
   void check_allreduce(const Tensor& t, ReduceOp op, DeviceType expected) const;
 
+  // ", <label>" for the collective being issued (then cleared), "" without one
+  std::string take_label() {
+    std::string l = next_label_.empty() ? "" : ", " + next_label_;
+    next_label_.clear();
+    return l;
+  }
+
   int rank_;
   int size_;
   std::chrono::milliseconds timeout_;
+  std::string next_label_;
 };
 
 struct ProcessGroupOptions {

@@ -109,6 +109,14 @@ void init_distributed(Run& r) {
   o.broadcast_buffers = dc.broadcast_buffers;
   o.find_unused_parameters = dc.find_unused_parameters;
   r.ddp = std::make_unique<distributed::DistributedDataParallel>(*r.model.net, *r.pg, o);
+  if (dc.hang_timeout_s > 0) {
+    distributed::HangWatchdogOptions wo;
+    wo.timeout_s = dc.hang_timeout_s;
+    wo.factor = dc.hang_factor;
+    wo.key_prefix = po.prefix + "/watchdog";
+    auto own = std::make_unique<distributed::TCPStore>(r.env.master_addr, r.env.master_port, r.env.token, po.timeout);
+    r.watchdog = std::make_unique<distributed::HangWatchdog>(std::move(own), *r.pg, wo);
+  }
 }
 
 // [train] ema_decay: a second model of the same definition that AveragedModel keeps the average

@@ -13,6 +13,7 @@
 #include "data/dataset_registry.h"
 #include "distributed/ddp.h"
 #include "distributed/env.h"
+#include "distributed/hang_watchdog.h"
 #include "distributed/process_group.h"
 #include "distributed/tcp_store.h"
 #include "nn/model_file.h"
@@ -38,6 +39,7 @@ struct Run {
   std::unique_ptr<distributed::Store> store;
   std::unique_ptr<distributed::ProcessGroup> pg;
   std::unique_ptr<distributed::DistributedDataParallel> ddp;
+  std::unique_ptr<distributed::HangWatchdog> watchdog;  // [dist] hang_timeout_s > 0 with several ranks
   std::unique_ptr<optim::Optimizer> optimizer;
   amp::GradScaler scaler{amp::GradScalerOptions{.enabled = false}};
   std::unique_ptr<data::DataLoader> loader;  // the training loader: batch_size samples a micro-batch

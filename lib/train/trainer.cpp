@@ -24,8 +24,9 @@ namespace tr::train {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-void Trainer::allreduce_sum(std::vector<double>& values) {
+void Trainer::allreduce_sum(std::vector<double>& values, const char* what) {
   if (!run_.pg) return;
+  run_.pg->label_next(what);
   Tensor t = from_vector(values, {int64_t(values.size())}, DType::F64).to(run_.pg->device());
   run_.pg->allreduce(t, distributed::ReduceOp::SUM);
   values = t.tolist();
@@ -82,7 +83,7 @@ EvalResult Trainer::evaluate(nn::Module& net) {
   net.train(was_training);
   allocator_for(kCPU).empty_cache();
   std::vector<double> sums{loss_sum, double(correct), double(count)};
-  allreduce_sum(sums);
+  allreduce_sum(sums, "the eval sums");
   loss_sum = sums[0];
   correct = int64_t(sums[1]);
   count = int64_t(sums[2]);
@@ -209,6 +210,7 @@ bool Trainer::next_micro_batches(std::vector<data::Batch>& micro) {
 }
 
 void Trainer::eval_and_log(Loop& l) {
+  if (run_.watchdog) run_.watchdog->begin(str("eval after step ", l.step));
   flush_steps(0);  // the train lines before the eval line
   EvalResult e = evaluate();
   l.result.last_eval = last_eval_ = e;
@@ -245,7 +247,7 @@ int agreed_signal(double summed, int local_signal) { return summed > 0 ? (local_
 int Trainer::agree_signal(int local_signal) {
   if (!run_.pg) return local_signal;
   std::vector<double> v{double(local_signal)};
-  allreduce_sum(v);
+  allreduce_sum(v, "the stop signal");
   return agreed_signal(v[0], local_signal);
 }
 
@@ -260,7 +262,7 @@ int Trainer::flush_steps(int local_signal) {
   // one small collective: the losses summed over the ranks, and whether any rank was signalled
   // (every rank must stop after the same step, or the others would wait in a collective)
   v.push_back(double(local_signal));
-  allreduce_sum(v);
+  allreduce_sum(v, "the steps' losses and the stop signal");
   for (size_t i = 0; i < pending_.size(); ++i) {
     const PendingStep& p = pending_[i];
     TR_CHECK(std::isfinite(v[i]), "training diverged: the loss is ", v[i], " at step ", p.step, " (epoch ", p.epoch,
@@ -349,6 +351,7 @@ bool Trainer::train_epoch(Loop& l, StopSignal& stop) {
   std::vector<data::Batch> micro;
   while (l.step < run_.total_steps && next_micro_batches(micro)) {
     if (!startup_s_) startup_s_ = seconds_since_process_start();
+    if (run_.watchdog) run_.watchdog->begin(str("step ", l.step + 1), l.step + 1);
     StepResult sr;
     if (step_flops_ < 0) {  // the first step of this process: count its FLOPs for MFU
       FlopCounter counter;
@@ -379,6 +382,7 @@ bool Trainer::end_epoch(Loop& l) {
 }
 
 void Trainer::finish(Loop& l) {
+  if (run_.watchdog) run_.watchdog->begin(str("the end of the run after step ", l.step));
   const auto& ck = run_.cfg.checkpoint;
   const bool stopped = l.result.stopped_by_signal || l.result.stopped_at_step;
   if (!stopped && ck.save_final && !l.saved_last && l.step > l.start.step)

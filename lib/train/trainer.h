@@ -105,8 +105,8 @@ class Trainer {
   void log_record(const std::string& json);
   // [log] histograms_every: each parameter's values and gradient as TensorBoard histograms
   void log_histograms(int64_t step);
-  // Sums `values` over the ranks (a no-op in a single process).
-  void allreduce_sum(std::vector<double>& values);
+  // Sums `values` over the ranks (a no-op in a single process); `what` names the collective.
+  void allreduce_sum(std::vector<double>& values, const char* what);
   // The steps whose losses are still on the device: read back together at log points, evals,
   // checkpoints and stops (every step on the CPU), so a GPU step never waits for the host.
   struct PendingStep {

@@ -22,6 +22,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 void Trainer::save_checkpoint(const TrainPosition& pos) {
+  if (run_.watchdog) run_.watchdog->begin(str("checkpoint at step ", pos.step));
   flush_steps(0);  // the progress window it saves
   // keep_best: this checkpoint holds the best eval so far when the eval just before it improved
   bool is_best = false;

@@ -1,5 +1,6 @@
 // Data-parallel runs through the real binary: --nproc 2 equals one process with the same global
 // batch, resume across world sizes, a killed rank, a rank that never joins.
+#include <chrono>
 #include <cmath>
 #include "integration/cli_harness.h"
 
@@ -252,4 +253,21 @@ TEST_CASE("a frozen param group on two ranks: no bucket for it, the run equals o
   check_close(m1, m2, 1e-5);
   // one lr per trainable group: the frozen one is not in the optimizer
   CHECK(metric_lrs(m1).front().size() == 1);
+}
+
+TEST_CASE("a rank stuck inside a collective: the hang watchdog names it, every rank stops", "[integration][dist][errors]") {
+  fs::path d = fresh_dir("ddp_hang");
+  write(d / "ddp.toml", kDdpConfig);
+  // rank 1's 30th collective never finishes (a test hook of the Gloo group); hang_timeout_s = 3
+  const auto t0 = std::chrono::steady_clock::now();
+  Result r = shell(d, "TR_TEST_STALL_COLLECTIVE=1:30 timeout 120 '" TRAINER_BINARY
+                      "' run ddp.toml --nproc 2 --set run.name=hang --set dist.hang_timeout_s=3; echo rc=$?");
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(r.out);
+  CHECK_THAT(r.out, Contains("rc=3"));
+  CHECK_THAT(r.out, Contains("hang watchdog") && Contains("hang_timeout_s = 3.0 s") && Contains("rank 1 (pid") &&
+                        Contains("last completed step") && Contains("(tag 30)"));
+  CHECK(secs < 3 + 5 + 10);  // start-up and the steps before the stall are a few seconds
+  Result left = shell(d, "pgrep -f 'run.name=han[g]' | wc -l");
+  CHECK(left.out == "0\n");
 }

@@ -1,0 +1,134 @@
+#include "distributed/hang_watchdog.h"
+#include <unistd.h>
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include "core/error.h"
+
+namespace tr::distributed {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string key(const std::string& prefix, int rank) { return str(prefix, "/", rank); }
+
+std::string fixed1(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f", v);
+  return b;
+}
+
+}  // namespace
+
+HangWatchdog::HangWatchdog(std::unique_ptr<Store> store, const ProcessGroup& pg, HangWatchdogOptions o)
+    : store_(std::move(store)), pg_(pg), o_(std::move(o)) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+HangWatchdog::~HangWatchdog() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void HangWatchdog::begin(std::string phase, int64_t step) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (step_ > 0) {  // the step that ends here
+    last_done_ = step_;
+    step_seconds_.push_back(seconds_since(since_));
+    if (step_seconds_.size() > 100) step_seconds_.erase(step_seconds_.begin());
+  }
+  phase_ = std::move(phase);
+  step_ = step;
+  since_ = Clock::now();
+}
+
+std::string HangWatchdog::status_json() {
+  nlohmann::json j;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    j["phase"] = phase_;
+    j["phase_s"] = seconds_since(since_);
+    j["last_step"] = last_done_;
+  }
+  j["rank"] = pg_.rank();
+  j["pid"] = int64_t(::getpid());
+  char host[256] = "?";
+  ::gethostname(host, sizeof host - 1);
+  j["host"] = host;
+  j["collective"] = pg_.activity();
+  return j.dump();
+}
+
+std::string HangWatchdog::report(const std::vector<std::string>& statuses, double timeout_s, const std::string& phase) {
+  std::string r = str("hang watchdog: '", phase, "' has run for more than hang_timeout_s = ", fixed1(timeout_s),
+                      " s; the ranks' last status (each published once a second):");
+  for (size_t i = 0; i < statuses.size(); ++i) {
+    if (statuses[i].empty()) {
+      r += str("\n  rank ", i, ": no status (its watchdog never reported: it died or is stuck before it started)");
+      continue;
+    }
+    const nlohmann::json j = nlohmann::json::parse(statuses[i]);
+    const std::string coll = j.value("collective", "");
+    r += str("\n  rank ", i, " (pid ", j.value("pid", 0), " on ", j.value("host", "?"), "): in ", j.value("phase", "?"),
+             " for ", fixed1(j.value("phase_s", 0.0)), " s, last completed step ", j.value("last_step", 0), "; ",
+             coll.empty() ? std::string("in no collective (computing, or stuck outside the process group)")
+                          : "in " + coll);
+  }
+  return r + str("\n  stopping every rank (exit status ", kHangExitStatus, ")");
+}
+
+void HangWatchdog::stop_group(const std::string& phase, double elapsed) {
+  const int rank = pg_.rank(), size = pg_.size();
+  if (rank == 0) {
+    std::vector<std::string> statuses(static_cast<size_t>(size));
+    for (int r = 0; r < size; ++r) {
+      try {
+        store_->wait({key(o_.key_prefix + "/status", r)}, std::chrono::milliseconds(2000));
+        const Bytes b = store_->get(key(o_.key_prefix + "/status", r));
+        statuses[size_t(r)] = std::string(b.begin(), b.end());
+      } catch (...) {
+      }
+    }
+    std::fprintf(stderr, "error: %s\n", report(statuses, o_.timeout_s, phase).c_str());
+  } else {
+    // rank 0 reads every status and reports; wait for it a little so the lines do not interleave
+    std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+    std::fprintf(stderr, "error: rank %d: the hang watchdog stopped this rank after %.1f s in %s (rank 0 reports every rank)\n",
+                 rank, elapsed, phase.c_str());
+  }
+  std::fflush(stderr);
+  std::_Exit(kHangExitStatus);
+}
+
+void HangWatchdog::loop() {
+  std::unique_lock<std::mutex> l(mu_);
+  while (!cv_.wait_for(l, o_.period, [&] { return stop_; })) {
+    const std::string phase = phase_;
+    const double elapsed = seconds_since(since_);
+    double median = 0;
+    if (step_ > 0 && !step_seconds_.empty()) {
+      std::vector<double> s = step_seconds_;
+      std::nth_element(s.begin(), s.begin() + long(s.size() / 2), s.end());
+      median = s[s.size() / 2];
+    }
+    l.unlock();
+    try {
+      const std::string s = status_json();
+      store_->set(key(o_.key_prefix + "/status", pg_.rank()), Bytes(s.begin(), s.end()));
+    } catch (...) {
+      // the store gone (rank 0 exited): the launcher or the collectives' timeout takes over
+    }
+    if (elapsed > o_.timeout_s && elapsed > o_.factor * median) stop_group(phase, elapsed);
+    l.lock();
+  }
+}
+
+}  // namespace tr::distributed

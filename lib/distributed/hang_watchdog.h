@@ -1,0 +1,67 @@
+// The hang watchdog of a data-parallel run ([dist] hang_timeout_s, hang_factor): a thread per rank
+// that publishes, once a second, what its rank is doing (the phase: "step 13", "eval after step
+// 469", "checkpoint at step 500"; the collective its process group is running, e.g. "allreduce
+// (sum) of 4.0 MiB f32, DDP bucket 1 of 2 (tag 40), running for 12.1 s"; the last completed step)
+// to the rendezvous store, and watches the phase's time. When a phase has run longer than
+// hang_timeout_s (and, for a step, longer than hang_factor times the median step), every rank
+// stops: rank 0 prints the report of every rank's last published status, the others one line,
+// and each process exits with kHangExitStatus (a stuck collective cannot be interrupted; a
+// launcher, ours or another, then sees every rank gone). torch's NCCL watchdog does the same
+// with its heartbeat and TORCH_NCCL_DUMP_ON_TIMEOUT.
+#pragma once
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+#include "distributed/process_group.h"
+#include "distributed/store.h"
+
+namespace tr::distributed {
+
+inline constexpr int kHangExitStatus = 3;
+
+struct HangWatchdogOptions {
+  double timeout_s = 300;  // a phase longer than this is a hang ...
+  double factor = 10;      // ... and, for a step, longer than factor x the median step
+  std::string key_prefix = "watchdog";
+  std::chrono::milliseconds period{1000};  // how often the status is published and the clock checked
+};
+
+class HangWatchdog {
+ public:
+  // `store`: a connection of the watchdog's own (its thread uses it); `pg`: asked for its activity.
+  HangWatchdog(std::unique_ptr<Store> store, const ProcessGroup& pg, HangWatchdogOptions o);
+  ~HangWatchdog();
+  HangWatchdog(const HangWatchdog&) = delete;
+  HangWatchdog& operator=(const HangWatchdog&) = delete;
+
+  // A new phase begins now; `step` > 0 marks an optimizer step (its time joins the median when the
+  // next phase begins).
+  void begin(std::string phase, int64_t step = 0);
+
+  // The report's text from the ranks' published statuses (JSON objects, one per rank, empty where
+  // none arrived), for rank 0's message and its test.
+  static std::string report(const std::vector<std::string>& statuses, double timeout_s, const std::string& phase);
+
+ private:
+  void loop();
+  std::string status_json();
+  [[noreturn]] void stop_group(const std::string& phase, double elapsed);
+
+  std::unique_ptr<Store> store_;
+  const ProcessGroup& pg_;
+  HangWatchdogOptions o_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::string phase_ = "start-up";
+  int64_t step_ = 0, last_done_ = 0;
+  std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();
+  std::vector<double> step_seconds_;  // the last completed steps' times, for the median
+  std::thread thread_;
+};
+
+}  // namespace tr::distributed
