@@ -35,7 +35,7 @@ bool harmless_change(const std::string& key) {
   static const char* kHarmless[] = {"run.name",         "run.out_dir",        "run.threads",     "run.device",
                                     "data.workers",     "data.eval_batch_size", "data.cache",    "train.steps",
                                     "train.epochs",
-                                    "train.eval_every", "train.eval_batches", "train.log_every",
+                                    "train.eval_every", "train.eval_batches", "train.log_every", "train.nonfinite",
                                     "run.cudnn_benchmark", "run.deterministic", "run.allow_tf32", "run.fused_ops"};
   for (const char* h : kHarmless)
     if (key == h) return true;

@@ -169,6 +169,7 @@ void load_train(RunConfig& c, const TomlTable& t) {
   if (tr.log_every <= 0) t.fail("log_every", "must be positive");
   tr.accumulate = t.get_int("accumulate", tr.accumulate);
   if (tr.accumulate <= 0) t.fail("accumulate", "must be a positive number of micro-batches");
+  tr.nonfinite = t.get_choice("nonfinite", {"stop", "skip", "warn"}, tr.nonfinite);
   tr.ema_decay = t.get_float("ema_decay", tr.ema_decay);
   if (!(tr.ema_decay >= 0 && tr.ema_decay < 1)) t.fail("ema_decay", "must be in [0, 1) (0 turns the EMA of the weights off)");
   if (auto gc = t.get_table("grad_clip")) {
@@ -301,7 +302,7 @@ toml::table data_toml(const DataSection& d) {
 toml::table train_toml(const TrainSection& t) {
   toml::table r{{"epochs", t.epochs}, {"steps", t.steps}, {"eval_every", t.eval_every},
                 {"eval_batches", t.eval_batches}, {"log_every", t.log_every}, {"accumulate", t.accumulate},
-                {"ema_decay", t.ema_decay}};
+                {"ema_decay", t.ema_decay}, {"nonfinite", t.nonfinite}};
   const auto& g = t.grad_clip;
   if (g.max_norm > 0 || g.value > 0) {
     toml::table gc{{"max_norm", g.max_norm}, {"error_if_nonfinite", g.error_if_nonfinite}, {"value", g.value}};

@@ -100,6 +100,10 @@ struct TrainSection {
   int64_t accumulate = 1;  // micro-batches of batch_size per optimizer step
   GradClip grad_clip;
   double ema_decay = 0;    // > 0: also keep an EMA of the weights (optim/averaged_model.h), evaluated beside the model
+  // A non-finite loss or gradient before the optimizer step: "stop" (re-run the step to name the
+  // op and layer that made it, save the batch's indices, exit with an error), "skip" (the step is
+  // not applied; counted in the metrics), "warn" (applied, a warning)
+  std::string nonfinite = "stop";
 };
 
 struct LogSection {

@@ -91,6 +91,9 @@ Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool k
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
 // p-norm over dims (all when empty); p = INFINITY for the max-abs norm.
 Tensor norm(const Tensor& x, double p = 2.0, const Shape& dims = {}, bool keepdim = false);
+// Whether any element of the (defined, non-empty) tensors is an inf or a NaN: a 0-dim bool on
+// their device, one pass (the nonfinite check of a step's gradients).
+Tensor any_non_finite(const std::vector<Tensor>& tensors);
 // Sums `x` down to `shape` (the reverse of broadcasting).
 Tensor sum_to(const Tensor& x, const Shape& shape);
 

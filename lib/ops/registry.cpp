@@ -1,4 +1,5 @@
 #include "ops/registry.h"
+#include <atomic>
 #include "ops/flop_counter.h"
 #include "ops/op_profiler.h"
 #include <cctype>
@@ -105,6 +106,38 @@ const OpDef& find_op(const char* name) {
 
 bool has_kernel(const char* op, Device d) { return find_op(op).kernels[int(d.type)] != nullptr; }
 
+namespace {
+
+std::atomic<bool> nonfinite_check{false};
+
+bool any_bad(const std::vector<Tensor>& ts) {
+  std::vector<Tensor> fl;
+  for (const Tensor& t : ts)
+    if (t.defined() && is_floating(t.dtype())) fl.push_back(t);
+  return !fl.empty() && any_non_finite(fl).item() != 0;
+}
+
+// NonFiniteOpCheck's test of one op call (the check's own ops run with it off)
+void check_non_finite(const OpDef& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs) {
+  nonfinite_check = false;
+  try {
+    const bool bad = any_bad(outputs) && !any_bad(inputs);
+    nonfinite_check = true;
+    if (!bad) return;
+  } catch (...) {
+    nonfinite_check = true;
+    throw;
+  }
+  std::string shapes;
+  for (auto& t : inputs) shapes += (shapes.empty() ? "" : ", ") + shape_str(t.sizes());
+  throw NonFiniteOpError(str("op '", op.name, "' made an inf or NaN from finite inputs of shapes (", shapes, ")"), op.name);
+}
+
+}  // namespace
+
+bool NonFiniteOpCheck::is_enabled() { return nonfinite_check.load(std::memory_order_relaxed); }
+void NonFiniteOpCheck::set_enabled(bool on) { nonfinite_check = on; }
+
 std::vector<Tensor> dispatch(const char* name, std::vector<Tensor> inputs, const Attrs& attrs) {
   const OpDef& op = find_op(name);
   TR_CHECK(op.num_inputs < 0 || size_t(op.num_inputs) == inputs.size(), name, ": expected ", op.num_inputs,
@@ -151,6 +184,7 @@ std::vector<Tensor> dispatch(const char* name, std::vector<Tensor> inputs, const
       OpTimer timer(name, inputs.empty() ? DType::F32 : inputs[0].dtype(), dev, &inputs);
       FlopCounter::KernelScope counted(op, inputs, outputs, attrs);
       k(inputs, outputs, attrs);
+      if (NonFiniteOpCheck::is_enabled()) check_non_finite(op, inputs, outputs);
     } catch (const OutOfMemoryError& e) {
       if (e.names_op()) throw;
       std::string shapes;

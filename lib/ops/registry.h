@@ -102,6 +102,25 @@ using AutogradRecorder = void (*)(const OpDef& op, const Attrs& attrs, Device de
                                   std::vector<Tensor>& outputs);
 void set_autograd_recorder(AutogradRecorder r);
 
+// Forensics of a diverged step (the trainer re-runs it under [train] nonfinite = "stop"), torch's
+// anomaly mode carried into the forward: while on, every op checks its floating outputs, and the
+// first that makes an inf or a NaN from finite inputs throws NonFiniteOpError naming itself and
+// its inputs' shapes (an op whose inputs were already non-finite passes the blame on). Global, as
+// torch's anomaly mode; off costs one load per op.
+class NonFiniteOpCheck {
+ public:
+  static bool is_enabled();
+  static void set_enabled(bool on);
+};
+class NonFiniteOpError : public Error {
+ public:
+  NonFiniteOpError(const std::string& what, std::string op) : Error(what), op_(std::move(op)) {}
+  const std::string& op() const { return op_; }
+
+ private:
+  std::string op_;
+};
+
 // True when `op` has a kernel for d's device type (fused ops fall back to a composite where not).
 bool has_kernel(const char* op, Device d);
 

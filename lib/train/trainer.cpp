@@ -15,6 +15,8 @@
 #include "ops/autocast.h"
 #include "ops/flop_counter.h"
 #include "ops/ops.h"
+#include "ops/registry.h"
+#include "core/rng.h"
 #include "optim/clip_grad.h"
 #include "train/mfu.h"
 #include "train/process_clock.h"
@@ -94,16 +96,13 @@ EvalResult Trainer::evaluate(nn::Module& net) {
   return r;
 }
 
-StepResult Trainer::train_step(const std::vector<data::Batch>& micro) {
+Tensor Trainer::forward_backward(const std::vector<data::Batch>& micro, int64_t global) {
   // The step's loss is the mean over all N samples of its micro-batches on all ranks:
   //   L = sum_ranks sum_i (n_i / N) * loss_i
   // Each rank back-propagates its terms times world_size (DDP averages the gradients over the
   // ranks), so the gradients equal one batch of N samples in one process. It returns its part of L.
   auto& r = run_;
-  int64_t global = 0;
-  for (auto& b : micro) global += b.global_size;
   const double world = double(r.env.world_size);
-  r.optimizer->zero_grad();
   Tensor loss_part;  // stays on the device: read back by flush_steps
   for (size_t i = 0; i < micro.size(); ++i) {
     const data::Batch& b = micro[i];
@@ -124,8 +123,44 @@ StepResult Trainer::train_step(const std::vector<data::Batch>& micro) {
     r.scaler.scale(loss).backward();
   }
   if (r.ddp) r.ddp->finish();
+  return loss_part;
+}
+
+std::string Trainer::nonfinite_in_step(const Tensor& loss_part) {
+  std::string what;
+  // with ranks, each holds only its part of the loss: the gradients (equal on every rank after the
+  // allreduce) decide, so that every rank decides alike; the loss line's check follows the step
+  if (!run_.pg && !std::isfinite(loss_part.item())) what = str("the loss is ", json_num(loss_part.item()));
+  std::vector<Tensor> grads;
+  for (const Tensor& p : run_.optimizer->params()) grads.push_back(p.grad());
+  if (any_non_finite(grads).item() != 0) what += str(what.empty() ? "" : " and ", "the gradients hold an inf or a NaN");
+  return what;
+}
+
+StepResult Trainer::train_step(const std::vector<data::Batch>& micro) {
+  auto& r = run_;
+  int64_t global = 0;
+  for (auto& b : micro) global += b.global_size;
+  const std::string& policy = r.cfg.train.nonfinite;
+  const GeneratorState rng_at_start = default_generator().get_state();  // for the "stop" re-run
+  r.optimizer->zero_grad();
   StepResult res;
-  res.loss = loss_part;
+  res.loss = forward_backward(micro, global);
+  // [train] nonfinite: checked before the step is applied. With a loss scaler, inf/NaN gradients
+  // are the scaler's to skip (fp16 overflows are expected), so only the loss line's check remains.
+  if (policy != "warn" && !r.scaler.is_enabled()) {
+    const std::string what = nonfinite_in_step(res.loss);
+    if (!what.empty()) {
+      if (policy == "stop") stop_nonfinite(micro, global, what, rng_at_start);
+      ++nonfinite_skipped_;
+      progress_->message(str("warning: step ", next_step_, ": ", what, "; the step is skipped ([train] nonfinite = \"skip\", ",
+                             nonfinite_skipped_, " so far)"));
+      r.optimizer->zero_grad();
+      res.lrs = r.optimizer->lrs();
+      res.stepped = false;
+      return res;
+    }
+  }
   const auto& gc = r.cfg.train.grad_clip;
   if (gc.value > 0 || gc.max_norm > 0) {
     r.scaler.unscale_(*r.optimizer);  // clip the true gradients; a no-op without a scaler
@@ -146,6 +181,84 @@ StepResult Trainer::train_step(const std::vector<data::Batch>& micro) {
     if (r.scheduler->interval() == "step") r.scheduler->step();
   }
   return res;
+}
+
+void Trainer::stop_nonfinite(const std::vector<data::Batch>& micro, int64_t global, const std::string& what,
+                             const GeneratorState& rng_at_start) {
+  auto& r = run_;
+  // the batch's samples, for reproducing the step outside the run
+  nlohmann::json j;
+  j["step"] = next_step_;
+  j["what"] = what;
+  for (const auto& b : micro) {
+    j["epoch"] = b.epoch;
+    j["batches"].push_back({{"index", b.index}, {"indices", b.indices}});
+  }
+  const std::string file = str(r.cfg.run_dir(), "/nonfinite_step_", next_step_,
+                               r.env.active() ? str("_rank", r.env.rank) : std::string(), ".json");
+  {
+    std::filesystem::create_directories(r.cfg.run_dir());
+    std::ofstream f(file);
+    f << j.dump() << "\n";
+  }
+  // the same step again, from the same random state (dropout), with every op checked and the
+  // layer being run recorded; gradients stay local (no collective that other ranks would not join)
+  std::vector<std::string> layers;  // the modules whose forward has begun and not ended
+  std::vector<std::pair<nn::Module*, std::pair<int, int>>> hooks;
+  for (auto& [name, m] : r.model.net->named_modules()) {
+    const std::string label = name.empty() ? m->type_name() : str("'", name, "' (", m->type_name(), ")");
+    const int pre = m->register_forward_pre_hook([&layers, label](nn::Module&, const std::vector<Tensor>&) {
+      layers.push_back(label);
+      return std::vector<Tensor>();
+    });
+    const int post = m->register_forward_hook([&layers](nn::Module&, const std::vector<Tensor>&, const Tensor&) {
+      if (!layers.empty()) layers.pop_back();
+      return Tensor();
+    });
+    hooks.push_back({m, {pre, post}});
+  }
+  std::string culprit;
+  default_generator().set_state(rng_at_start);
+  r.optimizer->zero_grad();
+  bool in_backward = false;
+  NonFiniteOpCheck::set_enabled(true);
+  try {
+    const double world = double(r.env.world_size);
+    for (const auto& b : micro) {
+      if (r.ddp) r.ddp->prepare(false);
+      Tensor x = r.to_run(b.input), y = r.to_run(b.target);
+      Tensor loss;
+      {
+        amp::AutocastGuard autocast(r.device.type, r.amp_dtype(), r.cfg.amp.enabled);
+        loss = r.loss((*r.model.net)(x), y).first;
+      }
+      const double w = double(x.size(0)) * world / double(global);
+      in_backward = true;
+      (w != 1.0 ? loss * w : loss).backward();
+      in_backward = false;
+    }
+  } catch (const NonFiniteOpError& e) {
+    culprit = str(e.what(), in_backward ? std::string(" in the backward pass")
+                                          : layers.empty() ? std::string(" in the loss")
+                                                           : " in layer " + layers.back() + " (forward)");
+  }
+  NonFiniteOpCheck::set_enabled(false);
+  for (auto& [m, h] : hooks) {
+    m->remove_hook(h.first);
+    m->remove_hook(h.second);
+  }
+  if (culprit.empty()) {
+    std::vector<std::string> bad;
+    for (const auto& [name, p] : r.model.net->named_parameters())
+      if (any_non_finite({p}).item() != 0) bad.push_back(name);
+    culprit = bad.empty() ? std::string("the re-run made no inf or NaN from finite values (the step is not reproducible)")
+                          : str("no op made one from finite inputs: the parameters already hold one (", bad,
+                                "): an earlier step applied it");
+  }
+  throw Error(str("training diverged at step ", next_step_, " (epoch ", micro.front().epoch, "): ", what, "; ", culprit,
+                  ". The step was not applied; the batch's sample indices are in ", file, ". Lower [optimizer] lr (now ",
+                  json_num(r.optimizer->lrs()[0]), "), clip gradients ([train] grad_clip), or skip such steps with [train] "
+                  "nonfinite = \"skip\""));
 }
 
 // ---- fit ----
@@ -265,8 +378,14 @@ int Trainer::flush_steps(int local_signal) {
   allreduce_sum(v, "the steps' losses and the stop signal");
   for (size_t i = 0; i < pending_.size(); ++i) {
     const PendingStep& p = pending_[i];
-    TR_CHECK(std::isfinite(v[i]), "training diverged: the loss is ", v[i], " at step ", p.step, " (epoch ", p.epoch,
-             "); lower [optimizer] lr (now ", run_.optimizer->lrs()[0], ")");
+    // the backstop of [train] nonfinite = "stop" (with a loss scaler, or with ranks, whose loss
+    // parts are summed here); "skip" has already left such a step out, "warn" goes on
+    if (!std::isfinite(v[i])) {
+      TR_CHECK(run_.cfg.train.nonfinite != "stop", "training diverged: the loss is ", v[i], " at step ", p.step,
+               " (epoch ", p.epoch, "); lower [optimizer] lr (now ", run_.optimizer->lrs()[0], ")");
+      if (run_.cfg.train.nonfinite == "warn")
+        progress_->message(str("warning: step ", p.step, ": the loss is ", json_num(v[i]), " ([train] nonfinite = \"warn\")"));
+    }
     progress_->step(p.step, p.epoch, v[i], p.samples, p.grad_norm);
   }
   pending_.clear();
@@ -315,6 +434,7 @@ bool Trainer::after_step(Loop& l, const std::vector<data::Batch>& micro, const S
     std::string extra;
     if (run_.scaler.is_enabled())
       extra = str(",\"loss_scale\":", json_num(run_.scaler.get_scale()), ",\"skipped_steps\":", run_.scaler.skipped_steps());
+    if (run_.cfg.train.nonfinite == "skip") extra += str(",\"nonfinite_skipped\":", nonfinite_skipped_);
     // the memory tensors held at most since the last line (the CPU's: our allocator's, not the RSS)
     extra += str(",\"mem_peak_mb\":", json_num(std::round(double(max_memory_allocated(run_.device)) / (1 << 20) * 10) / 10));
     reset_peak_memory_stats(run_.device);
@@ -352,6 +472,7 @@ bool Trainer::train_epoch(Loop& l, StopSignal& stop) {
   while (l.step < run_.total_steps && next_micro_batches(micro)) {
     if (!startup_s_) startup_s_ = seconds_since_process_start();
     if (run_.watchdog) run_.watchdog->begin(str("step ", l.step + 1), l.step + 1);
+    next_step_ = l.step + 1;
     StepResult sr;
     if (step_flops_ < 0) {  // the first step of this process: count its FLOPs for MFU
       FlopCounter counter;

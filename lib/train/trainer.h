@@ -40,7 +40,8 @@ struct FitResult {
 struct StepResult {
   Tensor loss;            // this rank's part of the step's mean loss: f64, 0-dim, on the run's device
   double grad_norm = -1;  // before clipping; -1 without norm clipping (or when the step overflowed)
-  bool stepped = true;    // false: the GradScaler skipped the optimizer step (inf/NaN gradients)
+  bool stepped = true;    // false: the GradScaler skipped the optimizer step (inf/NaN gradients), or [train]
+                          // nonfinite = "skip" did
   std::vector<double> lrs;  // the lr of each param group this step used (before the scheduler stepped)
 };
 
@@ -101,6 +102,15 @@ class Trainer {
   // One optimizer step over `accumulate` micro-batches, the forward under autocast and the
   // backward through the GradScaler when [amp] asks for them.
   StepResult train_step(const std::vector<data::Batch>& micro);
+  // The forward and backward of the micro-batches (their loss part, the gradients accumulated).
+  Tensor forward_backward(const std::vector<data::Batch>& micro, int64_t global);
+  // [train] nonfinite before the optimizer step: what is non-finite ("" when nothing is): this
+  // process's loss (single process: with ranks, each has only its part) and the gradients.
+  std::string nonfinite_in_step(const Tensor& loss_part);
+  // nonfinite = "stop": re-runs the step from its starting random state with NonFiniteOpCheck on
+  // and hooks naming the layer, saves the batch's indices, and throws the report.
+  [[noreturn]] void stop_nonfinite(const std::vector<data::Batch>& micro, int64_t global, const std::string& what,
+                                   const GeneratorState& rng_at_start);
   void eval_and_log(Loop& l);
   void log_record(const std::string& json);
   // [log] histograms_every: each parameter's values and gradient as TensorBoard histograms
@@ -156,6 +166,8 @@ class Trainer {
   bool startup_logged_ = false;
   std::optional<double> best_metric_;  // [checkpoint] keep_best: the best value so far ...
   std::string best_checkpoint_;        // ... and the checkpoint holding it
+  int64_t nonfinite_skipped_ = 0;      // [train] nonfinite = "skip": steps not applied (checkpointed)
+  int64_t next_step_ = 1;              // the optimizer step train_step is running (for messages)
   double step_flops_ = -1;             // FLOPs of this process's first step (< 0: not counted yet)
   double peak_flops_ = 0;              // measured matmul FLOP/s (0: not measured yet)
 };

@@ -69,6 +69,7 @@ void Trainer::write_checkpoint(const std::string& name, const TrainPosition& pos
       {"ema", run_.ema ? json{{"decay", run_.ema->decay()}, {"n_averaged", run_.ema->n_averaged()}} : json(nullptr)},
       {"progress_window", progress_->window_state()},
       {"metrics_lines", metrics_records()},
+      {"nonfinite_skipped", nonfinite_skipped_},
       {"world_size", run_.env.world_size},
       {"best", best_metric_ ? json{{"metric", k.keep_best}, {"value", *best_metric_}, {"checkpoint", best_checkpoint_}}
                             : json(nullptr)},
@@ -146,6 +147,7 @@ json Trainer::restore_checkpoint(const std::string& dir) {
     run_.scaler.set_skipped_steps(state.at("scaler").at("skipped_steps").get<int64_t>());
   }
   default_generator().set_state({state.at("rng").at("seed").get<uint64_t>(), state.at("rng").at("offset").get<uint64_t>()});
+  nonfinite_skipped_ = state.value("nonfinite_skipped", int64_t(0));
   if (state.contains("best") && !state.at("best").is_null()) {
     best_metric_ = state["best"].at("value").get<double>();
     best_checkpoint_ = state["best"].at("checkpoint").get<std::string>();

@@ -182,3 +182,28 @@ match = ["0.*"]
     CHECK_THAT(r.out, Contains("0.bias") && Contains("'a'") && Contains("'b'"));
   }
 }
+
+TEST_CASE("[train] nonfinite: stop names the op and layer and saves the batch; skip leaves the step out", "[integration][nonfinite]") {
+  fs::path d = fresh_dir("nonfinite");
+  write(d / "syn.toml", synthetic_config_without_dropout());
+  const std::string big_lr = " --set optimizer.lr=1e18 --set train.epochs=1 --set log.progress=lines";
+  Result stop = trainer(d, "run syn.toml --set run.name=stop" + big_lr);
+  INFO(stop.out);
+  CHECK(stop.code == 1);
+  CHECK_THAT(stop.out, Contains("training diverged at step 3") && Contains("made an inf or NaN from finite inputs") &&
+                           Contains("in layer '") && Contains("(Linear) (forward)") && Contains("nonfinite_step_3.json"));
+  const std::string saved = read(d / "runs/stop/nonfinite_step_3.json");
+  CHECK_THAT(saved, Contains("\"step\":3") && Contains("\"indices\":["));
+  // the same run with skip: every later step is left out, the weights stay those of step 2
+  Result skip = trainer(d, "run syn.toml --set run.name=skip --set train.nonfinite=skip" + big_lr);
+  INFO(skip.out);
+  REQUIRE(skip.code == 0);
+  CHECK_THAT(skip.out, Contains("the step is skipped"));
+  const std::vector<double> skipped = metric_values(read(d / "runs/skip/metrics.jsonl"), "train", "nonfinite_skipped");
+  REQUIRE(!skipped.empty());
+  CHECK(skipped.back() == 14);  // 16 steps, the first 2 applied
+  // warn: applied, the run goes on with a warning
+  Result warn = trainer(d, "run syn.toml --set run.name=warn --set train.nonfinite=warn" + big_lr);
+  CHECK(warn.code == 0);
+  CHECK_THAT(warn.out, Contains("nonfinite = \"warn\""));
+}

@@ -1038,7 +1038,9 @@ namespace {
 // The ops without a CUDA kernel, each with its reason; every other op that computes (views need
 // no kernel) must have one, so a new op without one fails the case below.
 const std::map<std::string, std::string>& cpu_only_ops() {
-  static const std::map<std::string, std::string> ops = {};  // none today
+  static const std::map<std::string, std::string> ops = {
+      {"_foreach_non_finite", "any_non_finite runs the composite sum(t * 0) on other devices"},
+  };
   return ops;
 }
 }  // namespace
