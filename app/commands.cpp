@@ -1,4 +1,4 @@
-// The subcommands of `trainer`: run, eval, summary, list, checkpoint verify, export, info.
+// The subcommands of `trainer`: run, eval, summary, list, checkpoint verify, export, plot, plan, info.
 #include "app/commands.h"
 #include <omp.h>
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include "distributed/env.h"
 #include "distributed/launcher.h"
 #include "io/checkpoint_dir.h"
+#include "io/run_plot.h"
 #include "io/safetensors.h"
 #include "nn/layer_registry.h"
 #include "nn/loss.h"
@@ -30,6 +31,7 @@
 #include "optim/optimizer_registry.h"
 #include "optim/scheduler_registry.h"
 #include "toml/toml_table.h"
+#include "train/plan.h"
 #include "train/stop_signal.h"
 #include "train/trainer.h"
 
@@ -299,6 +301,36 @@ void register_commands(CLI::App& app) {
     static std::string kind;
     c->add_option("kind", kind, kind_names + " (default: all)");
     c->callback([] { list(kind); });
+  }
+  {
+    auto* c = app.add_subcommand("plot", "draw runs' loss, accuracy and lr curves into one HTML (or SVG) file");
+    static std::vector<std::string> dirs;
+    static std::string out = "plot.html";
+    c->add_option("runs", dirs, "run directories (runs/<name>, each with metrics.jsonl)")->required();
+    c->add_option("-o,--out", out, "output file: .html (a page, default plot.html) or .svg");
+    c->callback([] {
+      const auto charts = io::run_charts(dirs);
+      io::write_plot(out, "trainer runs", str(dirs.size(), " run(s): ", dirs), charts);
+      std::printf("wrote %s (%zu charts of %zu run(s))\n", out.c_str(), charts.size(), dirs.size());
+    });
+  }
+  {
+    auto* c = app.add_subcommand("plan", "before training: parameters per group, steps, FLOPs, memory per rank, the LR schedule");
+    static std::string cfg, out;
+    static std::vector<std::string> sets;
+    static int nproc = 1;
+    c->add_option("config", cfg, "run config file")->required()->check(CLI::ExistingFile);
+    c->add_option("--set", sets, "override a config key: section.key=value (repeatable)");
+    c->add_option("--nproc", nproc, "plan for this many data-parallel ranks")->check(CLI::PositiveNumber);
+    c->add_option("-o,--out", out, "also write the LR schedule chart: .html or .svg");
+    c->callback([] {
+      train::Plan p = train::make_plan(config::load_run_config(cfg, sets), nproc);
+      std::printf("%s", p.text.c_str());
+      if (!out.empty()) {
+        io::write_plot(out, "trainer plan: " + cfg, "the learning rate of every param group at every step", p.charts);
+        std::printf("wrote %s\n", out.c_str());
+      }
+    });
   }
   app.add_subcommand("info", "print build and device information")->callback(info);
 

@@ -2,7 +2,9 @@
 #include "io/metrics_sink.h"
 #include <unistd.h>
 #include <filesystem>
+#include <cmath>
 #include <fstream>
+#include <regex>
 #include "core/error.h"
 
 namespace tr::io {
@@ -25,6 +27,21 @@ void truncate_lines(const std::string& path, int64_t lines) {
 }
 
 }  // namespace
+
+nlohmann::json parse_metrics_record(const std::string& line) {
+  static const std::regex non_finite("([:\\[,])(-?Infinity|NaN)(?=[,\\]}])");
+  return nlohmann::json::parse(std::regex_replace(line, non_finite, "$1\"$2\""));
+}
+
+double metrics_number(const nlohmann::json& v) {
+  if (v.is_number()) return v.get<double>();
+  if (v.is_string()) {
+    const std::string s = v.get<std::string>();
+    if (s == "Infinity") return INFINITY;
+    if (s == "-Infinity") return -INFINITY;
+  }
+  return NAN;
+}
 
 JsonlMetricsSink::JsonlMetricsSink(std::string path, bool write_file, int64_t resumed_records)
     : path_(std::move(path)), records_(resumed_records < 0 ? 0 : resumed_records) {

@@ -3,9 +3,16 @@
 #pragma once
 #include <cstdint>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace tr::io {
+
+// One metrics record as JSON: the NaN, Infinity and -Infinity that lines write for non-finite
+// numbers (JSON has no literal for them) come back as those doubles.
+nlohmann::json parse_metrics_record(const std::string& line);
+// A record's number at `key` (a double, or one of the non-finite words), or NaN when absent.
+double metrics_number(const nlohmann::json& v);
 
 class MetricsSink {
  public:

@@ -19,6 +19,7 @@
 #include <optional>
 #include <regex>
 #include "core/error.h"
+#include "io/metrics_sink.h"
 #include "io/protobuf_wire.h"
 
 namespace tr::io {
@@ -221,33 +222,17 @@ void SummaryWriter::add_text(std::string_view tag, std::string_view text, int64_
   write(event_text(clock_(), step, tag, text));
 }
 
-namespace {
-// A metrics number: JSON's, or the NaN / Infinity / -Infinity that metrics lines write for a
-// non-finite value (quoted before parsing, as JSON has no literal for them).
-std::optional<double> number_of(const nlohmann::json& v) {
-  if (v.is_number()) return v.get<double>();
-  if (v.is_string()) {
-    const std::string s = v.get<std::string>();
-    if (s == "NaN") return NAN;
-    if (s == "Infinity") return INFINITY;
-    if (s == "-Infinity") return -INFINITY;
-  }
-  return std::nullopt;
-}
-}  // namespace
-
 void SummaryWriter::add_record(const std::string& json_record) {
-  static const std::regex non_finite("([:\\[,])(-?Infinity|NaN)(?=[,\\]}])");
-  const nlohmann::json r = nlohmann::json::parse(std::regex_replace(json_record, non_finite, "$1\"$2\""));
+  const nlohmann::json r = parse_metrics_record(json_record);
   const std::string split = r.value("split", "train");
   const int64_t step = r.value("step", int64_t(0));
   for (const auto& [key, v] : r.items()) {
     if (key == "split" || key == "step" || key == "epoch") continue;
-    if (auto x = number_of(v)) {
-      add_scalar(split + "/" + key, *x, step);
+    if (v.is_number() || v.is_string()) {
+      add_scalar(split + "/" + key, metrics_number(v), step);
     } else if (v.is_array()) {  // the lr of each param group
       for (size_t i = 0; i < v.size(); ++i)
-        if (auto xi = number_of(v[i])) add_scalar(v.size() == 1 ? split + "/" + key : str(split, "/", key, "/", i), *xi, step);
+        add_scalar(v.size() == 1 ? split + "/" + key : str(split, "/", key, "/", i), metrics_number(v[i]), step);
     }
   }
 }

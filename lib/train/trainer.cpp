@@ -435,10 +435,11 @@ bool Trainer::after_step(Loop& l, const std::vector<data::Batch>& micro, const S
     if (run_.scaler.is_enabled())
       extra = str(",\"loss_scale\":", json_num(run_.scaler.get_scale()), ",\"skipped_steps\":", run_.scaler.skipped_steps());
     if (run_.cfg.train.nonfinite == "skip") extra += str(",\"nonfinite_skipped\":", nonfinite_skipped_);
-    // the memory tensors held at most since the last line (the CPU's: our allocator's, not the RSS)
+    // the memory tensors held at most since the last line (the CPU's: our allocator's, not the RSS);
+    // reset after the first line's matmul-peak measurement, whose matrices are no step's
     extra += str(",\"mem_peak_mb\":", json_num(std::round(double(max_memory_allocated(run_.device)) / (1 << 20) * 10) / 10));
-    reset_peak_memory_stats(run_.device);
     if (run_.is_main() && step_flops_ > 0) extra += mfu_fields();
+    reset_peak_memory_stats(run_.device);
     std::string tail;
     if (startup_s_ && !startup_logged_) {
       tail = str(",\"startup_s\":", json_num(std::round(*startup_s_ * 1000) / 1000));

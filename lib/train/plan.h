@@ -1,0 +1,34 @@
+// `trainer plan cfg.toml`: what a run will do, before it trains: parameters per group, steps,
+// FLOPs per step, memory per rank (parameters, gradients, optimizer state, activations), the LR
+// schedule of every group, and warnings for settings that are probably mistakes.
+#pragma once
+#include <string>
+#include <vector>
+#include "config/run_config.h"
+#include "io/svg_chart.h"
+
+namespace tr::train {
+
+struct MemoryPlan {
+  double params = 0, grads = 0, optimizer_state = 0;  // bytes per rank
+  double fixed = 0, per_sample = 0;  // a forward + backward's peak = fixed + per_sample x micro-batch (fitted at b, 2b)
+  double activations = 0;            // per_sample x the micro-batch per rank
+  double step_peak = 0;              // the estimate of a training step's peak: fixed + activations + optimizer state
+  double eval_peak = 0;              // an eval batch's forward: its fixed + per-sample x eval batch per rank
+};
+
+struct Plan {
+  std::string text;               // the terminal report
+  std::vector<io::Chart> charts;  // the LR schedule (for --out)
+  MemoryPlan memory;
+  double flops_per_step = 0;      // per rank
+  std::vector<std::string> warnings;
+};
+
+// Sets the run up (model, data, optimizer, scheduler; no process group: `nproc` ranks are planned,
+// each with batch_size / nproc samples a micro-batch), measures a forward + backward at micro-
+// batches of b and 2b samples (b an eighth of the real one) and extrapolates memory and FLOPs
+// linearly to the real batch, and steps the LR schedule through the run. Trains nothing, writes nothing.
+Plan make_plan(config::RunConfig cfg, int nproc);
+
+}  // namespace tr::train
