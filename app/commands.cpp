@@ -1,4 +1,4 @@
-// The subcommands of `trainer`: run, eval, summary, list, checkpoint verify, export, plot, plan, info.
+// The subcommands of `trainer`: run, eval, summary, list, checkpoint verify, export, plot, plan, pack, info.
 #include "app/commands.h"
 #include <omp.h>
 #include <algorithm>
@@ -11,6 +11,8 @@
 #include "core/grad_mode.h"
 #include "core/rng.h"
 #include "data/dataset_registry.h"
+#include "data/text_dataset.h"
+#include "data/token_file.h"
 #include "data/transforms.h"
 #include "distributed/env.h"
 #include "distributed/launcher.h"
@@ -216,6 +218,31 @@ void list(const std::string& kind) {
   }
 }
 
+// `trainer pack --tokens out/ [inputs...]`: the bytes of the inputs (the text reader's files and
+// order) as byte-level tokens, split as dataset = "text" splits them, into out/train.bin and
+// out/val.bin: dataset = "tokens" over them sees exactly the text reader's windows.
+void pack_tokens(const std::string& out, const std::vector<std::string>& inputs, const std::string& format,
+                 double eval_fraction) {
+  data::TextDataset::Options o;
+  o.paths = inputs;
+  o.block_size = 1;
+  o.eval_fraction = eval_fraction;
+  data::TextDataset train(o);
+  o.train = false;
+  data::TextDataset eval(train.corpus(), o);
+  std::filesystem::create_directories(out);
+  for (const auto* split : {&train, &eval}) {
+    std::vector<uint32_t> toks(split->tokens(), split->tokens() + split->num_tokens());
+    const std::vector<uint8_t> bytes = data::write_token_file(toks, format);
+    const std::string path = out + (split == &train ? "/train.bin" : "/val.bin");
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    TR_CHECK(f, "trainer pack: cannot write ", path);
+    const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+    TR_CHECK(std::fclose(f) == 0 && ok, "trainer pack: cannot write ", path);
+    std::printf("wrote %s: %lld byte tokens (%s)\n", path.c_str(), (long long)toks.size(), format.c_str());
+  }
+}
+
 // `trainer checkpoint verify <dir>`: sizes, checksums and safetensors headers, without a model.
 void checkpoint_verify(const std::string& dir) {
   io::VerifyReport r = io::verify_checkpoint(dir);
@@ -331,6 +358,20 @@ void register_commands(CLI::App& app) {
         std::printf("wrote %s\n", out.c_str());
       }
     });
+  }
+  {
+    auto* c = app.add_subcommand("pack", "write data files: --tokens turns text into byte-level token files");
+    static bool tokens = false;
+    static std::string out, format = "nanogpt";
+    static std::vector<std::string> inputs;
+    static double eval_fraction = 0.1;
+    c->add_flag("--tokens", tokens, "byte-level token files train.bin and val.bin (the text reader's split)")->required();
+    c->add_option("out", out, "output directory")->required();
+    c->add_option("inputs", inputs, "text files or globs, in order (default: Debian's fortunes, as dataset = \"text\")");
+    c->add_option("--format", format, "nanogpt (uint16 tokens alone) or llmc (llm.c's 256-int32 header, version 1)")
+        ->check(CLI::IsMember({"nanogpt", "llmc"}));
+    c->add_option("--eval-fraction", eval_fraction, "the corpus's tail written to val.bin")->check(CLI::Range(0.0, 0.99));
+    c->callback([] { pack_tokens(out, inputs, format, eval_fraction); });
   }
   app.add_subcommand("info", "print build and device information")->callback(info);
 

@@ -19,6 +19,7 @@ struct DatasetContext {
   uint64_t seed = 0;       // the run's seed
   Shape input_shape;       // the model's per-sample input
   std::string config_dir;  // relative paths are tried against it (after the working directory)
+  int64_t vocab_size = 0;  // rows of the model's first token embedding (0: none): token ids must be below it
 };
 
 // What a dataset builder makes: the training and evaluation splits.

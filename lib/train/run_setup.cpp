@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <set>
 #include "io/safetensors.h"
+#include "nn/layers/embedding.h"
+#include "nn/layers/token_embedding.h"
 #include "core/cuda_hooks.h"
 #include "core/rng.h"
 #include "data/transforms.h"
@@ -83,6 +85,11 @@ data::DatasetSplits build_data(config::RunConfig& cfg, const TomlTable& t, const
   ctx.seed = uint64_t(cfg.run.seed);
   ctx.input_shape = model.input.shape;
   ctx.config_dir = std::filesystem::path(cfg.path).parent_path().string();
+  for (auto& [name, m] : model.net->named_modules()) {  // the first token embedding's rows
+    if (auto* e = dynamic_cast<nn::TokenPositionEmbedding*>(m)) ctx.vocab_size = e->vocab_size;
+    else if (auto* e2 = dynamic_cast<nn::Embedding*>(m)) ctx.vocab_size = e2->num_embeddings;
+    if (ctx.vocab_size > 0) break;
+  }
   data::DatasetSplits d = Registry<data::DatasetType>::get().at(cfg.data.dataset).build(t, ctx);
   for (const std::string& n : d.notes) std::fprintf(stderr, "warning: %s\n", n.c_str());
   const Shape sample = d.train->get(0).input.sizes();
