@@ -148,7 +148,9 @@ StepResult Trainer::train_step(const std::vector<data::Batch>& micro) {
   res.loss = forward_backward(micro, global);
   // [train] nonfinite: checked before the step is applied. With a loss scaler, inf/NaN gradients
   // are the scaler's to skip (fp16 overflows are expected), so only the loss line's check remains.
-  if (policy != "warn" && !r.scaler.is_enabled()) {
+  // On a GPU the check is a device sync: "stop" leaves it to the loss line's check (the step is
+  // applied), "skip" cannot.
+  if ((policy == "skip" || (policy == "stop" && r.device.is_cpu())) && !r.scaler.is_enabled()) {
     const std::string what = nonfinite_in_step(res.loss);
     if (!what.empty()) {
       if (policy == "stop") stop_nonfinite(micro, global, what, rng_at_start);
