@@ -30,6 +30,9 @@ struct DatasetSplits {
   double pixel_mean = 0.0, pixel_std = 1.0;
   // What the user should hear about (a stale or damaged cache entry rebuilt): printed as warnings.
   std::vector<std::string> notes;
+  // What the splits were fitted with (a JSON object; "" for none): a CSV table's standardisation
+  // and classes. Checkpoints keep it; a resume whose data gives another is refused.
+  std::string state;
 };
 
 struct DatasetType {

@@ -70,6 +70,7 @@ void Trainer::write_checkpoint(const std::string& name, const TrainPosition& pos
       {"progress_window", progress_->window_state()},
       {"metrics_lines", metrics_records()},
       {"nonfinite_skipped", nonfinite_skipped_},
+      {"data_state", run_.data.state.empty() ? json(nullptr) : json::parse(run_.data.state)},
       {"world_size", run_.env.world_size},
       {"best", best_metric_ ? json{{"metric", k.keep_best}, {"value", *best_metric_}, {"checkpoint", best_checkpoint_}}
                             : json(nullptr)},
@@ -148,6 +149,13 @@ json Trainer::restore_checkpoint(const std::string& dir) {
   }
   default_generator().set_state({state.at("rng").at("seed").get<uint64_t>(), state.at("rng").at("offset").get<uint64_t>()});
   nonfinite_skipped_ = state.value("nonfinite_skipped", int64_t(0));
+  // what the data was fitted with (a CSV's standardisation and classes) must be the checkpoint's
+  if (state.contains("data_state") && !state.at("data_state").is_null()) {
+    const json now = run_.data.state.empty() ? json(nullptr) : json::parse(run_.data.state);
+    TR_CHECK(now == state.at("data_state"), "cannot resume from ", dir, ": the training data gives other statistics ",
+             "than the checkpoint's (the file changed?): checkpoint ", state.at("data_state").dump(), ", now ",
+             now.dump());
+  }
   if (state.contains("best") && !state.at("best").is_null()) {
     best_metric_ = state["best"].at("value").get<double>();
     best_checkpoint_ = state["best"].at("checkpoint").get<std::string>();

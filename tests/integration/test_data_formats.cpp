@@ -30,3 +30,33 @@ TEST_CASE("tokens: packed fortunes train gpt_char exactly as the text reader doe
   CHECK(v.code != 0);
   CHECK_THAT(v.out, Contains("vocab_size") && Contains("the model's embedding has 256 rows"));
 }
+
+TEST_CASE("csv: the rings table trains, resumes exactly, and a changed table is refused on resume", "[integration][csv]") {
+  fs::path d = fresh_dir("csv");
+  fs::create_directories(d / "data");
+  fs::copy_file(kRepo + "/configs/data/rings.csv", d / "data/rings.csv");
+  fs::copy_file(kRepo + "/configs/tabular_rings.toml", d / "t.toml");
+  const std::string args = " --set train.epochs=3 --set log.progress=none";
+  Result a = trainer(d, "run t.toml --set run.name=straight" + args);
+  INFO(a.out);
+  REQUIRE(a.code == 0);
+  const std::vector<double> acc = metric_values(read(d / "runs/straight/metrics.jsonl"), "eval", "accuracy");
+  REQUIRE(acc.size() == 3);
+  CHECK(acc.back() > 0.8);
+  REQUIRE(trainer(d, "run t.toml --set run.name=resumed --stop-at-step 50" + args).code == 0);
+  Result b = trainer(d, "run t.toml --set run.name=resumed --resume auto" + args);
+  REQUIRE(b.code == 0);
+  CHECK(strip_timing(read(d / "runs/straight/metrics.jsonl")) == strip_timing(read(d / "runs/resumed/metrics.jsonl")));
+  // the table changed under the checkpoint: its statistics differ, the resume is refused
+  REQUIRE(trainer(d, "run t.toml --set run.name=changed --stop-at-step 20" + args).code == 0);
+  std::string table = read(d / "data/rings.csv");
+  write(d / "data/rings.csv", table + "1500,1000,1000,0,0,inner\r\n");  // one more row: another split, other means
+  Result c = trainer(d, "run t.toml --set run.name=changed --resume auto" + args);
+  CHECK(c.code != 0);
+  CHECK_THAT(c.out, Contains("the training data gives other statistics than the checkpoint's"));
+  // a cell that is not a number names the file and the record
+  write(d / "data/rings.csv", table.replace(table.find("45.6051"), 7, "n/a"));
+  Result e = trainer(d, "run t.toml --set run.name=bad" + args);
+  CHECK(e.code != 0);
+  CHECK_THAT(e.out, Contains("rings.csv: record 1 (line 2), column 'x': 'n/a' is not a finite number"));
+}
