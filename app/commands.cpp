@@ -11,6 +11,8 @@
 #include "core/grad_mode.h"
 #include "core/rng.h"
 #include "data/dataset_registry.h"
+#include "data/idx_dataset.h"
+#include "data/recordio.h"
 #include "data/text_dataset.h"
 #include "data/token_file.h"
 #include "data/transforms.h"
@@ -243,6 +245,36 @@ void pack_tokens(const std::string& out, const std::vector<std::string>& inputs,
   }
 }
 
+// `trainer pack --recordio OUT`: the IDX splits of `dir` as MXNet RecordIO, OUT_train.rec/.idx and
+// OUT_test.rec/.idx: one record per image in file order (IRHeader label, id = the image's index,
+// the raw u8 pixels), the index's keys those ids.
+void pack_recordio(const std::string& out, const std::string& dir) {
+  if (auto parent = std::filesystem::path(out).parent_path(); !parent.empty()) std::filesystem::create_directories(parent);
+  for (bool train : {true, false}) {
+    const data::IdxDataset ds = data::IdxDataset::fashion_mnist(train, std::nullopt, dir);
+    const std::string rec = out + (train ? "_train.rec" : "_test.rec"), idx = out + (train ? "_train.idx" : "_test.idx");
+    std::FILE* fr = std::fopen(rec.c_str(), "wb");
+    std::FILE* fi = std::fopen(idx.c_str(), "wb");
+    TR_CHECK(fr && fi, "trainer pack: cannot write ", rec, " and ", idx);
+    const Tensor images = ds.images().contiguous(), labels = ds.labels();
+    const int64_t n = ds.size(), row = images.numel() / std::max<int64_t>(n, 1);
+    uint64_t offset = 0;
+    bool ok = true;
+    for (int64_t i = 0; i < n; ++i) {
+      const float label = float(labels.data_ptr<int64_t>()[i]);
+      const std::vector<uint8_t> r = data::write_record(
+          data::pack_image_record(label, uint64_t(i), images.data_ptr<uint8_t>() + i * row, size_t(row)));
+      ok = ok && std::fwrite(r.data(), 1, r.size(), fr) == r.size() && std::fprintf(fi, "%lld\t%llu\n", (long long)i,
+                                                                                     (unsigned long long)offset) > 0;
+      offset += r.size();
+    }
+    ok = std::fclose(fr) == 0 && ok;
+    ok = std::fclose(fi) == 0 && ok;
+    TR_CHECK(ok, "trainer pack: cannot write ", rec, " and ", idx);
+    std::printf("wrote %s and %s: %lld images of %lld bytes\n", rec.c_str(), idx.c_str(), (long long)n, (long long)row);
+  }
+}
+
 // `trainer checkpoint verify <dir>`: sizes, checksums and safetensors headers, without a model.
 void checkpoint_verify(const std::string& dir) {
   io::VerifyReport r = io::verify_checkpoint(dir);
@@ -360,18 +392,27 @@ void register_commands(CLI::App& app) {
     });
   }
   {
-    auto* c = app.add_subcommand("pack", "write data files: --tokens turns text into byte-level token files");
-    static bool tokens = false;
-    static std::string out, format = "nanogpt";
+    auto* c = app.add_subcommand("pack", "write data files: --tokens (text as byte-level token files) or --recordio "
+                                         "(IDX images as MXNet RecordIO)");
+    static bool tokens = false, recordio = false;
+    static std::string out, format = "nanogpt", from = data::IdxDataset::kFashionMnistDir;
     static std::vector<std::string> inputs;
     static double eval_fraction = 0.1;
-    c->add_flag("--tokens", tokens, "byte-level token files train.bin and val.bin (the text reader's split)")->required();
-    c->add_option("out", out, "output directory")->required();
+    auto* tk = c->add_flag("--tokens", tokens, "byte-level token files OUT/train.bin and OUT/val.bin (the text reader's split)");
+    auto* rc = c->add_flag("--recordio", recordio, "OUT_train.rec/.idx and OUT_test.rec/.idx from the IDX files in --from");
+    tk->excludes(rc);
+    c->add_option("--from", from, "--recordio: the directory of {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz "
+                                  "(default: Debian's Fashion-MNIST)");
+    c->add_option("out", out, "output directory (--tokens) or path prefix (--recordio)")->required();
     c->add_option("inputs", inputs, "text files or globs, in order (default: Debian's fortunes, as dataset = \"text\")");
     c->add_option("--format", format, "nanogpt (uint16 tokens alone) or llmc (llm.c's 256-int32 header, version 1)")
         ->check(CLI::IsMember({"nanogpt", "llmc"}));
     c->add_option("--eval-fraction", eval_fraction, "the corpus's tail written to val.bin")->check(CLI::Range(0.0, 0.99));
-    c->callback([] { pack_tokens(out, inputs, format, eval_fraction); });
+    c->callback([] {
+      TR_CHECK(tokens || recordio, "trainer pack: say what to write: --tokens or --recordio");
+      if (tokens) pack_tokens(out, inputs, format, eval_fraction);
+      else pack_recordio(out, from);
+    });
   }
   app.add_subcommand("info", "print build and device information")->callback(info);
 

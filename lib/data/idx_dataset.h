@@ -17,6 +17,11 @@ namespace tr::data {
 // `expected_magic` 0 accepts any unsigned-byte IDX file.
 Tensor read_idx(const std::string& path, uint32_t expected_magic = 0, DecodeCache* cache = nullptr);
 
+// n bytes -> n pixels: ToTensor's x / 255, then Normalize's (x - mean) / std, each rounded to f32
+// as torch does (a vector loop: IEEE division and subtraction round each lane as scalar code).
+// Shared by the readers of raw u8 images (IDX, RecordIO).
+void bytes_to_pixels(const uint8_t* s, float* d, int64_t n, float mean, float std, bool normalize);
+
 class IdxDataset : public Dataset {
  public:
   // torchvision.transforms.Normalize((mean,), (std,)) applied after the scaling to [0, 1].
@@ -50,8 +55,6 @@ class IdxDataset : public Dataset {
 
  private:
   void gather(const std::vector<int64_t>& idx, float* x, int64_t* y) const;
-  // n bytes -> n pixels: x / 255, then (x - mean) / std, each rounded to f32 as torch does
-  void to_pixels(const uint8_t* s, float* d, int64_t n) const;
 
   std::string images_path_, labels_path_;
   Tensor images_;

@@ -60,3 +60,21 @@ TEST_CASE("csv: the rings table trains, resumes exactly, and a changed table is 
   CHECK(e.code != 0);
   CHECK_THAT(e.out, Contains("rings.csv: record 1 (line 2), column 'x': 'n/a' is not a finite number"));
 }
+
+TEST_CASE("recordio: packed Fashion-MNIST trains byte-identically to the IDX files", "[integration][recordio]") {
+  fs::path d = fresh_dir("recordio");
+  Result p = trainer(d, "pack --recordio data/fmnist");
+  INFO(p.out);
+  REQUIRE(p.code == 0);
+  CHECK_THAT(p.out, Contains("data/fmnist_train.rec and data/fmnist_train.idx: 60000 images of 784 bytes"));
+  fs::copy_file(kRepo + "/configs/fmnist_mlp_recordio.toml", d / "r.toml");
+  const std::string args = " --set run.out_dir=runs --set train.steps=60 --set train.log_every=10 --set train.eval_every=30 "
+                           "--set log.progress=none --set checkpoint.save_final=false --set checkpoint.every_epoch=false";
+  Result r = trainer(d, "run r.toml --set run.name=rio --set model.file='" + kRepo + "/models/mlp_fmnist.toml'" + args);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  REQUIRE(trainer(d, "run '" + kRepo + "/configs/fmnist_mlp.toml' --set run.name=idx" + args).code == 0);
+  const std::string mr = strip_timing(read(d / "runs/rio/metrics.jsonl")), mi = strip_timing(read(d / "runs/idx/metrics.jsonl"));
+  CHECK(metric_values(mr, "train", "loss").size() == 6);
+  CHECK(mr == mi);
+}
