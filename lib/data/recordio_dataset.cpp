@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "data/dataset_registry.h"
 #include "data/file_bytes.h"
+#include "data/image_decode.h"
 #include "data/recordio.h"
 
 namespace tr::data {
@@ -33,12 +34,21 @@ RecordIODataset::RecordIODataset(const std::string& rec, const std::string& idx,
     const std::vector<uint8_t> payload = read_record(bytes.data, bytes.size, off, rec, &parts);
     multipart_ += parts > 1;
     const ImageRecord r = unpack_image_record(payload, where);
-    TR_CHECK(r.image_size == size_t(row), where, ": ", r.image_size, " image bytes; a raw u8 image of [data] image_shape ",
-             shape, " has ", row, " (PNG and JPEG records are not read yet)");
+    if (is_encoded_image(r.image, r.image_size)) {  // PNG or JPEG: decoded now, kept as CHW bytes
+      TR_CHECK(shape.size() == 3, where, ": an encoded image needs [data] image_shape [C, H, W], got ", shape);
+      const DecodedImage img = resize_bilinear(decode_image(r.image, r.image_size, int(shape[0]), where), shape[1], shape[2]);
+      const int64_t C = shape[0], HW = shape[1] * shape[2];
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t k = 0; k < HW; ++k) pi[i * row + c * HW + k] = img.pixels[size_t(k * C + c)];
+      ++encoded_;
+    } else {
+      TR_CHECK(r.image_size == size_t(row), where, ": ", r.image_size, " image bytes; a raw u8 image of [data] image_shape ",
+               shape, " has ", row, " (and it is no PNG or JPEG)");
+      std::memcpy(pi + i * row, r.image, size_t(row));
+    }
     const float label = r.labels[0];
     TR_CHECK(std::floor(label) == label && label >= 0 && (num_classes <= 0 || label < float(num_classes)), where,
              ": label ", label, " is no class index", num_classes > 0 ? str(" in [0, ", num_classes, ")") : std::string());
-    std::memcpy(pi + i * row, r.image, size_t(row));
     pl[i] = int64_t(label);
   }
 }
@@ -64,8 +74,8 @@ Example RecordIODataset::get_batch(const std::vector<int64_t>& idx) const {
 
 std::string RecordIODataset::describe() const {
   Shape shape(images_.sizes().begin() + 1, images_.sizes().end());
-  return str("RecordIODataset(", size(), " x ", shape, " raw u8 images, '", rec_, "', ", multipart_,
-             " multi-part records)");
+  return str("RecordIODataset(", size(), " x ", shape, " images (", encoded_, " decoded from PNG or JPEG), '", rec_,
+             "', ", multipart_, " multi-part records)");
 }
 
 namespace {

@@ -1,6 +1,7 @@
 // RecordIODataset (dataset = "recordio"): images with labels from MXNet's .rec + .idx (data/
-// recordio.h), in the index's order. Raw u8 images of [data] image_shape ([C, H, W]: what `trainer
-// pack --recordio` writes); every record is read and checked when the dataset opens, into one
+// recordio.h), in the index's order: raw u8 images of [data] image_shape ([C, H, W]: what `trainer
+// pack --recordio` writes from IDX files), or PNG / JPEG ones decoded and resized to it (as
+// MXNet's ImageRecordIter does). Every record is read and checked when the dataset opens, into one
 // u8 tensor, and batches are gathered as IdxDataset's (the same ToTensor + Normalize).
 #pragma once
 #include <cstdint>
@@ -26,6 +27,7 @@ class RecordIODataset : public Dataset {
   Tensor images_, labels_;  // u8 [N, C, H, W], i64 [N]
   std::optional<IdxDataset::Normalize> normalize_;
   int64_t multipart_ = 0;  // records that were split at a magic word
+  int64_t encoded_ = 0;    // PNG or JPEG records
 };
 
 }  // namespace tr::data

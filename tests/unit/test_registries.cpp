@@ -47,7 +47,7 @@ TEST_CASE("registries: every kind holds its entries, each with a builder and a d
   CHECK(Registry<optim::OptimizerType>::get().names() == V{"adam", "adamw", "sgd"});
   CHECK(Registry<optim::SchedulerType>::get().names() ==
         V{"constant", "cosine", "exponential", "lambda", "linear", "multistep", "onecycle", "sequential", "step"});
-  CHECK(Registry<data::DatasetType>::get().names() == V{"csv", "idx", "recordio", "synthetic", "text", "tokens"});
+  CHECK(Registry<data::DatasetType>::get().names() == V{"csv", "idx", "image_folder", "recordio", "synthetic", "text", "tokens"});
   CHECK(Registry<data::TransformType>::get().names() == V{"random_crop", "random_horizontal_flip"});
   CHECK(Registry<nn::LossType>::get().names() == V{"bce_with_logits", "cross_entropy", "mse"});
   for (auto& [n, e] : Registry<optim::OptimizerType>::get().all()) {
@@ -74,7 +74,7 @@ TEST_CASE("registries: an unknown name is one error with its location, the neare
              Contains("cfg.toml:2:") && Contains("unknown scheduler 'cosin'; did you mean 'cosine'?"));
   CHECK_THAT(unknown_error<data::DatasetType>("dataset = \"idxx\"\n", "dataset"),
              Contains("cfg.toml:1:") && Contains("unknown dataset 'idxx'; did you mean 'idx'?") &&
-                 Contains("(known: csv, idx, recordio, synthetic, text, tokens)"));
+                 Contains("(known: csv, idx, image_folder, recordio, synthetic, text, tokens)"));
   CHECK_THAT(unknown_error<data::TransformType>("type = \"random_cropp\"\n", "type"),
              Contains("unknown transform 'random_cropp'; did you mean 'random_crop'?"));
   CHECK_THAT(unknown_error<nn::LossType>("type = \"cross_entopy\"\n", "type"),
