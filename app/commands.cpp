@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include "config/run_config.h"
 #include "core/cuda_hooks.h"
@@ -12,6 +13,7 @@
 #include "core/rng.h"
 #include "data/dataset_registry.h"
 #include "data/idx_dataset.h"
+#include "data/image_folder.h"
 #include "data/recordio.h"
 #include "data/text_dataset.h"
 #include "data/token_file.h"
@@ -275,6 +277,36 @@ void pack_recordio(const std::string& out, const std::string& dir) {
   }
 }
 
+// `trainer pack --recordio OUT --folder DIR`: an image folder's files as records (their encoded
+// bytes, IRHeader label = the class's index in ImageFolder's sorted order), OUT.rec and OUT.idx.
+void pack_recordio_folder(const std::string& out, const std::string& dir) {
+  if (auto parent = std::filesystem::path(out).parent_path(); !parent.empty()) std::filesystem::create_directories(parent);
+  data::ImageFolderDataset::Options o;
+  o.root = dir;
+  const data::ImageFolderDataset ds(o);
+  const std::string rec = out + ".rec", idx = out + ".idx";
+  std::FILE* fr = std::fopen(rec.c_str(), "wb");
+  std::FILE* fi = std::fopen(idx.c_str(), "wb");
+  TR_CHECK(fr && fi, "trainer pack: cannot write ", rec, " and ", idx);
+  uint64_t offset = 0;
+  bool ok = true;
+  for (int64_t i = 0; i < ds.size(); ++i) {
+    std::ifstream f(ds.file(i), std::ios::binary);
+    TR_CHECK(f, "trainer pack: cannot read ", ds.file(i));
+    const std::vector<uint8_t> img((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const std::vector<uint8_t> r =
+        data::write_record(data::pack_image_record(float(ds.label(i)), uint64_t(i), img.data(), img.size()));
+    ok = ok && std::fwrite(r.data(), 1, r.size(), fr) == r.size() &&
+         std::fprintf(fi, "%lld\t%llu\n", (long long)i, (unsigned long long)offset) > 0;
+    offset += r.size();
+  }
+  ok = std::fclose(fr) == 0 && ok;
+  ok = std::fclose(fi) == 0 && ok;
+  TR_CHECK(ok, "trainer pack: cannot write ", rec, " and ", idx);
+  std::printf("wrote %s and %s: %lld images of %zu classes\n", rec.c_str(), idx.c_str(), (long long)ds.size(),
+              ds.classes().size());
+}
+
 // `trainer checkpoint verify <dir>`: sizes, checksums and safetensors headers, without a model.
 void checkpoint_verify(const std::string& dir) {
   io::VerifyReport r = io::verify_checkpoint(dir);
@@ -403,6 +435,9 @@ void register_commands(CLI::App& app) {
     tk->excludes(rc);
     c->add_option("--from", from, "--recordio: the directory of {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz "
                                   "(default: Debian's Fashion-MNIST)");
+    static std::string folder;
+    c->add_option("--folder", folder, "--recordio: an image folder (<class>/<image>) instead: OUT.rec/.idx, the files' "
+                                      "PNG or JPEG bytes as they are, the label the class's sorted position");
     c->add_option("out", out, "output directory (--tokens) or path prefix (--recordio)")->required();
     c->add_option("inputs", inputs, "text files or globs, in order (default: Debian's fortunes, as dataset = \"text\")");
     c->add_option("--format", format, "nanogpt (uint16 tokens alone) or llmc (llm.c's 256-int32 header, version 1)")
@@ -411,6 +446,7 @@ void register_commands(CLI::App& app) {
     c->callback([] {
       TR_CHECK(tokens || recordio, "trainer pack: say what to write: --tokens or --recordio");
       if (tokens) pack_tokens(out, inputs, format, eval_fraction);
+      else if (!folder.empty()) pack_recordio_folder(out, folder);
       else pack_recordio(out, from);
     });
   }

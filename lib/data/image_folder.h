@@ -26,6 +26,7 @@ class ImageFolderDataset : public Dataset {
   std::string describe() const override;
   const std::vector<std::string>& classes() const { return opts_.classes; }
   const std::string& file(int64_t i) const { return files_[size_t(i)].first; }
+  int64_t label(int64_t i) const { return files_[size_t(i)].second; }
 
  private:
   void load(int64_t i, float* chw, int64_t* label) const;

@@ -78,3 +78,36 @@ TEST_CASE("recordio: packed Fashion-MNIST trains byte-identically to the IDX fil
   CHECK(metric_values(mr, "train", "loss").size() == 6);
   CHECK(mr == mi);
 }
+
+TEST_CASE("image_folder: trains from PNG and JPEG files; a folder packed as RecordIO gives the same batches",
+          "[integration][image]") {
+  fs::path d = fresh_dir("image_folder");
+  const std::string root = kRepo + "/tests/fixtures/image_folder";
+  const std::string model = "[model]\ninput = [3, 5, 6]\n[[model.layers]]\ntype = \"flatten\"\n[[model.layers]]\n"
+                            "type = \"linear\"\nout_features = 2\n";
+  write(d / "f.toml", "[run]\nseed = 1\n" + model + "[data]\ndataset = \"image_folder\"\ntrain = '" + root +
+                          "/train'\neval = '" + root + "/eval'\nnormalize = [0.5, 0.25]\nbatch_size = 2\nworkers = 2\n"
+                          "[train]\nepochs = 3\nlog_every = 1\n[log]\nprogress = \"none\"\n");
+  Result f = trainer(d, "run f.toml --set run.name=folder");
+  INFO(f.out);
+  REQUIRE(f.code == 0);
+  Result p = trainer(d, "pack --recordio packed/train --folder '" + root + "/train'");
+  REQUIRE(p.code == 0);
+  CHECK_THAT(p.out, Contains("4 images of 2 classes"));
+  REQUIRE(trainer(d, "pack --recordio packed/eval --folder '" + root + "/eval'").code == 0);
+  write(d / "r.toml", "[run]\nseed = 1\n" + model + "[data]\ndataset = \"recordio\"\ntrain = 'packed/train.rec'\n"
+                          "eval = 'packed/eval.rec'\nnormalize = [0.5, 0.25]\nbatch_size = 2\nworkers = 2\n"
+                          "[train]\nepochs = 3\nlog_every = 1\n[log]\nprogress = \"none\"\n");
+  Result r = trainer(d, "run r.toml --set run.name=rec");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK(strip_timing(read(d / "runs/folder/metrics.jsonl")) == strip_timing(read(d / "runs/rec/metrics.jsonl")));
+  // a damaged image stops the run with its name
+  fs::create_directories(d / "bad/cat");
+  fs::create_directories(d / "bad/dog");
+  write(d / "bad/cat/x.png", "\x89PNG\r\n\x1a\n but not really");
+  fs::copy_file(root + "/train/dog/c.png", d / "bad/dog/c.png");
+  Result b = trainer(d, "run f.toml --set run.name=bad --set data.train=bad --set data.eval=bad");
+  CHECK(b.code != 0);
+  CHECK_THAT(b.out, Contains("bad/cat/x.png") && Contains("PNG"));
+}
