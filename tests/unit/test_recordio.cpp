@@ -81,3 +81,29 @@ TEST_CASE("RecordIO: damaged files and indexes are one error naming the file and
   CHECK(e.target.item() == 12);
   CHECK(e.input.select(0, 0).select(0, 1).select(0, 0).item() == double((7.0f / 255.0f - 0.5f) / 0.25f));
 }
+
+TEST_CASE("RecordIO: all 60,000 Fashion-MNIST training images round-trip exactly", "[data][recordio]") {
+  const IdxDataset idx = IdxDataset::fashion_mnist(true);
+  TempDir tmp;
+  {
+    std::ofstream rec(tmp / "f.rec", std::ios::binary), ix(tmp / "f.idx");
+    const Tensor images = idx.images().contiguous();
+    uint64_t off = 0;
+    for (int64_t i = 0; i < idx.size(); ++i) {
+      const std::vector<uint8_t> r = write_record(pack_image_record(
+          float(idx.labels().data_ptr<int64_t>()[i]), uint64_t(i), images.data_ptr<uint8_t>() + i * 784, 784));
+      rec.write(reinterpret_cast<const char*>(r.data()), std::streamsize(r.size()));
+      ix << i << "\t" << off << "\n";
+      off += r.size();
+    }
+  }
+  RecordIODataset rio(tmp / "f.rec", tmp / "f.idx", {1, 28, 28}, std::nullopt, 10);
+  REQUIRE(rio.size() == 60000);
+  for (int64_t b = 0; b < 60000; b += 6000) {
+    std::vector<int64_t> ids;
+    for (int64_t i = b; i < b + 6000; ++i) ids.push_back(i);
+    Example x = rio.get_batch(ids), y = idx.get_batch(ids);
+    REQUIRE(equal(x.input, y.input));
+    REQUIRE(equal(x.target, y.target));
+  }
+}
