@@ -97,11 +97,7 @@ Example CsvDataset::get_batch(const std::vector<int64_t>& idx) const {
 namespace {
 
 DatasetSplits build_csv(const TomlTable& t, const DatasetContext& ctx) {
-  auto resolve = [&](std::string p) {
-    if (!ctx.config_dir.empty() && !std::filesystem::exists(p) && std::filesystem::exists(ctx.config_dir + "/" + p))
-      p = ctx.config_dir + "/" + p;
-    return p;
-  };
+  auto resolve = [&](const std::string& p) { return resolve_path(p, ctx.config_dir); };
   const CsvTable train = read_csv(resolve(t.get_string("train")));
   CsvSchema s;
   s.target = t.get_string("target");

@@ -186,6 +186,15 @@ std::string IdxDataset::describe() const {
   return s + ")";
 }
 
+std::optional<IdxDataset::Normalize> read_normalize(const TomlTable& t, DatasetSplits& s) {
+  if (!t.has("normalize")) return std::nullopt;
+  std::vector<double> n = t.get_floats("normalize");
+  if (n.size() != 2 || n[1] <= 0) t.fail("normalize", "must be [mean, std] with std > 0");
+  s.pixel_mean = n[0];
+  s.pixel_std = n[1];
+  return IdxDataset::Normalize{float(n[0]), float(n[1])};
+}
+
 namespace {
 
 DatasetSplits build_idx(const TomlTable& t, const DatasetContext& ctx) {
@@ -200,14 +209,7 @@ DatasetSplits build_idx(const TomlTable& t, const DatasetContext& ctx) {
   const std::string test_images = path("test_images", "t10k-images-idx3-ubyte.gz");
   const std::string test_labels = path("test_labels", "t10k-labels-idx1-ubyte.gz");
   DatasetSplits s;
-  std::optional<IdxDataset::Normalize> norm;
-  if (t.has("normalize")) {
-    std::vector<double> n = t.get_floats("normalize");
-    if (n.size() != 2 || n[1] <= 0) t.fail("normalize", "must be [mean, std] with std > 0");
-    norm = IdxDataset::Normalize{float(n[0]), float(n[1])};
-    s.pixel_mean = n[0];
-    s.pixel_std = n[1];
-  }
+  const std::optional<IdxDataset::Normalize> norm = read_normalize(t, s);
   // [data] cache: decoded copies of the gzipped files (DecodeCache::default_dir(), e.g.
   // ~/.cache/trainer/datasets), so later runs map them instead of decompressing
   std::optional<DecodeCache> cache;

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include "data/dataset.h"
+#include "data/dataset_registry.h"
 #include "data/decode_cache.h"
 
 namespace tr::data {
@@ -62,5 +63,9 @@ class IdxDataset : public Dataset {
   std::optional<Normalize> normalize_;
   int64_t num_classes_ = 0;
 };
+
+// [data] normalize = [mean, std] of the raw-image readers (IDX, RecordIO): none when absent; sets
+// the splits' pixel_mean and pixel_std (the values transforms fill with).
+std::optional<IdxDataset::Normalize> read_normalize(const TomlTable& t, DatasetSplits& s);
 
 }  // namespace tr::data

@@ -95,14 +95,7 @@ DatasetSplits build_recordio(const TomlTable& t, const DatasetContext& ctx) {
   if (shape != ctx.input_shape)
     t.fail("image_shape", str("is ", shape, ", but the model expects per-sample input ", ctx.input_shape));
   DatasetSplits s;
-  std::optional<IdxDataset::Normalize> norm;
-  if (t.has("normalize")) {
-    std::vector<double> n = t.get_floats("normalize");
-    if (n.size() != 2 || n[1] <= 0) t.fail("normalize", "must be [mean, std] with std > 0");
-    norm = IdxDataset::Normalize{float(n[0]), float(n[1])};
-    s.pixel_mean = n[0];
-    s.pixel_std = n[1];
-  }
+  const std::optional<IdxDataset::Normalize> norm = read_normalize(t, s);
   const int64_t classes = t.get_int("num_classes", 0);
   const std::string train = rec_path("train"), eval = rec_path("eval");
   s.train = std::make_shared<RecordIODataset>(train, idx_of(train, "train_idx"), shape, norm, classes);

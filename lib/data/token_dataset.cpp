@@ -64,12 +64,7 @@ DatasetSplits build_tokens(const TomlTable& t, const DatasetContext& ctx) {
   if (ctx.input_shape != Shape{o.block_size})
     t.fail("block_size", str("is ", o.block_size, ", but the model expects per-sample input ", ctx.input_shape,
                              " (set the model's input to [block_size])"));
-  auto resolve = [&](const std::string& key) {
-    std::string p = t.get_string(key);
-    if (!ctx.config_dir.empty() && !std::filesystem::exists(p) && std::filesystem::exists(ctx.config_dir + "/" + p))
-      p = ctx.config_dir + "/" + p;
-    return p;
-  };
+  auto resolve = [&](const std::string& key) { return resolve_path(t.get_string(key), ctx.config_dir); };
   DatasetSplits s;
   o.path = resolve("train");
   s.train = std::make_shared<TokenDataset>(o);
