@@ -267,7 +267,7 @@ void Trainer::stop_nonfinite(const std::vector<data::Batch>& micro, int64_t glob
 
 void Trainer::prepare_run_dir() {
   if (!run_.is_main()) return;  // rank 0 writes the run directory; the other ranks only read it
-  fs::create_directories(run_.cfg.run_dir());
+  lock_ = std::make_unique<io::RunLock>(run_.cfg.run_dir());  // before anything in it is touched
   if (fs::exists(checkpoint_root())) io::clean_temporaries(checkpoint_root());
 }
 

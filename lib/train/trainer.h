@@ -10,6 +10,7 @@
 #include <vector>
 #include "config/run_config.h"
 #include "io/metrics_sink.h"
+#include "io/run_lock.h"
 #include "io/tensorboard.h"
 #include "train/progress.h"
 #include "train/run_setup.h"
@@ -152,6 +153,7 @@ class Trainer {
   Run run_;
   std::string resume_;
   int64_t stop_at_step_ = 0;
+  std::unique_ptr<io::RunLock> lock_;         // rank 0: runs/<name>/.lock while it trains
   std::unique_ptr<io::MetricsSink> metrics_;  // metrics.jsonl ([log] jsonl)
   std::unique_ptr<io::SummaryWriter> tensorboard_;  // the event file ([log] tensorboard), rank 0
   int64_t resumed_records_ = 0;               // the checkpoint's metrics_lines, without a sink

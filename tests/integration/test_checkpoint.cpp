@@ -275,3 +275,26 @@ TEST_CASE("keep_last prunes old checkpoints and keep_best keeps the best eval's"
   std::set<std::string> want{"step_96", "step_" + std::to_string(best_step)};
   CHECK(kept == want);
 }
+
+TEST_CASE("one run, one writer: a second run on a live run's directory is refused; a killed one leaves no lock",
+          "[integration][checkpoint][errors]") {
+  fs::path d = fresh_dir("run_lock");
+  write(d / "syn.toml", kSyntheticConfig);
+  // a run that lasts: many epochs of the synthetic set, a checkpoint every 20 steps
+  const std::string slow = "run syn.toml --set run.name=locked --set train.epochs=100000 --set checkpoint.every=20 "
+                           "--set log.progress=none";
+  Result r = shell(d, "'" TRAINER_BINARY "' " + slow + " > first.log 2>&1 & pid=$!; "
+                      "for i in $(seq 100); do [ -d runs/locked/checkpoints/step_20 ] && break; sleep 0.1; done; "
+                      "'" TRAINER_BINARY "' run syn.toml --set run.name=locked --set train.epochs=1; rc=$?; "
+                      "kill -9 $pid; wait $pid; echo second=$rc first_pid=$pid");
+  INFO(r.out);
+  CHECK_THAT(r.out, Contains("second=1"));
+  CHECK_THAT(r.out, Contains("run directory runs/locked is in use by trainer pid") && Contains("one run, one writer"));
+  std::smatch m;
+  REQUIRE(std::regex_search(r.out, m, std::regex("first_pid=([0-9]+)")));
+  CHECK_THAT(r.out, Contains("trainer pid " + m[1].str() + " on "));
+  // the killed run's lock went with it: the run resumes
+  Result again = trainer(d, "run syn.toml --set run.name=locked --set train.epochs=1 --resume auto");
+  INFO(again.out);
+  CHECK(again.code == 0);
+}
