@@ -255,24 +255,13 @@ void pack_recordio(const std::string& out, const std::string& dir) {
   for (bool train : {true, false}) {
     const data::IdxDataset ds = data::IdxDataset::fashion_mnist(train, std::nullopt, dir);
     const std::string rec = out + (train ? "_train.rec" : "_test.rec"), idx = out + (train ? "_train.idx" : "_test.idx");
-    std::FILE* fr = std::fopen(rec.c_str(), "wb");
-    std::FILE* fi = std::fopen(idx.c_str(), "wb");
-    TR_CHECK(fr && fi, "trainer pack: cannot write ", rec, " and ", idx);
+    data::RecordIOWriter w(rec, idx);
     const Tensor images = ds.images().contiguous(), labels = ds.labels();
     const int64_t n = ds.size(), row = images.numel() / std::max<int64_t>(n, 1);
-    uint64_t offset = 0;
-    bool ok = true;
-    for (int64_t i = 0; i < n; ++i) {
-      const float label = float(labels.data_ptr<int64_t>()[i]);
-      const std::vector<uint8_t> r = data::write_record(
-          data::pack_image_record(label, uint64_t(i), images.data_ptr<uint8_t>() + i * row, size_t(row)));
-      ok = ok && std::fwrite(r.data(), 1, r.size(), fr) == r.size() && std::fprintf(fi, "%lld\t%llu\n", (long long)i,
-                                                                                     (unsigned long long)offset) > 0;
-      offset += r.size();
-    }
-    ok = std::fclose(fr) == 0 && ok;
-    ok = std::fclose(fi) == 0 && ok;
-    TR_CHECK(ok, "trainer pack: cannot write ", rec, " and ", idx);
+    for (int64_t i = 0; i < n; ++i)
+      w.write(uint64_t(i), data::pack_image_record(float(labels.data_ptr<int64_t>()[i]), uint64_t(i),
+                                                   images.data_ptr<uint8_t>() + i * row, size_t(row)));
+    w.close();
     std::printf("wrote %s and %s: %lld images of %lld bytes\n", rec.c_str(), idx.c_str(), (long long)n, (long long)row);
   }
 }
@@ -285,24 +274,14 @@ void pack_recordio_folder(const std::string& out, const std::string& dir) {
   o.root = dir;
   const data::ImageFolderDataset ds(o);
   const std::string rec = out + ".rec", idx = out + ".idx";
-  std::FILE* fr = std::fopen(rec.c_str(), "wb");
-  std::FILE* fi = std::fopen(idx.c_str(), "wb");
-  TR_CHECK(fr && fi, "trainer pack: cannot write ", rec, " and ", idx);
-  uint64_t offset = 0;
-  bool ok = true;
+  data::RecordIOWriter w(rec, idx);
   for (int64_t i = 0; i < ds.size(); ++i) {
     std::ifstream f(ds.file(i), std::ios::binary);
     TR_CHECK(f, "trainer pack: cannot read ", ds.file(i));
     const std::vector<uint8_t> img((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    const std::vector<uint8_t> r =
-        data::write_record(data::pack_image_record(float(ds.label(i)), uint64_t(i), img.data(), img.size()));
-    ok = ok && std::fwrite(r.data(), 1, r.size(), fr) == r.size() &&
-         std::fprintf(fi, "%lld\t%llu\n", (long long)i, (unsigned long long)offset) > 0;
-    offset += r.size();
+    w.write(uint64_t(i), data::pack_image_record(float(ds.label(i)), uint64_t(i), img.data(), img.size()));
   }
-  ok = std::fclose(fr) == 0 && ok;
-  ok = std::fclose(fi) == 0 && ok;
-  TR_CHECK(ok, "trainer pack: cannot write ", rec, " and ", idx);
+  w.close();
   std::printf("wrote %s and %s: %lld images of %zu classes\n", rec.c_str(), idx.c_str(), (long long)ds.size(),
               ds.classes().size());
 }

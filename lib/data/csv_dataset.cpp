@@ -29,12 +29,15 @@ void fit_schema(CsvSchema& s, const CsvTable& t, const std::vector<size_t>& rows
   s.std.assign(F, 1.0);
   for (size_t f = 0; f < F; ++f) {
     const size_t c = t.column(s.features[f], "[data] features");
+    std::vector<double> v;
+    v.reserve(rows.size());
+    for (size_t r : rows) v.push_back(csv_number(t, r, c));
     double sum = 0;
-    for (size_t r : rows) sum += csv_number(t, r, c);
-    const double mean = sum / double(rows.size());
+    for (double x : v) sum += x;
+    const double mean = sum / double(v.size());
     double sq = 0;
-    for (size_t r : rows) sq += (csv_number(t, r, c) - mean) * (csv_number(t, r, c) - mean);
-    const double sd = std::sqrt(sq / double(rows.size()));
+    for (double x : v) sq += (x - mean) * (x - mean);
+    const double sd = std::sqrt(sq / double(v.size()));
     if (s.standardize) {
       s.mean[f] = mean;
       s.std[f] = sd > 0 ? sd : 1.0;  // a constant column becomes 0, as StandardScaler leaves it

@@ -62,6 +62,36 @@ std::vector<uint8_t> write_record(const std::vector<uint8_t>& payload) {
   return out;
 }
 
+RecordIOWriter::RecordIOWriter(std::string rec, std::string idx) : rec_path_(std::move(rec)), idx_path_(std::move(idx)) {
+  rec_ = std::fopen(rec_path_.c_str(), "wb");
+  idx_ = std::fopen(idx_path_.c_str(), "wb");
+  if (!rec_ || !idx_) {
+    if (rec_) std::fclose(rec_);
+    if (idx_) std::fclose(idx_);
+    throw Error(str("RecordIO: cannot write ", rec_path_, " and ", idx_path_));
+  }
+}
+
+RecordIOWriter::~RecordIOWriter() {
+  if (rec_) std::fclose(rec_);
+  if (idx_) std::fclose(idx_);
+}
+
+void RecordIOWriter::write(uint64_t key, const std::vector<uint8_t>& payload) {
+  const std::vector<uint8_t> r = write_record(payload);
+  TR_CHECK(std::fwrite(r.data(), 1, r.size(), rec_) == r.size() &&
+               std::fprintf(idx_, "%llu\t%llu\n", (unsigned long long)key, (unsigned long long)offset_) > 0,
+           "RecordIO: cannot write ", rec_path_, " and ", idx_path_);
+  offset_ += r.size();
+}
+
+void RecordIOWriter::close() {
+  const bool ok = std::fclose(rec_) == 0;
+  const bool ok_idx = std::fclose(idx_) == 0;
+  rec_ = idx_ = nullptr;
+  TR_CHECK(ok && ok_idx, "RecordIO: cannot write ", rec_path_, " and ", idx_path_);
+}
+
 std::vector<std::pair<uint64_t, uint64_t>> parse_record_index(const std::string& text, const std::string& path) {
   std::vector<std::pair<uint64_t, uint64_t>> r;
   size_t at = 0;

@@ -8,6 +8,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,24 @@ std::vector<uint8_t> read_record(const uint8_t* data, size_t size, uint64_t offs
                                  int* parts = nullptr);
 // The bytes of one record as dmlc's RecordIOWriter writes them (split where the magic appears).
 std::vector<uint8_t> write_record(const std::vector<uint8_t>& payload);
+
+// Writes records to a .rec file and their "key\toffset" lines to its .idx, as MXNet's
+// MXIndexedRecordIO does; errors name the files. close() reports a failed flush.
+class RecordIOWriter {
+ public:
+  RecordIOWriter(std::string rec, std::string idx);
+  ~RecordIOWriter();
+  RecordIOWriter(const RecordIOWriter&) = delete;
+  RecordIOWriter& operator=(const RecordIOWriter&) = delete;
+  void write(uint64_t key, const std::vector<uint8_t>& payload);
+  void close();
+
+ private:
+  std::string rec_path_, idx_path_;
+  std::FILE* rec_ = nullptr;
+  std::FILE* idx_ = nullptr;
+  uint64_t offset_ = 0;
+};
 
 // An .idx file's "key\toffset" lines, in file order; errors name `path` and the line.
 std::vector<std::pair<uint64_t, uint64_t>> parse_record_index(const std::string& text, const std::string& path);

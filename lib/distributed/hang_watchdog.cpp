@@ -26,6 +26,9 @@ std::string fixed1(double v) {
 
 HangWatchdog::HangWatchdog(std::unique_ptr<Store> store, const ProcessGroup& pg, HangWatchdogOptions o)
     : store_(std::move(store)), pg_(pg), o_(std::move(o)) {
+  char host[256] = "?";
+  ::gethostname(host, sizeof host - 1);
+  host_ = host;
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -60,9 +63,7 @@ std::string HangWatchdog::status_json() {
   }
   j["rank"] = pg_.rank();
   j["pid"] = int64_t(::getpid());
-  char host[256] = "?";
-  ::gethostname(host, sizeof host - 1);
-  j["host"] = host;
+  j["host"] = host_;
   j["collective"] = pg_.activity();
   return j.dump();
 }

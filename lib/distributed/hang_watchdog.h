@@ -61,6 +61,7 @@ class HangWatchdog {
   int64_t step_ = 0, last_done_ = 0;
   std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();
   std::vector<double> step_seconds_;  // the last completed steps' times, for the median
+  std::string host_;
   std::thread thread_;
 };
 

@@ -92,13 +92,9 @@ Plan make_plan(config::RunConfig cfg_in, int nproc) {
     group_names.push_back(g.name);
     if (g.params.empty()) p.warnings.push_back(str("param group '", g.name, "' is empty"));
   }
-  for (const auto& [name, w] : r.model.net->named_parameters())
-    if (!w.requires_grad()) {
-      int64_t frozen = 0;
-      for (const Tensor& x : r.model.net->parameters()) frozen += x.requires_grad() ? 0 : x.numel();
-      t += str("  frozen: ", thousands(frozen), " parameters (no gradient, no optimizer state)\n");
-      break;
-    }
+  int64_t frozen = 0;
+  for (const Tensor& w : r.model.net->parameters()) frozen += w.requires_grad() ? 0 : w.numel();
+  if (frozen > 0) t += str("  frozen: ", thousands(frozen), " parameters (no gradient, no optimizer state)\n");
 
   // ---- steps ----
   t += str("data: ", r.data.train->size(), " training samples, batch ", c.data.batch_size, " (", micro, " per rank",

@@ -96,7 +96,8 @@ EvalResult Trainer::evaluate(nn::Module& net) {
   return r;
 }
 
-Tensor Trainer::forward_backward(const std::vector<data::Batch>& micro, int64_t global) {
+Tensor Trainer::forward_backward(const std::vector<data::Batch>& micro, int64_t global, bool local,
+                                 bool* in_backward) {
   // The step's loss is the mean over all N samples of its micro-batches on all ranks:
   //   L = sum_ranks sum_i (n_i / N) * loss_i
   // Each rank back-propagates its terms times world_size (DDP averages the gradients over the
@@ -108,7 +109,7 @@ Tensor Trainer::forward_backward(const std::vector<data::Batch>& micro, int64_t 
     const data::Batch& b = micro[i];
     TR_CHECK(b.input.defined(), "rank ", r.env.rank, " got no samples of batch ", b.index, " (", b.global_size,
              " samples for ", r.env.world_size, " ranks); use drop_last = true or a batch size that fills every rank");
-    if (r.ddp) r.ddp->prepare(i + 1 == micro.size());  // gradients are averaged on the last micro-batch
+    if (r.ddp) r.ddp->prepare(!local && i + 1 == micro.size());  // gradients are averaged on the last micro-batch
     Tensor x = r.to_run(b.input), y = r.to_run(b.target);
     Tensor loss;
     {
@@ -120,9 +121,11 @@ Tensor Trainer::forward_backward(const std::vector<data::Batch>& micro, int64_t 
     loss_part = loss_part.defined() ? loss_part + part : part;
     double w = n * world / double(global);
     if (w != 1.0) loss = loss * w;
+    if (in_backward) *in_backward = true;
     r.scaler.scale(loss).backward();
+    if (in_backward) *in_backward = false;
   }
-  if (r.ddp) r.ddp->finish();
+  if (r.ddp && !local) r.ddp->finish();
   return loss_part;
 }
 
@@ -225,20 +228,7 @@ void Trainer::stop_nonfinite(const std::vector<data::Batch>& micro, int64_t glob
   bool in_backward = false;
   NonFiniteOpCheck::set_enabled(true);
   try {
-    const double world = double(r.env.world_size);
-    for (const auto& b : micro) {
-      if (r.ddp) r.ddp->prepare(false);
-      Tensor x = r.to_run(b.input), y = r.to_run(b.target);
-      Tensor loss;
-      {
-        amp::AutocastGuard autocast(r.device.type, r.amp_dtype(), r.cfg.amp.enabled);
-        loss = r.loss((*r.model.net)(x), y).first;
-      }
-      const double w = double(x.size(0)) * world / double(global);
-      in_backward = true;
-      (w != 1.0 ? loss * w : loss).backward();
-      in_backward = false;
-    }
+    forward_backward(micro, global, /*local=*/true, &in_backward);
   } catch (const NonFiniteOpError& e) {
     culprit = str(e.what(), in_backward ? std::string(" in the backward pass")
                                           : layers.empty() ? std::string(" in the loss")

@@ -104,7 +104,10 @@ class Trainer {
   // backward through the GradScaler when [amp] asks for them.
   StepResult train_step(const std::vector<data::Batch>& micro);
   // The forward and backward of the micro-batches (their loss part, the gradients accumulated).
-  Tensor forward_backward(const std::vector<data::Batch>& micro, int64_t global);
+  // local: no DDP allreduce (the nonfinite re-run, which other ranks do not join); *in_backward
+  // says, while it runs, whether a backward is under way.
+  Tensor forward_backward(const std::vector<data::Batch>& micro, int64_t global, bool local = false,
+                          bool* in_backward = nullptr);
   // [train] nonfinite before the optimizer step: what is non-finite ("" when nothing is): this
   // process's loss (single process: with ranks, each has only its part) and the gradients.
   std::string nonfinite_in_step(const Tensor& loss_part);

@@ -86,16 +86,12 @@ TEST_CASE("RecordIO: all 60,000 Fashion-MNIST training images round-trip exactly
   const IdxDataset idx = IdxDataset::fashion_mnist(true);
   TempDir tmp;
   {
-    std::ofstream rec(tmp / "f.rec", std::ios::binary), ix(tmp / "f.idx");
+    RecordIOWriter w(tmp / "f.rec", tmp / "f.idx");
     const Tensor images = idx.images().contiguous();
-    uint64_t off = 0;
-    for (int64_t i = 0; i < idx.size(); ++i) {
-      const std::vector<uint8_t> r = write_record(pack_image_record(
-          float(idx.labels().data_ptr<int64_t>()[i]), uint64_t(i), images.data_ptr<uint8_t>() + i * 784, 784));
-      rec.write(reinterpret_cast<const char*>(r.data()), std::streamsize(r.size()));
-      ix << i << "\t" << off << "\n";
-      off += r.size();
-    }
+    for (int64_t i = 0; i < idx.size(); ++i)
+      w.write(uint64_t(i), pack_image_record(float(idx.labels().data_ptr<int64_t>()[i]), uint64_t(i),
+                                             images.data_ptr<uint8_t>() + i * 784, 784));
+    w.close();
   }
   RecordIODataset rio(tmp / "f.rec", tmp / "f.idx", {1, 28, 28}, std::nullopt, 10);
   REQUIRE(rio.size() == 60000);

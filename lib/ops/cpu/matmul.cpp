@@ -32,14 +32,17 @@ BlasMat blas_view(const Tensor& m) {
   return {cc.raw_data(), CblasNoTrans, std::max<int64_t>(c, 1), cc};
 }
 
-// out[M,N] = a[M,K] b[K,N]; out contiguous.
-void gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
+// out[M,N] = a[M,K] b[K,N]; out contiguous. With `bias` ([N], contiguous, out's dtype), where the
+// kernel taken is oneDNN's matmul primitive its epilogue adds the bias too: returns whether it did
+// (else the caller adds it).
+bool gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias = Tensor()) {
   int64_t M = a.size(0), K = a.size(1), N = b.size(1);
-  if (M == 0 || N == 0) return;
+  if (M == 0 || N == 0) return false;
   if (K == 0) {
     out.detach().zero_();
-    return;
+    return false;
   }
+  const void* pbias = bias.defined() && bias.is_contiguous() ? bias.raw_data() : nullptr;
   DType t = out.dtype();
   if (t == DType::F32 || t == DType::F64) {
     BlasMat A = blas_view(a), B = blas_view(b);
@@ -50,23 +53,23 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
     if (t == DType::F32 && A.trans == CblasNoTrans && B.trans == CblasTrans && M <= 256 &&
         sgemm_library() == Sgemm::OneDnn &&
         onednn_matmul(t, t, M, N, K, a.raw_data(), a.stride(0), a.stride(1), b.raw_data(), b.stride(0), b.stride(1),
-                      out.raw_data()))
-      return;
+                      out.raw_data(), pbias))
+      return pbias != nullptr;
     if (t == DType::F32)
       sgemm(A.trans == CblasTrans, B.trans == CblasTrans, M, N, K, 1.0f, static_cast<const float*>(A.p), A.ld,
             static_cast<const float*>(B.p), B.ld, 0.0f, static_cast<float*>(out.raw_data()), N);
     else
       cblas_dgemm(CblasRowMajor, A.trans, B.trans, int(M), int(N), int(K), 1.0, static_cast<const double*>(A.p),
                   int(A.ld), static_cast<const double*>(B.p), int(B.ld), 0.0, static_cast<double*>(out.raw_data()), int(N));
-    return;
+    return false;
   }
   if (t == DType::BF16 && bf16_gemm_kernel() == Bf16Gemm::OneDnn &&
       onednn_matmul(t, t, M, N, K, a.raw_data(), a.stride(0), a.stride(1), b.raw_data(), b.stride(0), b.stride(1),
-                    out.raw_data()))
-    return;
+                    out.raw_data(), pbias))
+    return pbias != nullptr;
   if (t == DType::BF16 && bf16_gemm_kernel() == Bf16Gemm::Native) {
     gemm_bf16(a, b, out);
-    return;
+    return false;
   }
   if (t == DType::F16 || t == DType::BF16) {
     // a transposed operand is widened as its contiguous transpose (a flat 8-lane cast) and stays
@@ -79,7 +82,7 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
     Tensor o32 = empty({M, N}, DType::F32);
     gemm(a32, b32, o32);
     out.detach().copy_(o32);
-    return;
+    return false;
   }
   TR_DISPATCH_NUMERIC(t, "mm", [&] {
     Tensor ac = a.contiguous(), bc = b.contiguous();
@@ -93,23 +96,11 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
         po[i * N + j] = scalar_t(s);
       }
   });
+  return false;
 }
 
 void mm_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) { gemm(in[0], in[1], out[0]); }
 TR_REGISTER_KERNEL(mm, CPU, mm_cpu);
-
-// out = bias + a b in oneDNN's primitive where gemm would run the product there (the bias then
-// rides in its epilogue); false where gemm would take another kernel.
-bool onednn_addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Tensor& out) {
-  const DType t = out.dtype();
-  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
-  if (M == 0 || N == 0 || K == 0 || !bias.is_contiguous()) return false;
-  const bool x_wt = a.stride(1) == 1 && b.stride(0) == 1;  // x w^T: what linear passes
-  const bool take = (t == DType::F32 && x_wt && M <= 256 && sgemm_library() == Sgemm::OneDnn) ||
-                    (t == DType::BF16 && bf16_gemm_kernel() == Bf16Gemm::OneDnn);
-  return take && onednn_matmul(t, t, M, N, K, a.raw_data(), a.stride(0), a.stride(1), b.raw_data(), b.stride(0),
-                               b.stride(1), out.raw_data(), bias.raw_data());
-}
 
 // math::relu as selects: max(v, 0), NaN kept, -0 -> +0
 template <typename T>
@@ -137,12 +128,11 @@ void addmm_epilogue_row(T* row, const T* bias, int64_t n, bool relu) {
   }
 }
 
-// addmm and addmm_relu: bias + a b (then relu): oneDNN's product with the bias in its epilogue
-// where it runs the product, else gemm and the bias in our pass.
+// addmm and addmm_relu: bias + a b (then relu): gemm, with the bias in oneDNN's epilogue where
+// oneDNN runs the product, else in our pass.
 void addmm_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&, bool relu) {
   const Tensor& o = out[0];
-  const bool biased = onednn_addmm(in[0], in[1], in[2], o);
-  if (!biased) gemm(in[1], in[2], o);
+  const bool biased = gemm(in[1], in[2], o, in[0]);
   if (biased && !relu) return;
   const Tensor bias = in[0].contiguous();
   const int64_t M = o.size(0), N = o.size(1);
