@@ -3,8 +3,18 @@
 #   scripts/build.sh --cuda-emulation [cmake args]: the CUDA backend against the CUDA emulator
 #   (tests/cuda_emu) into build-cuda-emu/: the trainer and the test binaries, for running the GPU
 #   path's tests on a machine without a GPU. Never the product.
+#   scripts/build.sh --sanitize [cmake args]: clang, everything under ASan+LSan+UBSan with
+#   libFuzzer coverage, into build-fuzz/: the unit tests and the fuzz targets (tests/fuzz).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [[ ${1:-} == --sanitize ]]; then
+  shift
+  bash scripts/deps.sh --sanitize
+  CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DTRAINER_FUZZ=ON "$@" >/dev/null
+  ninja -C build-fuzz unit_tests fuzz_targets
+  exit 0
+fi
 bash scripts/deps.sh
 if [[ ${1:-} == --cuda-emulation ]]; then
   shift

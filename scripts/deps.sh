@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages trainer needs that are missing (run as root, or with sudo).
+#   scripts/deps.sh --sanitize: also clang, its sanitizer and libFuzzer runtimes and libomp (the
+#   sanitizer build, scripts/build.sh --sanitize)
 set -euo pipefail
 
 PACKAGES=(
@@ -8,6 +10,9 @@ PACKAGES=(
   zlib1g-dev libdeflate-dev libcsv-dev libpng-dev libturbojpeg0-dev libopenblas-openmp-dev libdnnl-dev libmuparser-dev libgloo-dev libboost-context-dev libboost-dev
   dataset-fashion-mnist fortunes
 )
+if [[ ${1:-} == --sanitize ]]; then
+  PACKAGES+=(clang libclang-rt-dev libomp-dev)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

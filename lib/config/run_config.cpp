@@ -252,10 +252,8 @@ void load_amp(RunConfig& c, const TomlTable& t) {
   t.finish();
 }
 
-}  // namespace
-
-RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
-  auto parsed = std::make_shared<toml::table>(parse_toml_file(path));
+RunConfig make_run_config(std::shared_ptr<toml::table> parsed, const std::string& path,
+                          const std::vector<std::string>& overrides) {
   for (auto& o : overrides) apply_override(*parsed, o);
   RunConfig c;
   c.path = path;
@@ -276,6 +274,16 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   load_dist(c, section(c, top, "dist"));
   load_amp(c, section(c, top, "amp"));
   return c;
+}
+
+}  // namespace
+
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
+  return make_run_config(std::make_shared<toml::table>(parse_toml_file(path)), path, overrides);
+}
+
+RunConfig parse_run_config(std::string_view text, const std::string& path, const std::vector<std::string>& overrides) {
+  return make_run_config(std::make_shared<toml::table>(parse_toml_text(text, path)), path, overrides);
 }
 
 namespace {

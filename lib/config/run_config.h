@@ -170,6 +170,8 @@ struct RunConfig {
 // Loads `path`, applies overrides ("section.key=value", value parsed as TOML, else a string),
 // validates and fills defaults (the dataset's, transforms' and loss's keys: at setup).
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// The same from the text of a config file; `path` names it in errors and anchors its relative paths.
+RunConfig parse_run_config(std::string_view text, const std::string& path, const std::vector<std::string>& overrides = {});
 // Applies one "a.b.c=value" override to a table (creating tables on the way).
 void apply_override(toml::table& t, const std::string& assignment);
 // The resolved config (every key, defaults included) as TOML; complete once the run is set up.

@@ -35,7 +35,10 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, ProcessGrou
       fresh = last.offsets.back() * int64_t(p.element_size()) + bytes > cap || first.dtype() != p.dtype() ||
               first.device() != p.device();
     }
-    if (fresh) buckets_.push_back(Bucket{{}, {0}});
+    if (fresh) {
+      buckets_.emplace_back();
+      buckets_.back().offsets = {0};
+    }
     Bucket& b = buckets_.back();
     bucket_of_[k] = buckets_.size() - 1;
     b.params.push_back(k);
@@ -54,7 +57,8 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, ProcessGrou
 void DistributedDataParallel::broadcast_buffers() {
   NoGradGuard ng;
   std::vector<std::vector<Tensor>> groups;
-  for (auto& [name, b] : module_.named_buffers()) {
+  for (auto& named : module_.named_buffers()) {
+    const Tensor& b = named.second;
     auto same = [&](const std::vector<Tensor>& g) { return g[0].dtype() == b.dtype() && g[0].device() == b.device(); };
     auto it = std::find_if(groups.begin(), groups.end(), same);
     if (it == groups.end()) groups.push_back({b});

@@ -228,10 +228,17 @@ void TomlTable::finish(const std::vector<std::string>& known_extra) const {
 }
 
 toml::table parse_toml_file(const std::string& path) {
-  std::ifstream f(path);
+  std::ifstream f(path, std::ios::binary);
   TR_CHECK(f.good(), "cannot open '", path, "'");
+  std::ostringstream text;
+  text << f.rdbuf();
+  TR_CHECK(!f.bad(), "cannot read '", path, "'");
+  return parse_toml_text(text.str(), path);
+}
+
+toml::table parse_toml_text(std::string_view text, const std::string& path) {
   try {
-    return toml::parse_file(path);
+    return toml::parse(text, path);
   } catch (const toml::parse_error& e) {
     const auto& s = e.source();
     throw Error(str(path, ":", s.begin.line, ":", s.begin.column, ": TOML syntax error: ", e.description()));

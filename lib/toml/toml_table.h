@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 #include "core/error.h"
 #include "core/registry.h"
@@ -98,6 +99,8 @@ class TomlTable {
 
 // Parses a TOML file; syntax errors become one Error with file:line:column.
 toml::table parse_toml_file(const std::string& path);
+// Parses TOML text read from `path` (named in errors), as parse_toml_file does.
+toml::table parse_toml_text(std::string_view text, const std::string& path);
 // A path a TOML file names: as written when it is absolute or exists from the working directory,
 // else relative to `dir` (the file's directory) when it exists there, else as written.
 std::string resolve_path(const std::string& path, const std::string& dir);

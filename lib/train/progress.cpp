@@ -46,33 +46,32 @@ double Progress::eta(int64_t step) const {
 }
 
 void Progress::step(int64_t, int64_t, double loss, int64_t samples, double grad_norm) {
-  loss_sum_ += loss;
-  samples_ += samples;
-  ++steps_;
+  window_.loss_sum += loss;
+  window_.samples += samples;
+  ++window_.steps;
   if (grad_norm >= 0 || std::isnan(grad_norm)) {
-    norm_sum_ += grad_norm;
-    ++norms_;
+    window_.norm_sum += grad_norm;
+    ++window_.norms;
   }
 }
 
 double Progress::steps_per_s() const {
   const double w = window_seconds();
-  return w > 0 ? double(steps_) / w : 0.0;
+  return w > 0 ? double(window_.steps) / w : 0.0;
 }
 
 std::string Progress::train_line(int64_t step, int64_t epoch, const std::vector<double>& lrs, const std::string& extra,
                                  const std::string& tail) {
   double w = window_seconds();
-  double sps = w > 0 ? double(samples_) / w : 0.0;
+  double sps = w > 0 ? double(window_.samples) / w : 0.0;
   std::string lr;
   for (double v : lrs) lr += (lr.empty() ? "" : ",") + json_num(v);
   std::string s = str("{\"split\":\"train\",\"step\":", step, ",\"epoch\":", epoch, ",\"loss\":",
-                      json_num(loss_sum_ / double(std::max<int64_t>(steps_, 1))), ",\"lr\":[", lr, "]");
-  if (norms_ > 0) s += ",\"grad_norm\":" + json_num(norm_sum_ / double(norms_));
+                      json_num(window_.loss_sum / double(std::max<int64_t>(window_.steps, 1))), ",\"lr\":[", lr, "]");
+  if (window_.norms > 0) s += ",\"grad_norm\":" + json_num(window_.norm_sum / double(window_.norms));
   s += extra;
-  s += ",\"samples_per_s\":" + json_num(std::round(sps * 10) / 10) + tail + "}";
-  loss_sum_ = norm_sum_ = 0;
-  samples_ = steps_ = norms_ = 0;
+  s += ",\"window_.samplesper_s\":" + json_num(std::round(sps * 10) / 10) + tail + "}";
+  window_ = {};
   window_t0_ = std::chrono::steady_clock::now();
   return s;
 }
@@ -82,8 +81,8 @@ void Progress::show(int64_t step, int64_t epoch, const std::vector<double>& lrs,
   bool due = log_due(step);
   if (!(live_ ? (step % 5 == 0 || due || refresh) : due)) return;
   double w = window_seconds();
-  double sps = w > 0 ? double(samples_) / w : 0.0;
-  double loss = loss_sum_ / double(std::max<int64_t>(steps_, 1));
+  double sps = w > 0 ? double(window_.samples) / w : 0.0;
+  double loss = window_.loss_sum / double(std::max<int64_t>(window_.steps, 1));
   std::printf("%sepoch %lld  step %lld/%lld  loss %.4f  lr %.4g  %.0f samples/s  ETA %s%s", live_ ? "\r" : "",
               (long long)epoch, (long long)step, (long long)total_steps_, loss, lrs.empty() ? 0.0 : lrs[0], sps,
               fmt_duration(eta(step)).c_str(), live_ ? "   " : "\n");
@@ -109,18 +108,6 @@ void Progress::message(const std::string& text) {
   line_open_ = false;
   std::printf("%s\n", text.c_str());
   std::fflush(stdout);
-}
-
-nlohmann::json Progress::window_state() const {
-  return {{"loss_sum", loss_sum_}, {"norm_sum", norm_sum_}, {"samples", samples_}, {"steps", steps_}, {"norms", norms_}};
-}
-
-void Progress::restore_window(const nlohmann::json& w) {
-  loss_sum_ = w.at("loss_sum").get<double>();
-  norm_sum_ = w.at("norm_sum").get<double>();
-  samples_ = w.at("samples").get<int64_t>();
-  steps_ = w.at("steps").get<int64_t>();
-  norms_ = w.at("norms").get<int64_t>();
 }
 
 }  // namespace tr::train

@@ -12,6 +12,13 @@
 
 namespace tr::train {
 
+// The sums of the steps since the last train line, saved in checkpoints so that the first train
+// line after a resume equals the uninterrupted run's.
+struct ProgressWindow {
+  double loss_sum = 0, norm_sum = 0;
+  int64_t samples = 0, steps = 0, norms = 0;
+};
+
 // A JSON number as metrics.jsonl writes it (%.9g; NaN and infinities as JSON5 words).
 std::string json_num(double v);
 // "mm:ss" or "h:mm:ss".
@@ -50,10 +57,9 @@ class Progress {
             std::optional<EvalScores> ema = std::nullopt);
   void message(const std::string& text);  // a line for the console unless quiet
   bool quiet() const { return quiet_; }
-  // The open window's sums (loss, grad norm, samples, steps), saved in checkpoints so that the
-  // first train line after a resume equals the uninterrupted run's.
-  nlohmann::json window_state() const;
-  void restore_window(const nlohmann::json& w);
+  // The open window's sums (checkpointed).
+  ProgressWindow window_state() const { return window_; }
+  void restore_window(const ProgressWindow& w) { window_ = w; }
 
  private:
   double window_seconds() const;
@@ -62,9 +68,7 @@ class Progress {
   bool live_ = false, quiet_ = false, line_open_ = false;
   int64_t total_steps_, log_every_, first_step_;
   std::chrono::steady_clock::time_point t0_, window_t0_;
-  // the window since the last log point
-  double loss_sum_ = 0, norm_sum_ = 0;
-  int64_t samples_ = 0, steps_ = 0, norms_ = 0;
+  ProgressWindow window_;  // since the last log point
 };
 
 }  // namespace tr::train

@@ -261,9 +261,10 @@ void Trainer::prepare_run_dir() {
   if (fs::exists(checkpoint_root())) io::clean_temporaries(checkpoint_root());
 }
 
-json Trainer::restore_if_asked() {
+std::optional<CheckpointState> Trainer::restore_if_asked() {
   auto dir = resume_dir();
-  return dir ? restore_checkpoint(*dir) : json();
+  if (!dir) return std::nullopt;
+  return restore_checkpoint(*dir);
 }
 
 void Trainer::write_resolved_config() {
@@ -272,13 +273,13 @@ void Trainer::write_resolved_config() {
   f << config::to_toml(run_.cfg);
 }
 
-void Trainer::open_metrics(const json& resumed) {
-  resumed_records_ = resumed.is_null() ? 0 : resumed.at("metrics_lines").get<int64_t>();
+void Trainer::open_metrics(const std::optional<CheckpointState>& resumed) {
+  resumed_records_ = resumed ? resumed->metrics_lines : 0;
   if (run_.cfg.log.tensorboard && run_.is_main()) {
     tensorboard_ = std::make_unique<io::SummaryWriter>(
-        run_.cfg.run_dir(), resumed.is_null() ? -1 : resumed.at("step").get<int64_t>());
+        run_.cfg.run_dir(), resumed ? resumed->step : -1);
     // the resolved config, as torch users add hparams: indented, so the text plugin shows it as code
-    if (resumed.is_null()) {
+    if (!resumed) {
       std::string text, line;
       std::istringstream in(config::to_toml(run_.cfg));
       while (std::getline(in, line)) text += "    " + line + "\n";
@@ -287,21 +288,21 @@ void Trainer::open_metrics(const json& resumed) {
   }
   if (!run_.cfg.log.jsonl) return;
   metrics_ = std::make_unique<io::JsonlMetricsSink>(run_.cfg.run_dir() + "/metrics.jsonl", run_.is_main(),
-                                                    resumed.is_null() ? -1 : resumed_records_);
+                                                    resumed ? resumed_records_ : -1);
 }
 
-void Trainer::open_progress(const TrainPosition& start, const json& resumed) {
+void Trainer::open_progress(const TrainPosition& start, const std::optional<CheckpointState>& resumed) {
   const auto& cfg = run_.cfg;
   progress_ = std::make_unique<Progress>(run_.is_main() ? cfg.log.progress : "none", run_.total_steps,
                                          cfg.train.log_every, start.step);
-  if (!resumed.is_null()) progress_->restore_window(resumed.at("progress_window"));
+  if (resumed) progress_->restore_window(resumed->progress_window);
   const int64_t acc = cfg.train.accumulate;
   progress_->message(str("run ", cfg.run.name, ": ", run_.data.train->describe(), ", ", run_.model.net->num_parameters(),
                          " parameters, ", cfg.optimizer.type, " on ", run_.device.str(), ", ", run_.total_steps,
                          " steps (", run_.epochs(), " epochs of ", run_.steps_per_epoch,
                          acc > 1 ? str(", ", acc, " micro-batches each") : "", ")",
                          run_.env.active() ? str(", ", run_.env.world_size, " ranks (", run_.pg->describe(), ")") : "",
-                         resumed.is_null() ? "" : str("; resumed at step ", start.step)));
+                         resumed ? str("; resumed at step ", start.step) : ""));
 }
 
 bool Trainer::next_micro_batches(std::vector<data::Batch>& micro) {
@@ -523,10 +524,9 @@ void Trainer::finish(Loop& l) {
 
 FitResult Trainer::fit() {
   prepare_run_dir();
-  const json resumed = restore_if_asked();
+  const std::optional<CheckpointState> resumed = restore_if_asked();
   Loop l;
-  if (!resumed.is_null())
-    l.start = {resumed.at("step").get<int64_t>(), resumed.at("epoch").get<int64_t>(), resumed.at("batch").get<int64_t>()};
+  if (resumed) l.start = {resumed->step, resumed->epoch, resumed->batch};
   l.step = l.start.step;
   l.epoch = l.start.epoch;
   write_resolved_config();

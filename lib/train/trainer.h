@@ -12,6 +12,7 @@
 #include "io/metrics_sink.h"
 #include "io/run_lock.h"
 #include "io/tensorboard.h"
+#include "train/checkpoint_state.h"
 #include "train/progress.h"
 #include "train/run_setup.h"
 #include "train/stop_signal.h"
@@ -84,11 +85,11 @@ class Trainer {
 
   // ---- fit(), in order ----
   void prepare_run_dir();
-  // The state.json of the checkpoint resume_from() names, restored; null when training from scratch.
-  nlohmann::json restore_if_asked();
+  // The state of the checkpoint resume_from() names, restored; none when training from scratch.
+  std::optional<CheckpointState> restore_if_asked();
   void write_resolved_config();
-  void open_metrics(const nlohmann::json& resumed);
-  void open_progress(const TrainPosition& start, const nlohmann::json& resumed);
+  void open_metrics(const std::optional<CheckpointState>& resumed);
+  void open_progress(const TrainPosition& start, const std::optional<CheckpointState>& resumed);
   // The steps of one epoch; false when the run stops (signal or stop_at_step) inside it.
   bool train_epoch(Loop& l, StopSignal& stop);
   // The micro-batches of the next optimizer step (fewer at the end of an epoch; none after it).
@@ -147,7 +148,7 @@ class Trainer {
   // checkpoints/final/model.safetensors: the weights alone, through the checkpoint writer.
   void write_final_weights(int64_t step);
   // Restores model, optimizer, scheduler and RNG from `dir`; returns its state.json.
-  nlohmann::json restore_checkpoint(const std::string& dir);
+  CheckpointState restore_checkpoint(const std::string& dir);
   // The checkpoint directory `resume_` names, or none (auto with no checkpoint yet).
   std::optional<std::string> resume_dir() const;
   // Records written to the metrics sink so far (a checkpoint's metrics_lines).

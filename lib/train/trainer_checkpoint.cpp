@@ -14,6 +14,7 @@
 #include "io/checkpoint_dir.h"
 #include "io/safetensors.h"
 #include "optim/optimizer_state.h"
+#include "toml/toml_table.h"
 #include "train/trainer.h"
 
 namespace tr::train {
@@ -54,29 +55,25 @@ void Trainer::write_checkpoint(const std::string& name, const TrainPosition& pos
   if (run_.ema) io::save_safetensors(w.path_for(kEmaFile), run_.ema->module().state_dict());
   GeneratorState rng = default_generator().get_state();
   if (is_best) best_checkpoint_ = name;
-  json state = {
-      {"format", 1},
-      {"step", pos.step},
-      {"epoch", pos.epoch},
-      {"batch", pos.batch},
-      {"rng", {{"seed", rng.seed}, {"offset", rng.offset}}},
-      {"optimizer",
-       {{"type", run_.optimizer->type_name()}, {"param_groups", os.param_groups}, {"step_count", os.step_count}}},
-      {"scheduler", run_.scheduler ? run_.scheduler->state_dict() : json(nullptr)},
-      {"scaler", run_.scaler.is_enabled()
-                     ? json{{"state", run_.scaler.state_dict()}, {"skipped_steps", run_.scaler.skipped_steps()}}
-                     : json(nullptr)},
-      {"ema", run_.ema ? json{{"decay", run_.ema->decay()}, {"n_averaged", run_.ema->n_averaged()}} : json(nullptr)},
-      {"progress_window", progress_->window_state()},
-      {"metrics_lines", metrics_records()},
-      {"nonfinite_skipped", nonfinite_skipped_},
-      {"data_state", run_.data.state.empty() ? json(nullptr) : json::parse(run_.data.state)},
-      {"world_size", run_.env.world_size},
-      {"best", best_metric_ ? json{{"metric", k.keep_best}, {"value", *best_metric_}, {"checkpoint", best_checkpoint_}}
-                            : json(nullptr)},
-      {"config", config::to_toml(run_.cfg)},
-  };
-  w.commit(state);
+  CheckpointState state;
+  state.step = pos.step;
+  state.epoch = pos.epoch;
+  state.batch = pos.batch;
+  state.rng = rng;
+  state.optimizer_type = run_.optimizer->type_name();
+  state.param_groups = os.param_groups;
+  state.optimizer_step_count = os.step_count;
+  if (run_.scheduler) state.scheduler = run_.scheduler->state_dict();
+  if (run_.scaler.is_enabled()) state.scaler = CheckpointState::Scaler{run_.scaler.state_dict(), run_.scaler.skipped_steps()};
+  if (run_.ema) state.ema = CheckpointState::Ema{run_.ema->decay(), run_.ema->n_averaged()};
+  state.progress_window = progress_->window_state();
+  state.metrics_lines = metrics_records();
+  state.nonfinite_skipped = nonfinite_skipped_;
+  if (!run_.data.state.empty()) state.data_state = json::parse(run_.data.state);
+  state.world_size = run_.env.world_size;
+  if (best_metric_) state.best = CheckpointState::Best{k.keep_best, *best_metric_, best_checkpoint_};
+  state.config = config::to_toml(run_.cfg);
+  w.commit(state.to_json());
   std::optional<std::string> keep;
   if (!best_checkpoint_.empty()) keep = best_checkpoint_;
   io::prune(checkpoint_root(), int(k.keep_last), keep);
@@ -102,11 +99,11 @@ std::optional<std::string> Trainer::resume_dir() const {
   return dir;
 }
 
-json Trainer::restore_checkpoint(const std::string& dir) {
-  json state = io::load_checkpoint_state(dir);
-  TR_CHECK(state.contains("config"), "cannot resume from ", dir, ": it holds weights only (no training state)");
+CheckpointState Trainer::restore_checkpoint(const std::string& dir) {
+  const CheckpointState state =
+      CheckpointState::from_json(io::load_checkpoint_state(dir), dir + "/" + io::kCheckpointStateFile);
   // the config: anything but cadence and length must be as saved
-  toml::table saved = toml::parse(state.at("config").get<std::string>());
+  toml::table saved = parse_toml_text(state.config, dir + "/" + io::kCheckpointStateFile + " (config)");
   toml::table now = toml::parse(config::to_toml(run_.cfg));
   std::string refused, accepted;
   for (auto& c : config::diff_configs(saved, now, run_.cfg.source.get()))
@@ -121,44 +118,42 @@ json Trainer::restore_checkpoint(const std::string& dir) {
   for (auto& [n, t] : tensors) sd.emplace_back(n, t);
   run_.model.net->load_state_dict(sd, true);
   // optimizer, then scheduler (torch's order: the scheduler's construction set the lrs already)
-  const json& o = state.at("optimizer");
-  TR_CHECK(o.at("type").get<std::string>() == run_.optimizer->type_name(), "cannot resume from ", dir, ": it holds ",
-           o.at("type").get<std::string>(), " state, the config builds ", run_.optimizer->type_name());
+  TR_CHECK(state.optimizer_type == run_.optimizer->type_name(), "cannot resume from ", dir, ": it holds ",
+           state.optimizer_type, " state, the config builds ", run_.optimizer->type_name());
   optim::OptimizerState os;
-  os.param_groups = o.at("param_groups");
-  os.step_count = o.at("step_count").get<int64_t>();
+  os.param_groups = state.param_groups;
+  os.step_count = state.optimizer_step_count;
   for (auto& [n, t] : io::load_safetensors(dir + "/optimizer.safetensors")) os.tensors[n] = t;
   optim::load_state_dict(*run_.optimizer, os);
   if (run_.scheduler) {
-    TR_CHECK(!state.at("scheduler").is_null(), "cannot resume from ", dir, ": it has no scheduler state");
-    run_.scheduler->load_state_dict(state.at("scheduler"));
+    TR_CHECK(!state.scheduler.is_null(), "cannot resume from ", dir, ": it has no scheduler state");
+    run_.scheduler->load_state_dict(state.scheduler);
   }
   if (run_.ema) {  // (the config check above has refused a checkpoint of a run without EMA)
-    TR_CHECK(state.contains("ema") && !state.at("ema").is_null() && fs::exists(dir + "/" + kEmaFile),
+    TR_CHECK(state.ema && fs::exists(dir + "/" + kEmaFile),
              "cannot resume from ", dir, ": it holds no EMA weights (", kEmaFile, ")");
     nn::StateDict esd;
     for (auto& [n, t] : io::load_safetensors(dir + "/" + kEmaFile)) esd.emplace_back(n, t);
     run_.ema->module().load_state_dict(esd, true);
-    run_.ema->set_n_averaged(state.at("ema").at("n_averaged").get<int64_t>());
+    run_.ema->set_n_averaged(state.ema->n_averaged);
   }
   if (run_.scaler.is_enabled()) {
-    TR_CHECK(state.contains("scaler") && !state.at("scaler").is_null(), "cannot resume from ", dir,
-             ": it has no GradScaler state");
-    run_.scaler.load_state_dict(state.at("scaler").at("state"));
-    run_.scaler.set_skipped_steps(state.at("scaler").at("skipped_steps").get<int64_t>());
+    TR_CHECK(state.scaler, "cannot resume from ", dir, ": it has no GradScaler state");
+    run_.scaler.load_state_dict(state.scaler->state);
+    run_.scaler.set_skipped_steps(state.scaler->skipped_steps);
   }
-  default_generator().set_state({state.at("rng").at("seed").get<uint64_t>(), state.at("rng").at("offset").get<uint64_t>()});
-  nonfinite_skipped_ = state.value("nonfinite_skipped", int64_t(0));
+  default_generator().set_state(state.rng);
+  nonfinite_skipped_ = state.nonfinite_skipped;
   // what the data was fitted with (a CSV's standardisation and classes) must be the checkpoint's
-  if (state.contains("data_state") && !state.at("data_state").is_null()) {
+  if (!state.data_state.is_null()) {
     const json now = run_.data.state.empty() ? json(nullptr) : json::parse(run_.data.state);
-    TR_CHECK(now == state.at("data_state"), "cannot resume from ", dir, ": the training data gives other statistics ",
-             "than the checkpoint's (the file changed?): checkpoint ", state.at("data_state").dump(), ", now ",
+    TR_CHECK(now == state.data_state, "cannot resume from ", dir, ": the training data gives other statistics ",
+             "than the checkpoint's (the file changed?): checkpoint ", state.data_state.dump(), ", now ",
              now.dump());
   }
-  if (state.contains("best") && !state.at("best").is_null()) {
-    best_metric_ = state["best"].at("value").get<double>();
-    best_checkpoint_ = state["best"].at("checkpoint").get<std::string>();
+  if (state.best) {
+    best_metric_ = state.best->value;
+    best_checkpoint_ = state.best->checkpoint;
   }
   return state;
 }

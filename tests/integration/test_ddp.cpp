@@ -226,7 +226,9 @@ TEST_CASE("ranks started by srun or mpirun (their environments set by hand) equa
                             "SLURM_JOB_ID=$((4000 + $$ % 9000)) SLURM_PROCID=R SLURM_LOCALID=R";
   const std::string mpi = "OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_SIZE=2 MASTER_ADDR=127.0.0.1 "
                           "MASTER_PORT=$((21000 + $$ % 20000)) OMPI_COMM_WORLD_RANK=R OMPI_COMM_WORLD_LOCAL_RANK=R";
-  for (const auto& [name, vars] : {std::pair{"slurm", slurm}, std::pair{"mpi", mpi}}) {
+  for (const auto& launcher : {std::pair{"slurm", slurm}, std::pair{"mpi", mpi}}) {
+    const char* name = launcher.first;
+    const std::string& vars = launcher.second;
     DYNAMIC_SECTION(name) {
       auto rank = [&](const char* r) {
         return std::regex_replace(vars, std::regex("=R\\b"), std::string("=") + r) + " '" TRAINER_BINARY "' run ddp.toml " +

@@ -413,7 +413,9 @@ TEST_CASE("cuda: sum over every kind of dim set matches the CPU", "[gpu]") {
   for (DType t : kAllTypes) {
     Tensor x = t == DType::Bool ? data({4, 5, 6}, DType::F64, 30) > 0.0 : data({4, 5, 6}, t, 30, -3.0, 9.0);
     // floats: sums of f16 / bf16 round once at the end, as on the CPU
-    for (auto& [dims, keep] : cases) {
+    for (const auto& c : cases) {
+      const Shape& dims = c.first;
+      const bool keep = c.second;
       std::string w = std::string("sum ") + dtype_name(t) + " dims " + shape_str(dims) + (keep ? " keepdim" : "");
       compare(w, [&](const Inputs& in) { return sum(in[0], dims, keep); }, {x});
       compare(w + " transposed", [&](const Inputs& in) { return sum(in[0].transpose(0, 2), dims, keep); }, {x});

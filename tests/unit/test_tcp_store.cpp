@@ -10,6 +10,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -309,6 +310,135 @@ TEST_CASE("TCPStore: many concurrent clients", "[dist]") {
   CHECK(failures == 0);
   TCPStore st("127.0.0.1", server.port(), "tok", 5s);
   CHECK(s(st.get("counter")) == std::to_string(n * 20));
+}
+
+// A correct 2-rank rendezvous: both connect, publish, wait for each other and read the other's key.
+std::chrono::duration<double, std::milli> rendezvous(int port, const std::string& round) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::atomic<int> failures{0};
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      try {
+        TCPStore st("127.0.0.1", port, "tok", 10s);
+        st.set(round + "/" + std::to_string(r), b(std::to_string(r)));
+        st.wait({round + "/0", round + "/1"}, 10s);
+        if (s(st.get(round + "/" + std::to_string(1 - r))) != std::to_string(1 - r)) failures++;
+      } catch (const std::exception& e) {
+        UNSCOPED_INFO(e.what());
+        failures++;
+      }
+    });
+  for (auto& t : ranks) t.join();
+  CHECK(failures == 0);
+  return std::chrono::steady_clock::now() - t0;
+}
+
+TEST_CASE("TCPStore: strangers neither crash the store, join it, nor delay a rendezvous", "[dist]") {
+  TCPStoreServer server("127.0.0.1", 0, "tok");
+  const int port = server.port();
+  auto baseline = rendezvous(port, "before");
+  std::atomic<bool> stop{false};
+  std::vector<int> half_open;
+  std::vector<std::thread> strangers;
+  // 20 half-open connections: a frame header's first two bytes, then silence (held open throughout)
+  for (int i = 0; i < 20; ++i) {
+    half_open.push_back(raw_connect(port));
+    send_bytes(half_open.back(), Bytes{0x10, 0x00});
+  }
+  strangers.emplace_back([&] {  // 10 wrong tokens
+    for (int i = 0; i < 10; ++i)
+      try {
+        TCPStore("127.0.0.1", port, "guess" + std::to_string(i), 5s);
+      } catch (const Error&) {
+      }
+  });
+  strangers.emplace_back([&] {  // 10 clients sending 1 KiB of garbage
+    uint32_t x = 12345;
+    for (int i = 0; i < 10; ++i) {
+      Bytes junk(1024);
+      for (auto& v : junk) v = uint8_t((x = x * 1664525u + 1013904223u) >> 24);
+      int fd = raw_connect(port);
+      send_bytes(fd, junk);
+      closed_by_server(fd, 3s);
+      ::close(fd);
+    }
+  });
+  strangers.emplace_back([&] {  // 5 clients with the token that then claim a 4 GiB message
+    for (int i = 0; i < 5; ++i) {
+      int fd = raw_connect(port);
+      send_bytes(fd, hello("tok"));
+      Bytes hdr;
+      put_u32(hdr, 0xFFFFFFF0u);
+      send_bytes(fd, hdr);
+      closed_by_server(fd, 3s);
+      ::close(fd);
+    }
+  });
+  std::atomic<int> storm{0};
+  strangers.emplace_back([&] {  // a connection storm: connect and hang up, as fast as it can, until the end
+    while (!stop) {
+      ::close(raw_connect(port));
+      storm++;
+    }
+  });
+  std::this_thread::sleep_for(50ms);
+  auto abused = rendezvous(port, "during");
+  stop = true;
+  for (auto& t : strangers) t.join();
+  WARN("2-rank rendezvous: " << baseline.count() << " ms alone, " << abused.count() << " ms beside 20 half-open "
+       "connections, 10 wrong tokens, 10 garbage senders, 5 huge-length claims and a storm of " << storm.load()
+       << " connections");
+  CHECK(abused < baseline + 1s);
+  // each refused stranger was logged once; half-open connections wait for their hello deadline
+  CHECK(server.refused_connections() == 25);
+  // nobody else wrote: only the ranks' keys are there
+  TCPStore st("127.0.0.1", port, "tok", 5s);
+  CHECK(st.check({"before/0", "before/1", "during/0", "during/1"}));
+  CHECK_FALSE(st.check({""}));
+  for (int fd : half_open) ::close(fd);
+}
+
+TEST_CASE("TCPStore: out of file descriptors, the oldest connection without a hello makes room", "[dist]") {
+  // In a child process with 64 descriptors: 80 silent connections exhaust them; the server closes
+  // the oldest silent ones (logged), keeps serving, and a correct client still gets in.
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(ready[0]);
+    rlimit lim{64, 64};
+    ::setrlimit(RLIMIT_NOFILE, &lim);
+    try {
+      TCPStoreServer server("127.0.0.1", 0, "tok");
+      int port = server.port();
+      (void)!::write(ready[1], &port, sizeof port);
+      std::this_thread::sleep_for(6s);  // the parent's test runs meanwhile
+      ::_exit(server.refused_connections() > 0 ? 0 : 3);
+    } catch (...) {
+      ::_exit(2);
+    }
+  }
+  ::close(ready[1]);
+  int port = 0;
+  REQUIRE(::read(ready[0], &port, sizeof port) == sizeof port);
+  ::close(ready[0]);
+  std::vector<int> silent;
+  for (int i = 0; i < 80; ++i) silent.push_back(raw_connect(port));  // the backlog accepts; the server runs out
+  std::this_thread::sleep_for(300ms);
+  auto t0 = std::chrono::steady_clock::now();
+  {
+    TCPStore st("127.0.0.1", port, "tok", 5s);
+    st.set("k", b("v"));
+    CHECK(s(st.get("k")) == "v");
+  }
+  CHECK(std::chrono::steady_clock::now() - t0 < 2s);
+  for (int fd : silent) ::close(fd);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE("TCPStore: connects once the server comes up; gives up naming the address", "[dist]") {

@@ -121,7 +121,7 @@ void layer_norm_backward_kernel(const T* gy, const T* x, const T* w, const S* me
       for (int64_t r = 0; r < R; ++r) {
         const T *gr = gy + r * N + c0, *xr = x + r * N + c0;
         const A m = A(mean[r]), rs = A(rstd[r]);
-#pragma omp simd aligned(sw, sb : 64)
+#pragma omp simd
         for (int64_t j = 0; j < wd; ++j) {
           sw[j] += double(A(gr[j]) * ((A(xr[j]) - m) * rs));
           sb[j] += double(A(gr[j]));
