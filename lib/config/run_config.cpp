@@ -213,6 +213,7 @@ void load_checkpoint(RunConfig& c, const TomlTable& t) {
   if (k.keep_best == "eval.accuracy" && !Registry<nn::LossType>::get().at(c.loss.type).classification)
     t.fail("keep_best", str("needs an accuracy, and [loss] type = '", c.loss.type, "' is no classification loss"));
   k.save_final = t.get_bool("save_final", k.save_final);
+  k.on_error = t.get_choice("on_error", {"stop", "warn"}, k.on_error);
   t.finish();
 }
 
@@ -361,7 +362,8 @@ std::string to_toml(const RunConfig& c) {
                                  {"tensorboard", c.log.tensorboard}, {"histograms_every", c.log.histograms_every}});
   const auto& k = c.checkpoint;
   root.insert("checkpoint", toml::table{{"every", k.every}, {"every_epoch", k.every_epoch}, {"keep_last", k.keep_last},
-                                        {"keep_best", k.keep_best}, {"save_final", k.save_final}});
+                                        {"keep_best", k.keep_best}, {"save_final", k.save_final},
+                                        {"on_error", k.on_error}});
   const auto& ds = c.dist;
   root.insert("dist", toml::table{{"backend", ds.backend}, {"bucket_mb", ds.bucket_mb},
                                   {"find_unused_parameters", ds.find_unused_parameters},

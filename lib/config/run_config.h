@@ -120,6 +120,7 @@ struct CheckpointSection {
   int64_t keep_last = 3;     // newest N kept (0: all)
   std::string keep_best;     // "" | "eval.loss" (lowest kept) | "eval.accuracy" (highest kept), besides keep_last
   bool save_final = true;    // also a checkpoint at the end of the run, and the weights alone in checkpoints/final/
+  std::string on_error = "stop";  // a checkpoint that cannot be written: "stop" (exit status 4) | "warn" (train on)
 };
 
 // Data parallelism (`trainer run --nproc N`): how the ranks talk and how DDP reduces gradients.

@@ -13,12 +13,15 @@ int64_t numel_of(const Shape& s) {
   return n;
 }
 
+// (Checked: the strides of a shape with a zero-size dimension do not bound its other sizes, so a
+// shape such as [0, 2^32, 2^32, 2^32] would overflow here while numel() is 0.)
 Shape contiguous_strides(const Shape& s) {
   Shape st(s.size());
   int64_t acc = 1;
   for (int64_t i = int64_t(s.size()) - 1; i >= 0; --i) {
     st[i] = acc;
-    acc *= std::max<int64_t>(s[i], 1);
+    TR_CHECK(!__builtin_mul_overflow(acc, std::max<int64_t>(s[i], 1), &acc), "shape ", s,
+             " is too large: its strides exceed int64");
   }
   return st;
 }

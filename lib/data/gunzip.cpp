@@ -28,7 +28,7 @@ Gunzipped salvage(const std::string& path) {
   if (errnum != Z_OK) g.error = msg && *msg ? msg : "zlib error";
   gzclose(f);
   g.bytes = alloc_bytes(out.size());
-  std::memcpy(g.bytes.data, out.data(), out.size());
+  if (!out.empty()) std::memcpy(g.bytes.data, out.data(), out.size());
   return g;
 }
 
@@ -43,6 +43,9 @@ size_t gzip_stated_size(const FileBytes& in) {
   if (in.size < 18) return 0;  // shorter than gzip's header and trailer
   uint32_t isize;
   std::memcpy(&isize, in.data + in.size - 4, 4);  // little-endian, as x86
+  // Deflate expands at most 1032:1: a larger claim is a damaged (or forged) trailer, and trusting
+  // it would allocate up to 4 GiB for a 20-byte file.
+  if (uint64_t(isize) > uint64_t(in.size) * kMaxDeflateRatio) return 0;
   return isize;
 }
 

@@ -17,8 +17,11 @@ struct Gunzipped {
   std::string error;  // empty when the file decoded whole; else the decoder's reason ("unexpected end of file")
 };
 
+// Deflate's largest expansion: 1032 output bytes per input byte.
+inline constexpr uint64_t kMaxDeflateRatio = 1032;
 // The length the gzip trailer states: the decompressed size of a file of one member under 4 GiB
-// (of the last member mod 2^32 otherwise).
+// (of the last member mod 2^32 otherwise); 0 (unknown) when the file is too short for a trailer or
+// the claim exceeds what its bytes could expand to.
 size_t gzip_stated_size(const FileBytes& in);
 
 // Decompresses `in` into out[0, n) when it is one intact gzip member of exactly n bytes; false

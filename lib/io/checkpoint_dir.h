@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
+#include "core/error.h"
 
 namespace tr::io {
 
@@ -33,6 +34,14 @@ struct CheckpointInfo {
   int64_t step = 0;
   std::string name;  // "step_120"
   std::string path;  // "<root>/step_120"
+};
+
+// A checkpoint that could not be written (disk full, I/O error, read-only directory): the run stops
+// with this exit status unless [checkpoint] on_error = "warn". The earlier checkpoints are intact.
+inline constexpr int kCheckpointWriteExitStatus = 4;
+class CheckpointWriteError : public Error {
+ public:
+  using Error::Error;
 };
 
 // Writes one checkpoint. One writer per (root, name) per process at a time; only one process (rank 0)

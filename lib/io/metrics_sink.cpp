@@ -1,5 +1,7 @@
 // JsonlMetricsSink: metrics.jsonl, appended line by line, cut back to a checkpoint's line count on resume.
 #include "io/metrics_sink.h"
+#include <cerrno>
+#include <cstring>
 #include <unistd.h>
 #include <filesystem>
 #include <cmath>
@@ -58,9 +60,15 @@ JsonlMetricsSink::~JsonlMetricsSink() {
 void JsonlMetricsSink::write(const std::string& record) {
   ++records_;
   if (!file_) return;
-  std::fputs(record.c_str(), file_);
-  std::fputc('\n', file_);
-  std::fflush(file_);
+  // A line that cannot be written whole (disk full) is cut off again: the file keeps whole records.
+  const long at = std::ftell(file_);
+  if (std::fputs(record.c_str(), file_) >= 0 && std::fputc('\n', file_) != EOF && std::fflush(file_) == 0) return;
+  const int err = errno;
+  std::fclose(file_);
+  file_ = nullptr;
+  if (at >= 0) (void)!::truncate(path_.c_str(), off_t(at));
+  throw Error(str("cannot append to ", path_, ": ", std::strerror(err), " (its ", records_ - 1,
+                  " earlier records are intact)"));
 }
 
 }  // namespace tr::io

@@ -64,6 +64,7 @@ void save_safetensors(const std::string& path, const NamedTensorList& tensors,
   try {
     st::write_file(path, data, metadata);
   } catch (const Error& e) {
+    if (std::string(e.what()).find(path) != std::string::npos) throw;  // it names the file already
     throw Error(str("save_safetensors '", path, "': ", e.what()));
   }
 }

@@ -70,7 +70,7 @@ std::string Progress::train_line(int64_t step, int64_t epoch, const std::vector<
                       json_num(window_.loss_sum / double(std::max<int64_t>(window_.steps, 1))), ",\"lr\":[", lr, "]");
   if (window_.norms > 0) s += ",\"grad_norm\":" + json_num(window_.norm_sum / double(window_.norms));
   s += extra;
-  s += ",\"window_.samplesper_s\":" + json_num(std::round(sps * 10) / 10) + tail + "}";
+  s += ",\"samples_per_s\":" + json_num(std::round(sps * 10) / 10) + tail + "}";
   window_ = {};
   window_t0_ = std::chrono::steady_clock::now();
   return s;

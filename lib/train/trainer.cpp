@@ -504,7 +504,8 @@ void Trainer::finish(Loop& l) {
     save_checkpoint({l.step, l.epoch, run_.loader->position().batch});
   l.result.steps = l.step;
   l.result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - l.t0).count();
-  if (ck.save_final && !stopped && run_.is_main()) write_final_weights(l.step);
+  if (ck.save_final && !stopped && run_.is_main())
+    guard_checkpoint_write(io::kFinalCheckpointName, [&] { write_final_weights(l.step); });
   metrics_.reset();
   tensorboard_.reset();
   if (stopped) return;

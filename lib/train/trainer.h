@@ -4,6 +4,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -149,6 +150,9 @@ class Trainer {
   void write_final_weights(int64_t step);
   // Restores model, optimizer, scheduler and RNG from `dir`; returns its state.json.
   CheckpointState restore_checkpoint(const std::string& dir);
+  // Runs a checkpoint write; a failure becomes io::CheckpointWriteError naming the checkpoint, the
+  // cause and the newest intact one, or (on_error = "warn") a warning.
+  void guard_checkpoint_write(const std::string& name, const std::function<void()>& write);
   // The checkpoint directory `resume_` names, or none (auto with no checkpoint yet).
   std::optional<std::string> resume_dir() const;
   // Records written to the metrics sink so far (a checkpoint's metrics_lines).

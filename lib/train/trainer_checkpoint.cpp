@@ -40,7 +40,15 @@ void Trainer::save_checkpoint(const TrainPosition& pos) {
   evaluated_since_checkpoint_ = false;
 
   const std::string name = io::checkpoint_name(pos.step);
-  if (run_.is_main()) write_checkpoint(name, pos, is_best);
+  if (run_.is_main()) {
+    const auto best_metric = best_metric_;
+    const std::string best_checkpoint = best_checkpoint_;
+    guard_checkpoint_write(name, [&] { write_checkpoint(name, pos, is_best); });
+    if (best_checkpoint_ != best_checkpoint && !fs::exists(checkpoint_root() + "/" + name)) {
+      best_metric_ = best_metric;  // (on_error = "warn") the best is still the one on disk
+      best_checkpoint_ = best_checkpoint;
+    }
+  }
   // no rank goes on (and might read it, or be killed) before the checkpoint is complete
   if (run_.pg) run_.pg->barrier();
 }
@@ -77,6 +85,22 @@ void Trainer::write_checkpoint(const std::string& name, const TrainPosition& pos
   std::optional<std::string> keep;
   if (!best_checkpoint_.empty()) keep = best_checkpoint_;
   io::prune(checkpoint_root(), int(k.keep_last), keep);
+}
+
+void Trainer::guard_checkpoint_write(const std::string& name, const std::function<void()>& write) {
+  try {
+    write();
+  } catch (const Error& e) {
+    auto newest = io::newest_valid_checkpoint(checkpoint_root());
+    std::string msg = str("cannot write checkpoint ", name, " of run ", run_.cfg.run.name, ": ", e.what(),
+                          "; the earlier checkpoints are intact (",
+                          newest ? "newest: " + fs::path(*newest).filename().string() : std::string("none yet"), ")");
+    if (run_.cfg.checkpoint.on_error == "warn") {
+      std::fprintf(stderr, "warning: %s; training goes on ([checkpoint] on_error = \"warn\")\n", msg.c_str());
+      return;
+    }
+    throw io::CheckpointWriteError(msg);
+  }
 }
 
 void Trainer::write_final_weights(int64_t step) {

@@ -120,8 +120,8 @@ def dictionary(name, texts):
     words.update(["[[", "]]", " = ", "\n[", "]\n", "'", '"', "true", "false", "[]", "{}", "inf", "nan", "-1", "0", "1e309"])
     os.makedirs(os.path.join(os.path.dirname(ROOT), "dict"), exist_ok=True)
     with open(os.path.join(os.path.dirname(ROOT), "dict", name + ".dict"), "w") as f:
-        for w in sorted(words):
-            f.write(json.dumps(w) + "\n")
+        for w in sorted(words):  # libFuzzer's escapes: \\, \" and \xNN
+            f.write('"' + "".join(c if 32 <= ord(c) < 127 and c not in '\\"' else "\\x%02X" % ord(c) for c in w) + '"\n')
 
 
 read = lambda p: open(p, encoding="utf-8").read()

@@ -298,3 +298,67 @@ TEST_CASE("one run, one writer: a second run on a live run's directory is refuse
   INFO(again.out);
   CHECK(again.code == 0);
 }
+
+TEST_CASE("a checkpoint that cannot be written: exit status 4 naming it and the cause, earlier ones intact, resume",
+          "[integration][checkpoint][errors]") {
+  fs::path d = fresh_dir("full_disk");
+  write(d / "syn.toml", kSyntheticConfig);
+  const std::string run = "'" TRAINER_BINARY "' run syn.toml --set train.steps=60 --set checkpoint.every=5 "
+                          "--set checkpoint.keep_last=0 --set log.progress=none";
+  // the run without faults, to compare the resumed one with
+  Result straight = shell(d, run + " --set run.name=straight");
+  REQUIRE(straight.code == 0);
+  SECTION("a file size limit (EFBIG): works without privileges") {
+    // ulimit -f 2: 1 KiB per file in sh (512-byte blocks): the model (1,052 bytes) is over it
+    Result r = shell(d, "ulimit -f 2; " + run + " --set run.name=fsize");
+    INFO(r.out);
+    CHECK(r.code == 4);
+    CHECK_THAT(r.out, Contains("cannot write checkpoint step_5 of run fsize") && Contains("model.safetensors") &&
+                          Contains("File too large") && Contains("none yet"));
+    CHECK_FALSE(fs::exists(d / "runs/fsize/checkpoints/step_5"));
+    for (auto& e : fs::directory_iterator(d / "runs/fsize/checkpoints"))  // no temporary left behind
+      CHECK(e.path().filename().string().rfind(".tmp", 0) != 0);
+  }
+
+  SECTION("a full disk (ENOSPC) and a read-only checkpoint directory (EROFS), on a small tmpfs") {
+    // a private mount namespace: the tmpfs exists for this shell only
+    const std::string probe = "unshare -m sh -c 'mkdir -p m && mount -t tmpfs -o size=64k tmpfs m' 2>&1";
+    if (shell(d, probe).code != 0) {
+      WARN("skipped: no mount namespace here (unshare -m and mount need CAP_SYS_ADMIN); the EFBIG section ran");
+      return;
+    }
+    fs::create_directories(d / "disk");
+    const std::string script =
+        "mount -t tmpfs -o size=120k tmpfs disk && cd disk && cp ../syn.toml . && "
+        // 1. the disk fills up at the 6th checkpoint
+        + run + " --set run.name=full; echo status=$?; "
+        "'" TRAINER_BINARY "' checkpoint verify runs/full/checkpoints/step_25 && "
+        "wc -l < runs/full/metrics.jsonl | sed 's/^/lines=/'; "
+        // 2. warn: the run trains on past the failed checkpoints
+        "rm -rf runs/full/checkpoints/step_5 runs/full/checkpoints/step_10; " + run +
+        " --set run.name=warned --set checkpoint.on_error=warn 2>&1 | grep -c 'training goes on' | sed 's/^/warned=/'; "
+        "ls runs/warned/checkpoints | tr '\\n' ' ' | sed 's/^/warned_dirs=/'; echo; rm -rf runs/warned; "
+        // 3. space freed: --resume auto continues from the last good one to the end
+        "mount -o remount,size=8m \"$PWD\"; " + run +
+        " --set run.name=full --resume auto; echo resumed=$?; "
+        "cp runs/full/metrics.jsonl ../full_metrics.jsonl; cp runs/full/checkpoints/final/model.safetensors ../full_final.safetensors; "
+        // 4. a read-only checkpoint directory under a writable run directory
+        + run + " --set run.name=ro --set train.steps=10 > /dev/null && "
+        "mount --bind runs/ro/checkpoints runs/ro/checkpoints && mount -o remount,bind,ro runs/ro/checkpoints && " +
+        run + " --set run.name=ro --set train.steps=20 --resume auto; echo ro_status=$?";
+    write(d / "disk.sh", script + "\n");
+    Result r = shell(d, "unshare -m sh disk.sh");
+    INFO(r.out);
+    CHECK_THAT(r.out, Contains("status=4"));
+    CHECK_THAT(r.out, Contains("cannot write checkpoint step_30 of run full") && Contains("No space left on device") &&
+                          Contains("the earlier checkpoints are intact (newest: step_25)"));
+    CHECK_THAT(r.out, Contains("runs/full/checkpoints/step_25: ok"));
+    CHECK_THAT(r.out, Contains("lines=8"));  // the train lines up to step 30 and the first epoch's eval, whole
+    CHECK_THAT(r.out, Contains("warned=") && !Contains("warned=0"));
+    CHECK_THAT(r.out, Contains("resumed=0"));
+    CHECK(strip_timing(read(d / "full_metrics.jsonl")) == strip_timing(read(d / "runs/straight/metrics.jsonl")));
+    CHECK(read(d / "full_final.safetensors") == read(d / "runs/straight/checkpoints/final/model.safetensors"));
+    CHECK_THAT(r.out, Contains("ro_status=4") && Contains("Read-only file system") &&
+                          Contains("cannot write checkpoint step_15 of run ro"));
+  }
+}
