@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Soak test of exact resume: trains with a checkpoint every few steps, kills the trainer with
+# SIGKILL at random moments and restarts it, then compares the final weights and metrics with an
+# uninterrupted run of the same config. Prints one line per kill and a verdict; exits 1 on any
+# difference or failed restart.
+#   scripts/soak.sh [--kills N] [--nproc 2] [--seed S] [--steps T] [--every K] [--dir D]
+#     --kills N   SIGKILLs (default 100). With --nproc 2 each kill hits one random rank and the
+#                 launcher's --max-restarts restarts the group from the newest checkpoint.
+#     --steps T   the run's length (default 1500 steps of fmnist_mlp), --every K a checkpoint
+#                 every K steps (default 10)
+#     --dir D     the scratch directory (default /tmp/trainer-soak), removed first
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+kills=100; nproc=1; seed=1; steps=1500; every=10; dir=/tmp/trainer-soak
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --kills) kills=$2; shift 2 ;;
+    --nproc) nproc=$2; shift 2 ;;
+    --seed) seed=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --every) every=$2; shift 2 ;;
+    --dir) dir=$2; shift 2 ;;
+    *) echo "soak.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+T=$repo/build/trainer
+[ -x "$T" ] || bash scripts/build.sh >/dev/null
+RANDOM=$seed
+rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
+cfg=$repo/configs/fmnist_mlp.toml
+common=(--set train.steps=$steps --set checkpoint.every=$every --set checkpoint.keep_last=2 --set log.progress=none
+        --set train.eval_every=250)
+launch=()
+[ "$nproc" -gt 1 ] && launch=(--nproc "$nproc" --max-restarts $((kills + 5)))
+
+echo "soak: fmnist_mlp, $steps steps, a checkpoint every $every, $nproc rank(s), $kills SIGKILLs (seed $seed)"
+t0=$SECONDS
+"$T" run "$cfg" "${common[@]}" "${launch[@]}" --set run.name=straight > straight.log 2>&1 || { cat straight.log; exit 1; }
+echo "uninterrupted run: $((SECONDS - t0)) s"
+straight_s=$((SECONDS - t0))
+
+# a random moment: 0.05 s up to half the uninterrupted run's length (a restart has less left to do)
+moment() { awk -v r=$RANDOM -v m="$straight_s" 'BEGIN { printf "%.2f", 0.05 + (r / 32768.0) * (m > 2 ? m / 2 : 1) }'; }
+step_of() { cat runs/soak/checkpoints/latest 2>/dev/null | sed 's/step_//' || true; }
+
+t0=$SECONDS
+failed=0; landed=0
+if [ "$nproc" -eq 1 ]; then
+  for k in $(seq "$kills"); do
+    from=$(step_of)
+    "$T" run "$cfg" "${common[@]}" --set run.name=soak --resume auto >> soak.log 2>&1 &
+    pid=$!
+    at=$(moment)
+    sleep "$at"
+    if kill -9 "$pid" 2>/dev/null; then
+      wait "$pid" 2>/dev/null || true
+      echo "kill $k: started from checkpoint ${from:-none}, SIGKILL after $at s; newest checkpoint then: $(step_of)"
+      landed=$((landed + 1))
+    else
+      wait "$pid" && rc=0 || rc=$?
+      echo "kill $k: the run had finished (status $rc)"
+      [ "$rc" -eq 0 ] || failed=1
+      rm -rf runs/soak  # start over, so that every kill lands in a run
+    fi
+  done
+  "$T" run "$cfg" "${common[@]}" --set run.name=soak --resume auto >> soak.log 2>&1 || { echo "final restart failed"; failed=1; }
+else
+  "$T" run "$cfg" "${common[@]}" "${launch[@]}" --set run.name=soak > soak.log 2>&1 &
+  launcher=$!
+  for k in $(seq "$kills"); do
+    sleep "$(moment)"
+    ranks=($(pgrep -P "$launcher" || true))
+    if [ ${#ranks[@]} -eq 0 ]; then echo "kill $k: no rank alive (the run ended?)"; break; fi
+    victim=${ranks[$((RANDOM % ${#ranks[@]}))]}
+    if kill -9 "$victim" 2>/dev/null; then
+      echo "kill $k: SIGKILL to rank pid $victim; newest checkpoint: $(step_of)"
+      landed=$((landed + 1))
+    fi
+    # wait for the group's restart (new rank processes) before the next kill
+    for _ in $(seq 600); do
+      now=($(pgrep -P "$launcher" || true))
+      [ ${#now[@]} -eq "$nproc" ] && [[ " ${now[*]} " != *" $victim "* ]] && break
+      kill -0 "$launcher" 2>/dev/null || break
+      sleep 0.05
+    done
+  done
+  wait "$launcher" || { echo "the launcher failed (status $?)"; failed=1; }
+fi
+echo "soak: $((SECONDS - t0)) s; $landed SIGKILLs landed in a running trainer, every restart succeeded: $([ $failed = 0 ] && echo yes || echo NO)"
+
+strip() { sed -E 's/,"(samples_per_s|tokens_per_s|startup_s|peak_flops|mfu|mem_peak_mb)":[-0-9.e+]+//g' "$1"; }
+if cmp -s runs/straight/checkpoints/final/model.safetensors runs/soak/checkpoints/final/model.safetensors; then
+  echo "final weights: byte-identical to the uninterrupted run"
+else
+  echo "final weights: DIFFER from the uninterrupted run"; failed=1
+fi
+if [ "$(strip runs/straight/metrics.jsonl)" = "$(strip runs/soak/metrics.jsonl)" ]; then
+  echo "metrics.jsonl: identical (timing fields aside), $(wc -l < runs/soak/metrics.jsonl) records"
+else
+  echo "metrics.jsonl: DIFFERS"; failed=1
+fi
+exit $failed
