@@ -53,8 +53,10 @@ class TCPStoreServer {
   std::string address() const;  // "host:port", as errors name it
   // Forgets every key: a restarted group rendezvouses afresh on the same server.
   void clear();
-  // Connections closed for a missing or wrong token, or for a protocol error.
+  // Connections closed for a missing or wrong token, or for a protocol error (each logged).
   uint64_t refused_connections() const;
+  // Connections that hung up before their hello (logged as a count, at most every 10 s).
+  uint64_t silent_connections() const;
 
   struct Impl;
 

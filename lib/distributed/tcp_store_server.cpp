@@ -72,6 +72,7 @@ int TCPStoreServer::port() const { return impl_->port; }
 const std::string& TCPStoreServer::host() const { return impl_->host; }
 std::string TCPStoreServer::address() const { return impl_->address(); }
 uint64_t TCPStoreServer::refused_connections() const { return impl_->refused.load(); }
+uint64_t TCPStoreServer::silent_connections() const { return impl_->silent_total.load(); }
 
 void TCPStoreServer::clear() {
   std::lock_guard<std::mutex> lock(impl_->data_mu);

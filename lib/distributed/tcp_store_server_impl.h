@@ -31,6 +31,7 @@ struct TCPStoreServer::Impl {
     bool waiting = false;  // a get/wait is parked: no further request is read until it is answered
     Clock::time_point hello_deadline;
     bool dead = false;  // closed at the end of the loop iteration (so iterators stay valid)
+    bool refused = false;  // closed by the server, and logged
   };
   struct Waiter {
     uint64_t conn;
@@ -57,11 +58,28 @@ struct TCPStoreServer::Impl {
   std::vector<uint64_t> resumed;  // connections whose parked request was just answered
   bool accept_paused = false;     // accept() failed (no descriptors left): retried at accept_resume
   Clock::time_point accept_resume;
+  // Connections that hung up without a word (a port scanner, a storm): one log line for all that
+  // closed within kSilentReportEvery, not one each.
+  static constexpr auto kSilentReportEvery = std::chrono::seconds(10);
+  uint64_t silent_unreported = 0;
+  std::atomic<uint64_t> silent_total{0};
+  Clock::time_point silent_report_due;
+
+  void report_silent(bool force = false) {
+    if (silent_unreported == 0) return;
+    const auto now = Clock::now();
+    if (!force && now < silent_report_due) return;
+    log_line(str("trainer store ", address(), ": ", silent_unreported, " connection", silent_unreported == 1 ? "" : "s",
+                 " closed without saying hello (a port scanner, or a connection storm?)"));
+    silent_unreported = 0;
+    silent_report_due = now + kSilentReportEvery;
+  }
 
   std::string address() const { return host + ":" + std::to_string(port); }
 
   void refuse(Conn& c, const std::string& why) {
     refused++;
+    c.refused = true;
     log_line(str("trainer store ", address(), ": closed the connection from ", c.peer, ": ", why));
     c.dead = true;
   }
@@ -154,6 +172,7 @@ struct TCPStoreServer::Impl {
     for (const auto& [id, c] : conns)
       if (!c.authed) consider(c.hello_deadline);
     if (accept_paused) consider(accept_resume);
+    if (silent_unreported) consider(silent_report_due);
     if (!next) return -1;
     return ms_until(*next + milliseconds(1));  // +1: never wake a hair early and spin
   }
@@ -345,6 +364,10 @@ struct TCPStoreServer::Impl {
         continue;
       }
       waiters.remove_if([&](const Waiter& w) { return w.conn == it->first; });
+      if (!it->second.authed && !it->second.refused) {
+        ++silent_unreported;
+        ++silent_total;
+      }
       if (it->second.fd >= 0) ::close(it->second.fd);
       it = conns.erase(it);
     }
@@ -402,7 +425,9 @@ struct TCPStoreServer::Impl {
           if (!conns.at(id).dead) process(id);
       }
       sweep();
+      report_silent();
     }
+    report_silent(true);
   }
 };
 
