@@ -341,9 +341,11 @@ TEST_CASE("TCPStore: strangers neither crash the store, join it, nor delay a ren
   std::atomic<bool> stop{false};
   std::vector<int> half_open;
   std::vector<std::thread> strangers;
-  // 20 half-open connections: a frame header's first two bytes, then silence (held open throughout)
+  // 20 half-open connections: a frame header's first two bytes, then silence (held open
+  // throughout); half of them first say a correct hello (a rank that stalls mid-request)
   for (int i = 0; i < 20; ++i) {
     half_open.push_back(raw_connect(port));
+    if (i % 2) send_bytes(half_open.back(), hello("tok"));
     send_bytes(half_open.back(), Bytes{0x10, 0x00});
   }
   strangers.emplace_back([&] {  // 10 wrong tokens
