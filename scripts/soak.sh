@@ -40,14 +40,19 @@ t0=$SECONDS
 echo "uninterrupted run: $((SECONDS - t0)) s"
 straight_s=$((SECONDS - t0))
 
-# a random moment: 0.05 s up to half the uninterrupted run's length (a restart has less left to do)
-moment() { awk -v r=$RANDOM -v m="$straight_s" 'BEGIN { printf "%.2f", 0.05 + (r / 32768.0) * (m > 2 ? m / 2 : 1) }'; }
+# a random moment: 0.05 s up to half the uninterrupted run's length (a restart has less left to
+# do); with ranks, up to a tenth (each kill costs a restart of the group)
+div=2; [ "$nproc" -gt 1 ] && div=10
+moment() { awk -v r=$RANDOM -v m="$straight_s" -v d=$div 'BEGIN { printf "%.2f", 0.05 + (r / 32768.0) * (m > d ? m / d : 1) }'; }
 step_of() { cat runs/soak/checkpoints/latest 2>/dev/null | sed 's/step_//' || true; }
 
+# Until N kills have landed in a running trainer: a run that finishes before its kill is checked
+# (status 0) and started over, so that every kill interrupts training.
 t0=$SECONDS
-failed=0; landed=0
-if [ "$nproc" -eq 1 ]; then
-  for k in $(seq "$kills"); do
+failed=0; landed=0; attempts=0; launcher=""
+while [ $landed -lt "$kills" ] && [ $attempts -lt $((3 * kills)) ]; do
+  attempts=$((attempts + 1))
+  if [ "$nproc" -eq 1 ]; then
     from=$(step_of)
     "$T" run "$cfg" "${common[@]}" --set run.name=soak --resume auto >> soak.log 2>&1 &
     pid=$!
@@ -55,39 +60,48 @@ if [ "$nproc" -eq 1 ]; then
     sleep "$at"
     if kill -9 "$pid" 2>/dev/null; then
       wait "$pid" 2>/dev/null || true
-      echo "kill $k: started from checkpoint ${from:-none}, SIGKILL after $at s; newest checkpoint then: $(step_of)"
       landed=$((landed + 1))
+      echo "kill $landed: started from checkpoint ${from:-none}, SIGKILL after $at s; newest checkpoint then: $(step_of)"
     else
       wait "$pid" && rc=0 || rc=$?
-      echo "kill $k: the run had finished (status $rc)"
+      echo "(the run finished before its kill, status $rc: started over)"
       [ "$rc" -eq 0 ] || failed=1
-      rm -rf runs/soak  # start over, so that every kill lands in a run
+      rm -rf runs/soak
     fi
-  done
-  "$T" run "$cfg" "${common[@]}" --set run.name=soak --resume auto >> soak.log 2>&1 || { echo "final restart failed"; failed=1; }
-else
-  "$T" run "$cfg" "${common[@]}" "${launch[@]}" --set run.name=soak > soak.log 2>&1 &
-  launcher=$!
-  for k in $(seq "$kills"); do
+  else
+    if [ -z "$launcher" ] || ! kill -0 "$launcher" 2>/dev/null; then
+      if [ -n "$launcher" ]; then
+        wait "$launcher" && rc=0 || rc=$?
+        echo "(the run finished before the next kill, status $rc: started over)"
+        [ "$rc" -eq 0 ] || failed=1
+        rm -rf runs/soak
+      fi
+      "$T" run "$cfg" "${common[@]}" "${launch[@]}" --set run.name=soak >> soak.log 2>&1 &
+      launcher=$!
+    fi
     sleep "$(moment)"
     ranks=($(pgrep -P "$launcher" || true))
-    if [ ${#ranks[@]} -eq 0 ]; then echo "kill $k: no rank alive (the run ended?)"; break; fi
+    [ ${#ranks[@]} -eq "$nproc" ] || continue
     victim=${ranks[$((RANDOM % ${#ranks[@]}))]}
-    if kill -9 "$victim" 2>/dev/null; then
-      echo "kill $k: SIGKILL to rank pid $victim; newest checkpoint: $(step_of)"
-      landed=$((landed + 1))
-    fi
-    # wait for the group's restart (new rank processes) before the next kill
+    kill -9 "$victim" 2>/dev/null || continue
+    landed=$((landed + 1))
+    echo "kill $landed: SIGKILL to rank pid $victim; newest checkpoint: $(step_of)"
+    # the group's restart (new rank processes) before the next kill
     for _ in $(seq 600); do
       now=($(pgrep -P "$launcher" || true))
       [ ${#now[@]} -eq "$nproc" ] && [[ " ${now[*]} " != *" $victim "* ]] && break
       kill -0 "$launcher" 2>/dev/null || break
       sleep 0.05
     done
-  done
+  fi
+done
+if [ "$nproc" -eq 1 ]; then
+  "$T" run "$cfg" "${common[@]}" --set run.name=soak --resume auto >> soak.log 2>&1 || { echo "final restart failed"; failed=1; }
+else
   wait "$launcher" || { echo "the launcher failed (status $?)"; failed=1; }
 fi
-echo "soak: $((SECONDS - t0)) s; $landed SIGKILLs landed in a running trainer, every restart succeeded: $([ $failed = 0 ] && echo yes || echo NO)"
+echo "soak: $((SECONDS - t0)) s; $landed SIGKILLs landed in a running trainer ($attempts tries), every restart succeeded: $([ $failed = 0 ] && echo yes || echo NO)"
+[ "$landed" -eq "$kills" ] || { echo "only $landed of $kills kills landed"; failed=1; }
 
 strip() { sed -E 's/,"(samples_per_s|tokens_per_s|startup_s|peak_flops|mfu|mem_peak_mb)":[-0-9.e+]+//g' "$1"; }
 if cmp -s runs/straight/checkpoints/final/model.safetensors runs/soak/checkpoints/final/model.safetensors; then
