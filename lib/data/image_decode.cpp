@@ -14,6 +14,13 @@ namespace {
 bool is_png(const uint8_t* d, size_t n) { return n >= 8 && std::memcmp(d, "\x89PNG\r\n\x1a\n", 8) == 0; }
 bool is_jpeg(const uint8_t* d, size_t n) { return n >= 3 && d[0] == 0xff && d[1] == 0xd8 && d[2] == 0xff; }
 
+// A header's size is checked before the pixels are allocated: a few hundred bytes can claim
+// 65535 x 65535 pixels. The limit is PIL's (DecompressionBombError above 2 * MAX_IMAGE_PIXELS).
+void check_pixels(uint64_t width, uint64_t height, const std::string& where) {
+  TR_CHECK(width * height <= kMaxImagePixels, where, ": ", width, " x ", height, " pixels exceed the limit of ",
+           kMaxImagePixels, " (PIL's decompression-bomb limit): a damaged or hostile image");
+}
+
 // RGBA out of libpng's simplified API (8-bit sources come back unchanged; gray replicated), the
 // alpha then dropped, as PIL's convert("RGB") drops it
 DecodedImage decode_png(const uint8_t* data, size_t size, const std::string& where) {
@@ -21,6 +28,7 @@ DecodedImage decode_png(const uint8_t* data, size_t size, const std::string& whe
   std::memset(&img, 0, sizeof img);
   img.version = PNG_IMAGE_VERSION;
   TR_CHECK(png_image_begin_read_from_memory(&img, data, size) != 0, where, ": not a readable PNG (libpng: ", img.message, ")");
+  check_pixels(img.width, img.height, where);
   img.format = PNG_FORMAT_RGBA;
   std::vector<uint8_t> rgba(PNG_IMAGE_SIZE(img));
   const bool ok = png_image_finish_read(&img, nullptr, rgba.data(), 0, nullptr) != 0;
@@ -44,6 +52,7 @@ DecodedImage decode_jpeg(const uint8_t* data, size_t size, const std::string& wh
   int w = 0, h = 0, sub = 0, space = 0;
   TR_CHECK(tjDecompressHeader3(tj.get(), data, static_cast<unsigned long>(size), &w, &h, &sub, &space) == 0, where,
            ": not a readable JPEG (TurboJPEG: ", tjGetErrorStr2(tj.get()), ")");
+  check_pixels(uint64_t(w), uint64_t(h), where);
   DecodedImage out;
   out.height = h;
   out.width = w;

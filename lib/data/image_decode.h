@@ -15,6 +15,9 @@ struct DecodedImage {
   std::vector<uint8_t> pixels;  // HWC, row-major
 };
 
+// Images with more pixels are refused before decoding, as PIL refuses them (2 * MAX_IMAGE_PIXELS).
+inline constexpr uint64_t kMaxImagePixels = 2ull * 89478485ull;
+
 // Whether the bytes start with a PNG or a JPEG signature.
 bool is_encoded_image(const uint8_t* data, size_t size);
 // The image in `channels` (1 or 3) channels; an Error naming `where` for a damaged or unknown file.
