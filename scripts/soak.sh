@@ -24,10 +24,12 @@ while [ $# -gt 0 ]; do
     *) echo "soak.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-T=$repo/build/trainer
-[ -x "$T" ] || bash scripts/build.sh >/dev/null
+[ -x build/trainer ] || bash scripts/build.sh >/dev/null
 RANDOM=$seed
 rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
+# a copy of the binary: a rebuild during the soak must not swap it under a restart
+cp "$repo/build/trainer" ./trainer
+T=$dir/trainer
 cfg=$repo/configs/fmnist_mlp.toml
 common=(--set train.steps=$steps --set checkpoint.every=$every --set checkpoint.keep_last=2 --set log.progress=none
         --set train.eval_every=250)
