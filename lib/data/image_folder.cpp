@@ -22,7 +22,9 @@ bool is_image_file(const fs::path& p) {
 }  // namespace
 
 ImageFolderDataset::ImageFolderDataset(Options o) : opts_(std::move(o)) {
-  TR_CHECK(fs::is_directory(opts_.root), "image folder ", opts_.root, ": not a directory (expected <root>/<class>/<image>)");
+  std::error_code ec;
+  TR_CHECK(fs::is_directory(opts_.root, ec), "image folder ", opts_.root, ": not a directory (expected <root>/<class>/<image>)",
+           ec ? " (" + ec.message() + ")" : std::string());
   if (opts_.classes.empty()) {
     for (const auto& e : fs::directory_iterator(opts_.root))
       if (e.is_directory()) opts_.classes.push_back(e.path().filename().string());

@@ -247,9 +247,10 @@ toml::table parse_toml_text(std::string_view text, const std::string& path) {
 
 std::string resolve_path(const std::string& p, const std::string& dir) {
   namespace fs = std::filesystem;
-  if (p.empty() || fs::path(p).is_absolute() || fs::exists(p)) return p;
+  std::error_code ec;  // (a name the system cannot look up, e.g. too long, is simply not there)
+  if (p.empty() || fs::path(p).is_absolute() || fs::exists(p, ec)) return p;
   fs::path alt = fs::path(dir) / p;
-  return fs::exists(alt) ? alt.string() : p;
+  return fs::exists(alt, ec) ? alt.string() : p;
 }
 
 }  // namespace tr
