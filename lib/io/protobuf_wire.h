@@ -55,7 +55,7 @@ class Writer {
   void key(uint32_t field, WireType t) { put_varint(uint64_t(field) << 3 | t); }
   void put_varint(uint64_t v) {
     while (v >= 0x80) {
-      out_.push_back(char(v & 0x7f | 0x80));
+      out_.push_back(char((v & 0x7f) | 0x80));
       v >>= 7;
     }
     out_.push_back(char(v));
