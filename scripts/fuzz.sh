@@ -61,7 +61,7 @@ run_one() {
     -artifact_prefix="$out/artifacts/$t-" "$out/work/$t" "tests/fuzz/corpus/$t" > "$out/logs/$t.log" 2>&1 || rc=$?
   local execs corpus
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$out/logs/$t.log" | tail -1)
-  corpus=$(ls "$out/work/$t" "tests/fuzz/corpus/$t" | grep -vc ':$' || true)
+  corpus=$(ls "$out/work/$t" "tests/fuzz/corpus/$t" | grep -v -e ':$' -e '^$' | sort -u | wc -l)
   if [ $rc -ne 0 ]; then
     echo "FAIL $t: exit $rc after ${execs:-?} executions ($((SECONDS - t0)) s); see $out/logs/$t.log:"
     grep -m5 -E "ERROR|SUMMARY|runtime error|deadly signal|Test unit written" "$out/logs/$t.log" | sed 's/^/  /'
