@@ -23,7 +23,7 @@ void put_part(std::vector<uint8_t>& out, uint32_t cflag, const uint8_t* p, uint3
 }  // namespace
 
 std::vector<uint8_t> read_record(const uint8_t* data, size_t size, uint64_t offset, const std::string& path,
-                                 int* parts) {
+                                 int* parts, uint64_t* end) {
   std::vector<uint8_t> out;
   uint64_t at = offset;
   for (int part = 0;; ++part) {
@@ -41,6 +41,7 @@ std::vector<uint8_t> read_record(const uint8_t* data, size_t size, uint64_t offs
     at += 8 + padded;
     if (cflag == 0 || cflag == 3) {
       if (parts) *parts = part + 1;
+      if (end) *end = at;
       return out;
     }
     put32(out, kRecordIOMagic);  // the word the writer split at

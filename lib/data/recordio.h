@@ -17,9 +17,9 @@ namespace tr::data {
 inline constexpr uint32_t kRecordIOMagic = 0xced7230a;
 
 // The payload of the record at `offset` of a .rec file's bytes (parts joined; *parts gets how
-// many); errors name `path`.
+// many, *end the offset just past its last part: the next record's); errors name `path`.
 std::vector<uint8_t> read_record(const uint8_t* data, size_t size, uint64_t offset, const std::string& path,
-                                 int* parts = nullptr);
+                                 int* parts = nullptr, uint64_t* end = nullptr);
 // The bytes of one record as dmlc's RecordIOWriter writes them (split where the magic appears).
 std::vector<uint8_t> write_record(const std::vector<uint8_t>& payload);
 

@@ -145,7 +145,7 @@ class Trainer {
   // Writes runs/<name>/checkpoints/step_<N>/ for `pos` (every rank calls it; rank 0 writes, then
   // all meet at a barrier).
   void save_checkpoint(const TrainPosition& pos);
-  void write_checkpoint(const std::string& name, const TrainPosition& pos, bool is_best);
+  void write_checkpoint(const std::string& name, const TrainPosition& pos, std::optional<double> new_best);
   // checkpoints/final/model.safetensors: the weights alone, through the checkpoint writer.
   void write_final_weights(int64_t step);
   // Restores model, optimizer, scheduler and RNG from `dir`; returns its state.json.

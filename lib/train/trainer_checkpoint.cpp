@@ -26,34 +26,26 @@ void Trainer::save_checkpoint(const TrainPosition& pos) {
   if (run_.watchdog) run_.watchdog->begin(str("checkpoint at step ", pos.step));
   flush_steps(0);  // the progress window it saves
   // keep_best: this checkpoint holds the best eval so far when the eval just before it improved
-  bool is_best = false;
+  std::optional<double> new_best;
   const auto& k = run_.cfg.checkpoint;
   if (!k.keep_best.empty() && evaluated_since_checkpoint_) {
     // (eval.accuracy is refused by the config for losses without accuracy)
     double v = k.keep_best == "eval.loss" ? last_eval_.loss : last_eval_.accuracy.value_or(0.0);
     bool better = !best_metric_ || (k.keep_best == "eval.loss" ? v < *best_metric_ : v > *best_metric_);
-    if (better) {
-      best_metric_ = v;
-      is_best = true;
-    }
+    if (better) new_best = v;
   }
   evaluated_since_checkpoint_ = false;
 
   const std::string name = io::checkpoint_name(pos.step);
-  if (run_.is_main()) {
-    const auto best_metric = best_metric_;
-    const std::string best_checkpoint = best_checkpoint_;
-    guard_checkpoint_write(name, [&] { write_checkpoint(name, pos, is_best); });
-    if (best_checkpoint_ != best_checkpoint && !fs::exists(checkpoint_root() + "/" + name)) {
-      best_metric_ = best_metric;  // (on_error = "warn") the best is still the one on disk
-      best_checkpoint_ = best_checkpoint;
-    }
-  }
+  if (run_.is_main())
+    guard_checkpoint_write(name, [&] { write_checkpoint(name, pos, new_best); });
+  else if (new_best)
+    best_metric_ = new_best;
   // no rank goes on (and might read it, or be killed) before the checkpoint is complete
   if (run_.pg) run_.pg->barrier();
 }
 
-void Trainer::write_checkpoint(const std::string& name, const TrainPosition& pos, bool is_best) {
+void Trainer::write_checkpoint(const std::string& name, const TrainPosition& pos, std::optional<double> new_best) {
   const auto& k = run_.cfg.checkpoint;
   io::CheckpointWriter w(checkpoint_root(), name);
   io::save_safetensors(w.path_for("model.safetensors"), run_.model.net->state_dict());
@@ -62,7 +54,9 @@ void Trainer::write_checkpoint(const std::string& name, const TrainPosition& pos
   io::save_safetensors(w.path_for("optimizer.safetensors"), opt_tensors);
   if (run_.ema) io::save_safetensors(w.path_for(kEmaFile), run_.ema->module().state_dict());
   GeneratorState rng = default_generator().get_state();
-  if (is_best) best_checkpoint_ = name;
+  // keep_best's record moves to this checkpoint once it is committed (a write that fails leaves it)
+  const std::optional<double> best_value = new_best ? new_best : best_metric_;
+  const std::string best_name = new_best ? name : best_checkpoint_;
   CheckpointState state;
   state.step = pos.step;
   state.epoch = pos.epoch;
@@ -79,9 +73,11 @@ void Trainer::write_checkpoint(const std::string& name, const TrainPosition& pos
   state.nonfinite_skipped = nonfinite_skipped_;
   if (!run_.data.state.empty()) state.data_state = json::parse(run_.data.state);
   state.world_size = run_.env.world_size;
-  if (best_metric_) state.best = CheckpointState::Best{k.keep_best, *best_metric_, best_checkpoint_};
+  if (best_value) state.best = CheckpointState::Best{k.keep_best, *best_value, best_name};
   state.config = config::to_toml(run_.cfg);
   w.commit(state.to_json());
+  best_metric_ = best_value;
+  best_checkpoint_ = best_name;
   std::optional<std::string> keep;
   if (!best_checkpoint_.empty()) keep = best_checkpoint_;
   io::prune(checkpoint_root(), int(k.keep_last), keep);
