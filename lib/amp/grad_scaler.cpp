@@ -65,6 +65,10 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
   for (auto& [dev, n] : probes) found = found || !std::isfinite(n.item());
 
   st.checked = !grads.empty();
+  if (reduce_found_inf_) {  // a rank may hold no gradient at all; the group as a whole checked
+    found = reduce_found_inf_(found);
+    st.checked = true;
+  }
   st.found_inf = found;
   st.stage = Stage::Unscaled;
 }

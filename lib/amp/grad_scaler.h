@@ -13,6 +13,7 @@
 // not require scale() to have been called first.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include "core/tensor.h"
@@ -64,6 +65,10 @@ class GradScaler {
   // Steps skipped by step() because of inf/NaN gradients (not part of the state dict).
   int64_t skipped_steps() const { return skipped_; }
   void set_skipped_steps(int64_t n) { skipped_ = n; }
+  // Gradients sharded over ranks (ZeRO: each rank holds a part of them) must agree on whether any
+  // part holds an inf/NaN, as torch's ShardedGradScaler allreduces found_inf: unscale_ passes its
+  // own finding to `reduce` and keeps the answer (a collective: every rank calls unscale_).
+  void set_found_inf_reducer(std::function<bool(bool)> reduce) { reduce_found_inf_ = std::move(reduce); }
   // Whether the last unscale_ of `opt` since update() found an inf/NaN (false before any).
   bool found_inf(const optim::Optimizer& opt) const {
     auto it = states_.find(&opt);
@@ -91,6 +96,7 @@ class GradScaler {
   int64_t tracker_ = 0;
   int64_t skipped_ = 0;
   std::map<const optim::Optimizer*, OptState> states_;  // torch keys by id(optimizer)
+  std::function<bool(bool)> reduce_found_inf_;
 };
 
 }  // namespace tr::amp

@@ -227,6 +227,7 @@ void load_dist(RunConfig& c, const TomlTable& t) {
   g.timeout_s = t.get_float("timeout_s", g.timeout_s);
   if (!(g.timeout_s > 0)) t.fail("timeout_s", "must be positive");
   g.hang_timeout_s = t.get_float("hang_timeout_s", g.hang_timeout_s);
+  g.shard = t.get_choice("shard", {"none", "optimizer", "gradients"}, g.shard);
   if (!(g.hang_timeout_s >= 0)) t.fail("hang_timeout_s", "must be >= 0 (0: no hang watchdog)");
   g.hang_factor = t.get_float("hang_factor", g.hang_factor);
   if (!(g.hang_factor >= 1)) t.fail("hang_factor", "must be >= 1 (a step is a hang past this many median steps)");
@@ -367,7 +368,8 @@ std::string to_toml(const RunConfig& c) {
   const auto& ds = c.dist;
   root.insert("dist", toml::table{{"backend", ds.backend}, {"bucket_mb", ds.bucket_mb},
                                   {"find_unused_parameters", ds.find_unused_parameters},
-                                  {"broadcast_buffers", ds.broadcast_buffers}, {"timeout_s", ds.timeout_s},
+                                  {"broadcast_buffers", ds.broadcast_buffers}, {"shard", ds.shard},
+                                  {"timeout_s", ds.timeout_s},
                                   {"hang_timeout_s", ds.hang_timeout_s}, {"hang_factor", ds.hang_factor}});
   root.insert("amp", amp_toml(c.amp));
   std::ostringstream os;

@@ -132,6 +132,9 @@ struct DistSection {
   double timeout_s = 300;  // a collective or the rendezvous taking longer is an error naming the rank
   // The hang watchdog (distributed/hang_watchdog.h): a step (or eval, checkpoint) running longer than
   // hang_timeout_s and than hang_factor x the median step stops every rank with a report; 0: off.
+  // ZeRO (distributed/ddp.h): "none" | "optimizer" (ZeRO-1: the optimizer state sharded over the
+  // ranks) | "gradients" (ZeRO-2: the gradients too)
+  std::string shard = "none";
   double hang_timeout_s = 300;
   double hang_factor = 10;
 };

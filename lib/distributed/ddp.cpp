@@ -44,9 +44,15 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, ProcessGrou
     b.params.push_back(k);
     b.offsets.push_back(b.offsets.back() + p.numel());
   }
-  for (auto& b : buckets_)
-    b.flat = zeros({b.offsets.back()}, TensorOptions(params_[b.params[0]].dtype()).device(params_[b.params[0]].device()));
+  const int64_t world = pg_.size();
+  for (auto& b : buckets_) {
+    b.window = (b.offsets.back() + world - 1) / world;
+    // ZeRO-2 keeps no bucket between steps: launch() makes it
+    if (opts_.shard != Shard::Gradients) b.flat = new_flat(b);
+  }
+  if (sharded()) build_shards();
   seen_.assign(params_.size(), 0);
+  had_grad_.assign(params_.size(), 0);
   for (size_t k = 0; k < params_.size(); ++k)
     hooks_.push_back(register_post_accumulate_grad_hook(params_[k], [this, k](Tensor&) { on_grad_ready(k); }));
 }
@@ -102,8 +108,15 @@ void DistributedDataParallel::on_grad_ready(size_t k) {
   if (++b.ready == b.params.size() && !opts_.find_unused_parameters) launch(b);
 }
 
+Tensor DistributedDataParallel::new_flat(const Bucket& b) const {
+  const Tensor& p = params_[b.params[0]];
+  const int64_t n = sharded() ? b.window * pg_.size() : b.offsets.back();
+  return zeros({n}, TensorOptions(p.dtype()).device(p.device()));  // (the padding stays zero)
+}
+
 void DistributedDataParallel::launch(Bucket& b) {
   NoGradGuard ng;
+  if (!b.flat.defined()) b.flat = new_flat(b);
   // As torch's reducer: each gradient is divided by the world size while it is copied into the
   // bucket, grad * (1 / world_size), and the ranks' buckets are summed: one pass over the bucket
   // instead of a copy and a division after the sum.
@@ -112,6 +125,7 @@ void DistributedDataParallel::launch(Bucket& b) {
     const Tensor& p = params_[b.params[s]];
     Tensor dst = b.flat.narrow(0, b.offsets[s], b.offsets[s + 1] - b.offsets[s]);
     const Tensor& g = p.grad();
+    had_grad_[b.params[s]] = g.defined();
     if (!g.defined()) {
       dst.zero_();
       continue;
@@ -119,9 +133,12 @@ void DistributedDataParallel::launch(Bucket& b) {
     // the gradient may already be the bucket's view (grads kept since the last step, accumulated in place)
     if (!(g.is_contiguous() && g.raw_data() == dst.raw_data())) dst.copy_(g.reshape({-1}));
     if (scale != 1.0) dst.mul_(scale);
+    // sharded: the bucket holds it now; ZeRO-2 frees it here, in backward, which is the point
+    if (sharded()) params_[b.params[s]].set_grad(Tensor());
   }
   pg_.label_next(str("DDP bucket ", &b - buckets_.data(), " of ", buckets_.size(), " (", b.params.size(), " parameters)"));
-  b.work = pg_.allreduce_async(b.flat, ReduceOp::SUM);
+  if (sharded()) b.work = pg_.reduce_scatter_async(b.shard_grad, b.flat, ReduceOp::SUM);
+  else b.work = pg_.allreduce_async(b.flat, ReduceOp::SUM);
 }
 
 void DistributedDataParallel::finish() {
@@ -140,6 +157,7 @@ void DistributedDataParallel::finish() {
   TR_CHECK(missing.empty(), "DistributedDataParallel: these parameters received no gradient in this step: ", missing,
            ". Every rank must reduce every bucket; set [dist] find_unused_parameters = true when parts of the "
            "model are unused in some steps");
+  if (sharded()) return finish_sharded();
   NoGradGuard ng;
   for (auto& b : buckets_) {
     b.work->wait();

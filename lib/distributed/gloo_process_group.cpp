@@ -445,6 +445,55 @@ std::shared_ptr<Work> GlooProcessGroup::allgather_async(const Tensor& t, std::ve
                        });
 }
 
+std::shared_ptr<Work> GlooProcessGroup::reduce_scatter_async(Tensor& output, Tensor& input, ReduceOp op) {
+  const DType dt = input.dtype();
+  if (!impl_->shm || (dt != DType::F32 && dt != DType::F64)) return ProcessGroup::reduce_scatter_async(output, input, op);
+  check_scatter_gather(input, output, "reduce_scatter", DeviceType::CPU);
+  check_allreduce(input, op, DeviceType::CPU);
+  const size_t m = size_t(output.numel());
+  Impl* im = impl_.get();
+  return impl_->submit(str("reduce_scatter (", reduce_op_name(op), ") of ", format_bytes(m * input.element_size()), " ",
+                           dtype_name(dt), " per rank", take_label()),
+                       [im, input, output, op, dt, m](uint32_t) {
+                         if (m == 0) return;
+                         if (dt == DType::F32)
+                           im->shm->reduce_scatter(static_cast<float*>(input.raw_data()), m, op,
+                                                   static_cast<float*>(output.raw_data()));
+                         else
+                           im->shm->reduce_scatter(static_cast<double*>(input.raw_data()), m, op,
+                                                   static_cast<double*>(output.raw_data()));
+                       });
+}
+
+std::shared_ptr<Work> GlooProcessGroup::allgather_into_async(Tensor& output, const Tensor& input) {
+  check_scatter_gather(output, input, "allgather_into", DeviceType::CPU);
+  const size_t bytes = size_t(input.numel()) * input.element_size();
+  if (size_ == 1) {
+    if (bytes && input.raw_data() != output.raw_data()) std::memcpy(output.raw_data(), input.raw_data(), bytes);
+    return std::make_shared<DoneWork>();
+  }
+  Impl* im = impl_.get();
+  return impl_->submit(str("allgather_into of ", format_bytes(bytes), " ", dtype_name(input.dtype()), " per rank", take_label()),
+                       [im, input, output, bytes](uint32_t tag) {
+                         if (bytes == 0) return;
+                         if (im->shm) return im->shm->allgather_into(input.raw_data(), bytes, output.raw_data());
+                         // Gloo copies the input into its window itself; an input that is that window
+                         // is copied first, so the two never overlap in one memcpy
+                         std::vector<uint8_t> copy;
+                         const void* in = input.raw_data();
+                         if (static_cast<const uint8_t*>(in) == static_cast<uint8_t*>(output.raw_data()) + bytes * size_t(im->rank)) {
+                           copy.assign(static_cast<const uint8_t*>(in), static_cast<const uint8_t*>(in) + bytes);
+                           in = copy.data();
+                         }
+                         gloo::AllgatherOptions o(im->ctx);
+                         o.setInput(static_cast<uint8_t*>(const_cast<void*>(in)), bytes);
+                         o.setOutput(static_cast<uint8_t*>(output.raw_data()), bytes * size_t(im->size));
+                         o.setTag(tag);
+                         o.setTimeout(im->timeout);
+                         gloo::allgather(o);
+                       });
+}
+
 std::string GlooProcessGroup::activity() const { return impl_->activity(); }
 
 std::shared_ptr<Work> GlooProcessGroup::barrier_async() {

@@ -25,6 +25,10 @@ class GlooProcessGroup : public ProcessGroup {
   std::shared_ptr<Work> broadcast_async(Tensor& t, int root) override;
   std::shared_ptr<Work> allgather_async(const Tensor& t, std::vector<Tensor>& out) override;
   std::shared_ptr<Work> barrier_async() override;
+  // Through shared memory when the group has it (f32 and f64; else the default, an allreduce).
+  std::shared_ptr<Work> reduce_scatter_async(Tensor& output, Tensor& input, ReduceOp op) override;
+  // Gloo's allgather into the flat output, or through shared memory.
+  std::shared_ptr<Work> allgather_into_async(Tensor& output, const Tensor& input) override;
   std::string activity() const override;
 
   struct Impl;

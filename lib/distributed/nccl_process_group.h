@@ -25,6 +25,8 @@ class NcclProcessGroup : public ProcessGroup {
   std::shared_ptr<Work> broadcast_async(Tensor& t, int root) override;
   std::shared_ptr<Work> allgather_async(const Tensor& t, std::vector<Tensor>& out) override;
   std::shared_ptr<Work> barrier_async() override;
+  std::shared_ptr<Work> reduce_scatter_async(Tensor& output, Tensor& input, ReduceOp op) override;
+  std::shared_ptr<Work> allgather_into_async(Tensor& output, const Tensor& input) override;
 
   struct Impl;
 

@@ -119,6 +119,81 @@ std::shared_ptr<Work> ProcessGroup::allreduce_coalesced_async(std::vector<Tensor
   return std::make_shared<CoalescedWork>(std::move(inner), flat, ts);
 }
 
+void ProcessGroup::check_scatter_gather(const Tensor& whole, const Tensor& part, const char* what,
+                                        DeviceType expected) const {
+  check_tensor(whole, what, expected);
+  check_tensor(part, what, expected);
+  TR_CHECK(whole.dtype() == part.dtype() && whole.device() == part.device(), backend(), " ", what,
+           ": the tensors differ in dtype or device (", dtype_name(whole.dtype()), " on ", whole.device().str(), ", ",
+           dtype_name(part.dtype()), " on ", part.device().str(), ")");
+  TR_CHECK(whole.numel() == part.numel() * size_, backend(), " ", what, ": ", whole.numel(),
+           " elements for all ranks and ", part.numel(), " per rank; a world of ", size_, " needs ",
+           part.numel() * size_);
+}
+
+namespace {
+// reduce_scatter's default: the allreduced input's window copied into the output on the first wait().
+class WindowWork : public Work {
+ public:
+  WindowWork(std::shared_ptr<Work> inner, Tensor window, Tensor output)
+      : inner_(std::move(inner)), window_(std::move(window)), output_(std::move(output)) {}
+  void wait() override {
+    inner_->wait();
+    std::lock_guard<std::mutex> g(mu_);
+    if (copied_) return;
+    NoGradGuard ng;
+    if (!(window_.raw_data() == output_.raw_data()) && output_.numel()) output_.view({-1}).copy_(window_.view({-1}));
+    copied_ = true;
+  }
+  bool is_completed() override { return inner_->is_completed(); }
+
+ private:
+  std::shared_ptr<Work> inner_;
+  Tensor window_, output_;
+  std::mutex mu_;
+  bool copied_ = false;
+};
+}  // namespace
+
+std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(Tensor& output, Tensor& input, ReduceOp op) {
+  check_scatter_gather(input, output, "reduce_scatter", device().type);
+  const int64_t n = output.numel();
+  Tensor window = input.view({-1}).narrow(0, n * rank_, n);
+  auto inner = allreduce_async(input, op);
+  return std::make_shared<WindowWork>(std::move(inner), window, output);
+}
+
+std::shared_ptr<Work> ProcessGroup::allgather_into_async(Tensor& output, const Tensor& input) {
+  check_scatter_gather(output, input, "allgather_into", device().type);
+  // the default for backends without a flat allgather: allgather's pieces, copied into output
+  auto pieces = std::make_shared<std::vector<Tensor>>();
+  auto inner = allgather_async(input.view({-1}), *pieces);
+  class GatherWork : public Work {
+   public:
+    GatherWork(std::shared_ptr<Work> inner, std::shared_ptr<std::vector<Tensor>> pieces, Tensor output)
+        : inner_(std::move(inner)), pieces_(std::move(pieces)), output_(std::move(output)) {}
+    void wait() override {
+      inner_->wait();
+      std::lock_guard<std::mutex> g(mu_);
+      if (copied_) return;
+      NoGradGuard ng;
+      Tensor flat = output_.view({-1});
+      const int64_t n = flat.numel() / int64_t(pieces_->size());
+      for (size_t r = 0; r < pieces_->size(); ++r) flat.narrow(0, int64_t(r) * n, n).copy_((*pieces_)[r]);
+      copied_ = true;
+    }
+    bool is_completed() override { return inner_->is_completed(); }
+
+   private:
+    std::shared_ptr<Work> inner_;
+    std::shared_ptr<std::vector<Tensor>> pieces_;
+    Tensor output_;
+    std::mutex mu_;
+    bool copied_ = false;
+  };
+  return std::make_shared<GatherWork>(std::move(inner), std::move(pieces), output);
+}
+
 // ---- factory ----
 
 std::unique_ptr<ProcessGroup> make_process_group(Store& store, const ProcessGroupOptions& opts) {

@@ -1,5 +1,5 @@
 // ProcessGroup: the collectives data-parallel training needs (torch.distributed's ProcessGroup):
-// allreduce, broadcast, allgather and barrier, in place on contiguous tensors, each with a timeout.
+// allreduce, broadcast, allgather, reduce-scatter and barrier, in place on contiguous tensors, each with a timeout.
 // Backends: Gloo for CPU tensors (gloo_process_group.h), NCCL for CUDA tensors
 // (nccl_process_group.h). Every rank must issue the same collectives in the same order, as in
 // torch; the backends number them (the "tag") and a mismatch or a missing peer ends in an Error
@@ -56,6 +56,15 @@ class ProcessGroup {
   // out receives size() tensors shaped like t (out[r] is rank r's t), allocated here.
   virtual std::shared_ptr<Work> allgather_async(const Tensor& t, std::vector<Tensor>& out) = 0;
   virtual std::shared_ptr<Work> barrier_async() = 0;
+  // torch's reduce_scatter_tensor: `input` holds size() * n elements, `output` n; rank r receives
+  // the reduction over the ranks of input[r*n, (r+1)*n). `output` may be that window of `input`
+  // (in place); `input`'s other elements are undefined afterwards. Each element is reduced as
+  // allreduce reduces it, so the bits equal allreduce's. The default is an allreduce of `input`
+  // and a copy; backends that can move less override it.
+  virtual std::shared_ptr<Work> reduce_scatter_async(Tensor& output, Tensor& input, ReduceOp op);
+  // torch's all_gather_into_tensor: `output` (size() * n elements) receives every rank's `input`
+  // (n) in rank order. `input` may be rank()'s window of `output` (in place).
+  virtual std::shared_ptr<Work> allgather_into_async(Tensor& output, const Tensor& input);
 
   // ---- blocking: the async op, then wait(); ordered with the async ones ----
   void allreduce(Tensor& t, ReduceOp op = ReduceOp::SUM) { allreduce_async(t, op)->wait(); }
@@ -65,6 +74,10 @@ class ProcessGroup {
   void broadcast(Tensor& t, int root = 0) { broadcast_async(t, root)->wait(); }
   std::vector<Tensor> allgather(const Tensor& t);
   void barrier() { barrier_async()->wait(); }
+  void reduce_scatter(Tensor& output, Tensor& input, ReduceOp op = ReduceOp::SUM) {
+    reduce_scatter_async(output, input, op)->wait();
+  }
+  void allgather_into(Tensor& output, const Tensor& input) { allgather_into_async(output, input)->wait(); }
 
   // A label for the next collective this thread issues ("DDP bucket 2 of 3"), added to its name in
   // errors and in activity().
@@ -77,6 +90,8 @@ class ProcessGroup {
   // Common argument checks; `what` names the collective in the message.
   void check_tensor(const Tensor& t, const char* what, DeviceType expected) const;
   void check_root(int root, const char* what) const;
+  // reduce_scatter's and allgather_into's: contiguous, one dtype and device, whole = size() * part.
+  void check_scatter_gather(const Tensor& whole, const Tensor& part, const char* what, DeviceType expected) const;
   // allreduce's checks on top of check_tensor: avg needs a floating tensor, bool takes max/min.
   void check_allreduce(const Tensor& t, ReduceOp op, DeviceType expected) const;
 

@@ -69,7 +69,8 @@ void reduce_into(T* out, const T* in, size_t n, ReduceOp op) {
 
 std::string ShmAllreduce::describe(const Collective& c) {
   if (c.kind == 2) return str("a broadcast of ", c.bytes, " bytes from rank ", c.arg);
-  return str("an allreduce (", reduce_op_name(ReduceOp(c.arg)), ") of ", c.bytes, " bytes in ", c.elem, "-byte elements");
+  if (c.kind == 4) return str("an allgather of ", c.bytes, " bytes per rank");
+  return str(c.kind == 3 ? "a reduce_scatter (" : "an allreduce (", reduce_op_name(ReduceOp(c.arg)), ") of ", c.bytes, " bytes in ", c.elem, "-byte elements");
 }
 
 struct ShmAllreduce::Header {
@@ -201,9 +202,10 @@ void ShmAllreduce::wait_all(int which, uint32_t seq, const char* what) {
 }
 
 template <typename T>
-void ShmAllreduce::allreduce(T* data, size_t n, ReduceOp op) {
-  cur_ = {1, int32_t(op), int32_t(sizeof(T)), uint64_t(n * sizeof(T))};
+void ShmAllreduce::reduce(T* data, size_t n, ReduceOp op, size_t keep_lo, size_t keep_n, T* out, uint32_t kind) {
+  cur_ = {kind, int32_t(op), int32_t(sizeof(T)), uint64_t(n * sizeof(T))};
   const size_t per_chunk = slot_bytes_for(size_) / sizeof(T);
+  const size_t keep_hi = keep_lo + keep_n;
   for (size_t off = 0; off < n; off += per_chunk) {
     const size_t m = std::min(per_chunk, n - off);
     const uint32_t seq = ++seq_;
@@ -212,15 +214,35 @@ void ShmAllreduce::allreduce(T* data, size_t n, ReduceOp op) {
     wait_all(0, seq, "copy its data in");
     // this rank's share of the chunk, reduced over the slots in rank order into slot 0
     const size_t lo = m * size_t(rank_) / size_t(size_), hi = m * size_t(rank_ + 1) / size_t(size_);
-    T* out = reinterpret_cast<T*>(slot(0, seq)) + lo;
-    for (int r = 1; r < size_; ++r) reduce_into(out, reinterpret_cast<const T*>(slot(r, seq)) + lo, hi - lo, op);
+    T* red = reinterpret_cast<T*>(slot(0, seq)) + lo;
+    for (int r = 1; r < size_; ++r) reduce_into(red, reinterpret_cast<const T*>(slot(r, seq)) + lo, hi - lo, op);
     if (op == ReduceOp::AVG) {
       const T s = T(size_);
-      for (size_t i = 0; i < hi - lo; ++i) out[i] = out[i] / s;
+      for (size_t i = 0; i < hi - lo; ++i) red[i] = red[i] / s;
     }
     publish(1, seq);
     wait_all(1, seq, "reduce its share");
-    std::memcpy(data + off, slot(0, seq), m * sizeof(T));
+    // the kept elements of this chunk (all of it for allreduce); in place, they are elements of
+    // this chunk, already copied in
+    const size_t a = std::max(off, keep_lo), b = std::min(off + m, keep_hi);
+    if (a < b) std::memcpy(out + (a - keep_lo), reinterpret_cast<const T*>(slot(0, seq)) + (a - off), (b - a) * sizeof(T));
+  }
+}
+
+void ShmAllreduce::allgather_into(const void* data, size_t bytes, void* out) {
+  cur_ = {4, 0, 1, uint64_t(bytes)};
+  const auto* in = static_cast<const unsigned char*>(data);
+  auto* o = static_cast<unsigned char*>(out);
+  const size_t chunk = slot_bytes_for(size_);
+  for (size_t off = 0; off < bytes; off += chunk) {
+    const size_t m = std::min(chunk, bytes - off);
+    const uint32_t seq = ++seq_;
+    std::memcpy(slot(rank_, seq), in + off, m);
+    publish(0, seq);
+    wait_all(0, seq, "copy its data in");
+    for (int r = 0; r < size_; ++r) std::memcpy(o + size_t(r) * bytes + off, slot(r, seq), m);
+    publish(1, seq);
+    wait_all(1, seq, "receive the data");
   }
 }
 
@@ -240,10 +262,13 @@ void ShmAllreduce::broadcast(void* data, size_t bytes, int root) {
   }
 }
 
-template void ShmAllreduce::allreduce<float>(float*, size_t, ReduceOp);
-template void ShmAllreduce::allreduce<double>(double*, size_t, ReduceOp);
-template void ShmAllreduce::allreduce<int64_t>(int64_t*, size_t, ReduceOp);
-template void ShmAllreduce::allreduce<int32_t>(int32_t*, size_t, ReduceOp);
-template void ShmAllreduce::allreduce<uint8_t>(uint8_t*, size_t, ReduceOp);
+#define TR_SHM_REDUCE(T) \
+  template void ShmAllreduce::reduce<T>(T*, size_t, ReduceOp, size_t, size_t, T*, uint32_t);
+TR_SHM_REDUCE(float)
+TR_SHM_REDUCE(double)
+TR_SHM_REDUCE(int64_t)
+TR_SHM_REDUCE(int32_t)
+TR_SHM_REDUCE(uint8_t)
+#undef TR_SHM_REDUCE
 
 }  // namespace tr::distributed

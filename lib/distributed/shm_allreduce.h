@@ -40,7 +40,20 @@ class ShmAllreduce {
   // In place on n elements (float, double, int64_t, int32_t, uint8_t). Throws std::runtime_error
   // ("Timed out ...", or a message naming the rank that exited); the group is then broken.
   template <typename T>
-  void allreduce(T* data, size_t n, ReduceOp op);
+  void allreduce(T* data, size_t n, ReduceOp op) {
+    reduce(data, n, op, 0, n, data, 1);
+  }
+  // reduce_scatter: data holds size * m elements; this rank receives the reduction of
+  // data[rank*m, (rank+1)*m) into out (which may be that window of data). The chunks are reduced
+  // exactly as allreduce reduces them (the same bits); only the copy out is narrower.
+  template <typename T>
+  void reduce_scatter(T* data, size_t m, ReduceOp op, T* out) {
+    reduce(data, m * size_t(size_), op, m * size_t(rank_), m, out, 3);
+  }
+  // allgather_into: out (size * bytes) receives every rank's `bytes` at data in rank order; data
+  // may be this rank's window of out. Each chunk: every rank copies its piece into its slot,
+  // publishes arrived, copies every slot out, publishes reduced (read).
+  void allgather_into(const void* data, size_t bytes, void* out);
   // `bytes` at data from rank root to every rank, in chunks: the root copies a chunk into its slot
   // and publishes arrived; the others copy it out; all publish and wait for reduced (read) before
   // the next chunk, which keeps the double-buffering invariant of allreduce.
@@ -55,11 +68,15 @@ class ShmAllreduce {
   // Waits until flag `which` of every other rank has reached seq; for `arrived`, checks that they
   // issued the same collective as this rank.
   void wait_all(int which, uint32_t seq, const char* what);
+  // The chunked reduction of n elements at data; elements [keep_lo, keep_lo + keep_n) of the
+  // result are written to out (out[0] is element keep_lo). kind: 1 allreduce, 3 reduce_scatter.
+  template <typename T>
+  void reduce(T* data, size_t n, ReduceOp op, size_t keep_lo, size_t keep_n, T* out, uint32_t kind);
   // What a rank issued, kept beside its arrived flag (struct Op, the same cache line).
   struct Collective {
-    uint32_t kind = 0;  // 1 allreduce, 2 broadcast
+    uint32_t kind = 0;  // 1 allreduce, 2 broadcast, 3 reduce_scatter, 4 allgather
     int32_t arg = 0;    // allreduce: the ReduceOp; broadcast: the root
-    int32_t elem = 0;   // allreduce: bytes per element
+    int32_t elem = 0;   // allreduce, reduce_scatter: bytes per element
     uint64_t bytes = 0;
     bool operator==(const Collective&) const = default;
   };

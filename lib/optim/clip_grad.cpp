@@ -5,33 +5,72 @@
 
 namespace tr::optim {
 
-double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type, bool error_if_nonfinite) {
-  NoGradGuard ng;
-  std::vector<Tensor> grads;
-  for (auto& p : params)
-    if (p.defined() && p.grad().defined()) grads.push_back(p.grad());
-  if (grads.empty()) return 0.0;
-  const Device device = grads[0].device();
-  DType dt = grads[0].dtype();  // torch.stack promotes the per-parameter norms
-  for (auto& g : grads) dt = promote_types(dt, g.dtype());
+namespace {
 
-  std::vector<Tensor> norms;
-  const bool max_abs = std::isinf(norm_type) && norm_type > 0;
-  for (auto& g : grads) norms.push_back((max_abs ? max(abs(g)) : norm(g, norm_type)).to(device, dt));
-  Tensor total;
-  if (max_abs) total = norms.size() == 1 ? norms[0] : max(stack(norms));
-  else total = norm(stack(norms), norm_type);
-
-  double total_v = total.item();
-  if (error_if_nonfinite && !std::isfinite(total_v))
-    throw Error(str("clip_grad_norm: the total norm of order ", norm_type, " of the gradients is non-finite (", total_v,
-                    "), so they cannot be clipped; set error_if_nonfinite = false to scale them by it anyway"));
+// g *= clamp(max_norm / (total + 1e-6), max = 1), in total's dtype on its device (torch's order)
+void scale_by_norm(std::vector<Tensor>& grads, const Tensor& total, double max_norm) {
   // torch: max_norm / (total + 1e-6) is Tensor.__rtruediv__, i.e. reciprocal() * max_norm
   Tensor coef = clamp((1.0 / (total + 1e-6)) * max_norm, std::nullopt, 1.0);
   for (auto& g : grads) {
     Tensor gg = g;  // a handle: mul_ writes the gradient's storage
     gg.mul_(coef.to(gg.device()));
   }
+}
+
+void check_finite(double total_v, double norm_type, bool error_if_nonfinite) {
+  if (error_if_nonfinite && !std::isfinite(total_v))
+    throw Error(str("clip_grad_norm: the total norm of order ", norm_type, " of the gradients is non-finite (", total_v,
+                    "), so they cannot be clipped; set error_if_nonfinite = false to scale them by it anyway"));
+}
+
+std::vector<Tensor> grads_of(const std::vector<Tensor>& params, DType* dt) {
+  std::vector<Tensor> grads;
+  for (auto& p : params)
+    if (p.defined() && p.grad().defined()) grads.push_back(p.grad());
+  if (!grads.empty()) *dt = grads[0].dtype();  // torch.stack promotes the per-parameter norms
+  for (auto& g : grads) *dt = promote_types(*dt, g.dtype());
+  return grads;
+}
+
+}  // namespace
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type, bool error_if_nonfinite) {
+  NoGradGuard ng;
+  DType dt = DType::F32;
+  std::vector<Tensor> grads = grads_of(params, &dt);
+  if (grads.empty()) return 0.0;
+  const Device device = grads[0].device();
+  std::vector<Tensor> norms;
+  const bool max_abs = std::isinf(norm_type) && norm_type > 0;
+  for (auto& g : grads) norms.push_back((max_abs ? max(abs(g)) : norm(g, norm_type)).to(device, dt));
+  Tensor total;
+  if (max_abs) total = norms.size() == 1 ? norms[0] : max(stack(norms));
+  else total = norm(stack(norms), norm_type);
+  double total_v = total.item();
+  check_finite(total_v, norm_type, error_if_nonfinite);
+  scale_by_norm(grads, total, max_norm);
+  return total_v;
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type, bool error_if_nonfinite,
+                      const NormReducer& reduce) {
+  NoGradGuard ng;
+  DType dt = DType::F32;
+  std::vector<Tensor> grads = grads_of(params, &dt);
+  const bool max_abs = std::isinf(norm_type) && norm_type > 0;
+  double partial = 0;
+  if (!grads.empty()) {
+    const Device device = grads[0].device();
+    std::vector<Tensor> norms;
+    for (auto& g : grads) norms.push_back((max_abs ? max(abs(g)) : norm(g, norm_type)).to(device, dt));
+    const double local = (max_abs ? max(stack(norms)) : norm(stack(norms), norm_type)).item();
+    partial = max_abs ? local : std::pow(local, norm_type);
+  }
+  const double reduced = reduce(partial, max_abs);
+  const double total_v = max_abs ? reduced : std::pow(reduced, 1.0 / norm_type);
+  check_finite(total_v, norm_type, error_if_nonfinite);
+  if (grads.empty()) return total_v;
+  scale_by_norm(grads, full({}, total_v, TensorOptions(dt).device(grads[0].device())), max_norm);
   return total_v;
 }
 

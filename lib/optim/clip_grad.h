@@ -1,5 +1,6 @@
 // Gradient clipping (torch.nn.utils.clip_grad_norm_ / clip_grad_value_, torch 1.13).
 #pragma once
+#include <functional>
 #include <vector>
 #include "core/tensor.h"
 
@@ -14,6 +15,14 @@ namespace tr::optim {
 // gradients are scaled by it anyway (torch's behaviour).
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0,
                       bool error_if_nonfinite = false);
+
+// The same for gradients sharded over ranks (ZeRO), as torch FSDP's clip_grad_norm_: each rank's
+// partial result, sum_i ||g_i||_p^p (p = inf: max_i max|g_i|), goes through `reduce(partial,
+// is_max)`, which combines it over the ranks (one collective, which every rank must call, with or
+// without gradients); total = reduced^(1/p). The coefficient is then computed as above.
+using NormReducer = std::function<double(double partial, bool is_max)>;
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type, bool error_if_nonfinite,
+                      const NormReducer& reduce);
 
 // Clamps every gradient to [-clip_value, clip_value] in place.
 void clip_grad_value(const std::vector<Tensor>& params, double clip_value);

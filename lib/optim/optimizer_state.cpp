@@ -159,4 +159,13 @@ void load_state_dict(Optimizer& opt, const OptimizerState& s) {
   opt.set_step_count(s.step_count);
 }
 
+int64_t state_bytes(const Optimizer& opt) {
+  int64_t bytes = 0;
+  for (const Tensor& p : opt.params())
+    if (const ParamState* st = opt.find_state(p))
+      for (const auto& [key, t] : *st)
+        if (t.defined()) bytes += t.numel() * int64_t(t.element_size());
+  return bytes;
+}
+
 }  // namespace tr::optim

@@ -37,4 +37,8 @@ OptimizerState state_dict(const Optimizer& opt);
 // device ("step" is kept as saved, as torch does).
 void load_state_dict(Optimizer& opt, const OptimizerState& s);
 
+// Bytes of the state tensors the optimizer holds (of its parameters: a sharded optimizer's are its
+// rank's views, so this is what ZeRO divides by the world size).
+int64_t state_bytes(const Optimizer& opt);
+
 }  // namespace tr::optim

@@ -118,6 +118,7 @@ void init_distributed(Run& r) {
   r.ddp = std::make_unique<distributed::DistributedDataParallel>(*r.model.net, *r.pg, o);
   if (dc.hang_timeout_s > 0) {
     distributed::HangWatchdogOptions wo;
+  o.shard = distributed::parse_shard(dc.shard);
     wo.timeout_s = dc.hang_timeout_s;
     wo.factor = dc.hang_factor;
     wo.key_prefix = po.prefix + "/watchdog";
@@ -235,6 +236,10 @@ Run::Run(config::RunConfig c) : cfg(std::move(c)), env(distributed::read_dist_en
   loader = build_loader(*this, std::move(transforms));
   const int64_t acc = cfg.train.accumulate;
   steps_per_epoch = (loader->size() + acc - 1) / acc;  // a last, shorter accumulation closes each epoch
+  if (ddp && ddp->sharded()) {  // [dist] shard: the optimizer keeps this rank's shard only
+    sharded_optimizer = std::make_unique<distributed::ShardedOptimizer>(*optimizer, *ddp);
+    scaler.set_found_inf_reducer([this](bool found) { return sharded_optimizer->any(found); });
+  }
   total_steps = cfg.train.steps > 0 ? cfg.train.steps : steps_per_epoch * cfg.train.epochs;
   scheduler = build_scheduler(*this);
 }

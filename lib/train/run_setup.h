@@ -15,6 +15,7 @@
 #include "distributed/env.h"
 #include "distributed/hang_watchdog.h"
 #include "distributed/process_group.h"
+#include "distributed/sharded_optimizer.h"
 #include "distributed/tcp_store.h"
 #include "nn/model_file.h"
 #include "optim/averaged_model.h"
@@ -41,6 +42,8 @@ struct Run {
   std::unique_ptr<distributed::DistributedDataParallel> ddp;
   std::unique_ptr<distributed::HangWatchdog> watchdog;  // [dist] hang_timeout_s > 0 with several ranks
   std::unique_ptr<optim::Optimizer> optimizer;
+  // [dist] shard (ZeRO): the optimizer's groups hold this rank's shard views; null otherwise
+  std::unique_ptr<distributed::ShardedOptimizer> sharded_optimizer;
   amp::GradScaler scaler{amp::GradScalerOptions{.enabled = false}};
   std::unique_ptr<data::DataLoader> loader;  // the training loader: batch_size samples a micro-batch
   int64_t steps_per_epoch = 0, total_steps = 0;

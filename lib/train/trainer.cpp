@@ -18,6 +18,7 @@
 #include "ops/registry.h"
 #include "core/rng.h"
 #include "optim/clip_grad.h"
+#include "optim/optimizer_state.h"
 #include "train/mfu.h"
 #include "train/process_clock.h"
 
@@ -136,7 +137,9 @@ std::string Trainer::nonfinite_in_step(const Tensor& loss_part) {
   if (!run_.pg && !std::isfinite(loss_part.item())) what = str("the loss is ", json_num(loss_part.item()));
   std::vector<Tensor> grads;
   for (const Tensor& p : run_.optimizer->params()) grads.push_back(p.grad());
-  if (any_non_finite(grads).item() != 0) what += str(what.empty() ? "" : " and ", "the gradients hold an inf or a NaN");
+  bool bad = any_non_finite(grads).item() != 0;
+  if (run_.sharded_optimizer) bad = run_.sharded_optimizer->any(bad);  // each rank holds a shard of them
+  if (bad) what += str(what.empty() ? "" : " and ", "the gradients hold an inf or a NaN");
   return what;
 }
 
@@ -172,12 +175,18 @@ StepResult Trainer::train_step(const std::vector<data::Batch>& micro) {
     if (!r.scaler.found_inf(*r.optimizer)) {  // an overflowed step is skipped below, unclipped
       std::vector<Tensor> params = r.optimizer->params();
       if (gc.value > 0) optim::clip_grad_value(params, gc.value);
-      if (gc.max_norm > 0) res.grad_norm = optim::clip_grad_norm(params, gc.max_norm, gc.norm_type, gc.error_if_nonfinite);
+      if (gc.max_norm > 0 && r.sharded_optimizer)  // the shards' partial norms, combined over the ranks
+        res.grad_norm = optim::clip_grad_norm(params, gc.max_norm, gc.norm_type, gc.error_if_nonfinite,
+                                              [&](double partial, bool is_max) { return r.sharded_optimizer->reduce(partial, is_max); });
+      else if (gc.max_norm > 0)
+        res.grad_norm = optim::clip_grad_norm(params, gc.max_norm, gc.norm_type, gc.error_if_nonfinite);
     }
   }
   res.lrs = r.optimizer->lrs();  // what this step uses: the line logged for it shows these
   res.stepped = r.scaler.step(*r.optimizer);
   r.scaler.update();
+  // sharded: each rank stepped its shard; the parameters are whole again before anything reads them
+  if (r.ddp && res.stepped) r.ddp->gather_params();
   // The EMA follows the steps taken; a skipped step changed no weight, so it adds no average.
   if (r.ema && res.stepped) r.ema->update_parameters(*r.model.net);
   // A skipped step leaves the schedule where it was (torch would advance it and warn).
@@ -386,6 +395,26 @@ int Trainer::flush_steps(int local_signal) {
   return agreed_signal(v.back(), local_signal);
 }
 
+std::string Trainer::memory_fields() {
+  auto mb = [](double bytes) { return std::round(bytes / (1 << 20) * 10) / 10; };
+  const double state = double(optim::state_bytes(*run_.optimizer));
+  std::string r = str(",\"optimizer_state_mb\":", json_num(mb(state)));
+  if (!run_.pg) return r;
+  // every rank's, for sharding: each rank fills its two slots, the sum gathers them
+  const int w = run_.env.world_size, me = run_.env.rank;
+  std::vector<double> v(size_t(2 * w), 0.0);
+  v[size_t(me)] = double(max_memory_allocated(run_.device));
+  v[size_t(w + me)] = state;
+  allreduce_sum(v, "the ranks' memory figures");
+  std::vector<double> peak, opt;
+  for (int i = 0; i < w; ++i) {
+    peak.push_back(mb(v[size_t(i)]));
+    opt.push_back(mb(v[size_t(w + i)]));
+  }
+  return str(r, ",\"mem_peak_mb_per_rank\":", nlohmann::json(peak).dump(), ",\"optimizer_state_mb_per_rank\":",
+             nlohmann::json(opt).dump());
+}
+
 std::string Trainer::mfu_fields() {
   if (peak_flops_ == 0) {  // once, outside the timed window
     const auto t0 = std::chrono::steady_clock::now();
@@ -431,6 +460,7 @@ bool Trainer::after_step(Loop& l, const std::vector<data::Batch>& micro, const S
     // the memory tensors held at most since the last line (the CPU's: our allocator's, not the RSS);
     // reset after the first line's matmul-peak measurement, whose matrices are no step's
     extra += str(",\"mem_peak_mb\":", json_num(std::round(double(max_memory_allocated(run_.device)) / (1 << 20) * 10) / 10));
+    extra += memory_fields();
     if (run_.is_main() && step_flops_ > 0) extra += mfu_fields();
     reset_peak_memory_stats(run_.device);
     std::string tail;

@@ -13,6 +13,7 @@
 #include "io/metrics_sink.h"
 #include "io/run_lock.h"
 #include "io/tensorboard.h"
+#include "optim/optimizer_state.h"
 #include "train/checkpoint_state.h"
 #include "train/progress.h"
 #include "train/run_setup.h"
@@ -139,13 +140,18 @@ class Trainer {
   // ,"flops_per_step":..,"peak_flops":..,"mfu":.. for a train line (train/mfu.h); measures the peak
   // on its first call.
   std::string mfu_fields();
+  // ,"optimizer_state_mb":.. (this rank's optimizer state) and, with ranks, every rank's peak memory
+  // and optimizer state: "mem_peak_mb_per_rank":[..],"optimizer_state_mb_per_rank":[..] (one
+  // collective, on log lines, which every rank reaches alike)
+  std::string memory_fields();
 
   // ---- checkpoints (trainer_checkpoint.cpp) ----
   std::string checkpoint_root() const { return run_.cfg.run_dir() + "/checkpoints"; }
   // Writes runs/<name>/checkpoints/step_<N>/ for `pos` (every rank calls it; rank 0 writes, then
   // all meet at a barrier).
   void save_checkpoint(const TrainPosition& pos);
-  void write_checkpoint(const std::string& name, const TrainPosition& pos, std::optional<double> new_best);
+  void write_checkpoint(const std::string& name, const TrainPosition& pos, std::optional<double> new_best,
+                        const optim::OptimizerState& os);
   // checkpoints/final/model.safetensors: the weights alone, through the checkpoint writer.
   void write_final_weights(int64_t step);
   // Restores model, optimizer, scheduler and RNG from `dir`; returns its state.json.

@@ -37,19 +37,22 @@ void Trainer::save_checkpoint(const TrainPosition& pos) {
   evaluated_since_checkpoint_ = false;
 
   const std::string name = io::checkpoint_name(pos.step);
+  // sharded: every rank's shard gathered into torch's full layout (a collective), as an unsharded run saves it
+  const optim::OptimizerState os = run_.sharded_optimizer ? run_.sharded_optimizer->state_dict()
+                                                          : optim::state_dict(*run_.optimizer);
   if (run_.is_main())
-    guard_checkpoint_write(name, [&] { write_checkpoint(name, pos, new_best); });
+    guard_checkpoint_write(name, [&] { write_checkpoint(name, pos, new_best, os); });
   else if (new_best)
     best_metric_ = new_best;
   // no rank goes on (and might read it, or be killed) before the checkpoint is complete
   if (run_.pg) run_.pg->barrier();
 }
 
-void Trainer::write_checkpoint(const std::string& name, const TrainPosition& pos, std::optional<double> new_best) {
+void Trainer::write_checkpoint(const std::string& name, const TrainPosition& pos, std::optional<double> new_best,
+                               const optim::OptimizerState& os) {
   const auto& k = run_.cfg.checkpoint;
   io::CheckpointWriter w(checkpoint_root(), name);
   io::save_safetensors(w.path_for("model.safetensors"), run_.model.net->state_dict());
-  optim::OptimizerState os = optim::state_dict(*run_.optimizer);
   io::NamedTensorList opt_tensors(os.tensors.begin(), os.tensors.end());
   io::save_safetensors(w.path_for("optimizer.safetensors"), opt_tensors);
   if (run_.ema) io::save_safetensors(w.path_for(kEmaFile), run_.ema->module().state_dict());
@@ -144,7 +147,9 @@ CheckpointState Trainer::restore_checkpoint(const std::string& dir) {
   os.param_groups = state.param_groups;
   os.step_count = state.optimizer_step_count;
   for (auto& [n, t] : io::load_safetensors(dir + "/optimizer.safetensors")) os.tensors[n] = t;
-  optim::load_state_dict(*run_.optimizer, os);
+  // (a sharded run keeps its pieces of the full state: any checkpoint resumes with any world size and shard)
+  if (run_.sharded_optimizer) run_.sharded_optimizer->load_state_dict(os);
+  else optim::load_state_dict(*run_.optimizer, os);
   if (run_.scheduler) {
     TR_CHECK(!state.scheduler.is_null(), "cannot resume from ", dir, ": it has no scheduler state");
     run_.scheduler->load_state_dict(state.scheduler);

@@ -90,20 +90,20 @@ T combine(T a, T b, ncclRedOp_t op) {
 
 // out[i] = op over ranks (in rank order) of slot_r[i]
 template <typename T>
-void reduce_slots(const ncclComm* c, void* out, size_t count, ncclRedOp_t op) {
+void reduce_slots(const ncclComm* c, void* out, size_t count, ncclRedOp_t op, size_t first) {
   T* o = static_cast<T*>(out);
   for (size_t i = 0; i < count; ++i) {
-    T acc = reinterpret_cast<const T*>(c->slot(0))[i];
-    for (int r = 1; r < c->nranks; ++r) acc = combine(acc, reinterpret_cast<const T*>(c->slot(r))[i], op);
+    T acc = reinterpret_cast<const T*>(c->slot(0))[first + i];
+    for (int r = 1; r < c->nranks; ++r) acc = combine(acc, reinterpret_cast<const T*>(c->slot(r))[first + i], op);
     if (op == ncclAvg) acc = T(acc / T(c->nranks));
     o[i] = acc;
   }
 }
 // f16 / bf16: combined in f32, rounded once
-void reduce_slots_16(const ncclComm* c, void* out, size_t count, ncclRedOp_t op, bool bf16) {
+void reduce_slots_16(const ncclComm* c, void* out, size_t count, ncclRedOp_t op, bool bf16, size_t first) {
   auto* o = static_cast<uint16_t*>(out);
   auto load = [&](int r, size_t i) {
-    const uint16_t v = reinterpret_cast<const uint16_t*>(c->slot(r))[i];
+    const uint16_t v = reinterpret_cast<const uint16_t*>(c->slot(r))[first + i];
     return bf16 ? bf16_to_float(v) : half_to_float(v);
   };
   for (size_t i = 0; i < count; ++i) {
@@ -114,18 +114,19 @@ void reduce_slots_16(const ncclComm* c, void* out, size_t count, ncclRedOp_t op,
   }
 }
 
-void reduce(const ncclComm* c, void* out, size_t count, ncclDataType_t t, ncclRedOp_t op) {
+// out[i] = the ranks' element first + i combined, i < count (reduce_scatter's window; 0 for allreduce)
+void reduce(const ncclComm* c, void* out, size_t count, ncclDataType_t t, ncclRedOp_t op, size_t first = 0) {
   switch (t) {
-    case ncclInt8: reduce_slots<int8_t>(c, out, count, op); break;
-    case ncclUint8: reduce_slots<uint8_t>(c, out, count, op); break;
-    case ncclInt32: reduce_slots<int32_t>(c, out, count, op); break;
-    case ncclUint32: reduce_slots<uint32_t>(c, out, count, op); break;
-    case ncclInt64: reduce_slots<int64_t>(c, out, count, op); break;
-    case ncclUint64: reduce_slots<uint64_t>(c, out, count, op); break;
-    case ncclFloat32: reduce_slots<float>(c, out, count, op); break;
-    case ncclFloat64: reduce_slots<double>(c, out, count, op); break;
-    case ncclFloat16: reduce_slots_16(c, out, count, op, false); break;
-    case ncclBfloat16: reduce_slots_16(c, out, count, op, true); break;
+    case ncclInt8: reduce_slots<int8_t>(c, out, count, op, first); break;
+    case ncclUint8: reduce_slots<uint8_t>(c, out, count, op, first); break;
+    case ncclInt32: reduce_slots<int32_t>(c, out, count, op, first); break;
+    case ncclUint32: reduce_slots<uint32_t>(c, out, count, op, first); break;
+    case ncclInt64: reduce_slots<int64_t>(c, out, count, op, first); break;
+    case ncclUint64: reduce_slots<uint64_t>(c, out, count, op, first); break;
+    case ncclFloat32: reduce_slots<float>(c, out, count, op, first); break;
+    case ncclFloat64: reduce_slots<double>(c, out, count, op, first); break;
+    case ncclFloat16: reduce_slots_16(c, out, count, op, false, first); break;
+    case ncclBfloat16: reduce_slots_16(c, out, count, op, true, first); break;
   }
 }
 
@@ -290,6 +291,16 @@ ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataT
   // every rank posts (the others' parts are ignored), so the slots stay in step
   return collective(comm, comm->rank == root ? send : recv, comm->rank == root ? bytes : 0, stream,
                     [recv, bytes, root](const ncclComm* c) { std::memcpy(recv, c->slot(root), bytes); });
+}
+
+ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recvcount, ncclDataType_t type, ncclRedOp_t op,
+                               ncclComm_t comm, cudaStream_t stream) {
+  if (!comm) return ncclInvalidArgument;
+  const size_t bytes = recvcount * size_t(comm->nranks) * type_size(type);
+  const size_t first = recvcount * size_t(comm->rank);
+  return collective(comm, send, bytes, stream, [recv, recvcount, type, op, first](const ncclComm* c) {
+    reduce(c, recv, recvcount, type, op, first);
+  });
 }
 
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclDataType_t type, ncclComm_t comm,

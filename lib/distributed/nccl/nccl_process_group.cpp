@@ -348,6 +348,35 @@ std::shared_ptr<Work> NcclProcessGroup::allgather_async(const Tensor& t, std::ve
                         });
 }
 
+std::shared_ptr<Work> NcclProcessGroup::reduce_scatter_async(Tensor& output, Tensor& input, ReduceOp op) {
+  check_scatter_gather(input, output, "reduce_scatter", DeviceType::CUDA);
+  check_allreduce(input, op, DeviceType::CUDA);
+  TR_CHECK(input.device().index == impl_->device, "nccl reduce_scatter: the tensors are on ", input.device().str(),
+           ", this rank's group drives cuda:", impl_->device);
+  const DType dt = input.dtype();
+  const size_t n = size_t(output.numel());
+  const void* in = input.raw_data();
+  void* out = output.raw_data();  // in place when it is this rank's window of the input (NCCL allows it)
+  return impl_->enqueue(str("reduce_scatter (", reduce_op_name(op), ") of ", format_bytes(n * output.element_size()), " ",
+                            dtype_name(dt), " per rank"),
+                        {input, output}, [=](ncclComm_t comm, cudaStream_t s) {
+                          return ncclReduceScatter(in, out, n, nccl_type(dt), nccl_op(op), comm, s);
+                        });
+}
+
+std::shared_ptr<Work> NcclProcessGroup::allgather_into_async(Tensor& output, const Tensor& input) {
+  check_scatter_gather(output, input, "allgather_into", DeviceType::CUDA);
+  TR_CHECK(input.device().index == impl_->device, "nccl allgather_into: the tensors are on ", input.device().str(),
+           ", this rank's group drives cuda:", impl_->device);
+  const size_t bytes = size_t(input.numel()) * input.element_size();
+  const void* in = input.raw_data();
+  void* out = output.raw_data();  // in place when the input is this rank's window (NCCL allows it)
+  return impl_->enqueue(str("allgather_into of ", format_bytes(bytes), " ", dtype_name(input.dtype()), " per rank"),
+                        {input, output}, [=](ncclComm_t comm, cudaStream_t s) {
+                          return ncclAllGather(in, out, bytes, ncclUint8, comm, s);
+                        });
+}
+
 std::shared_ptr<Work> NcclProcessGroup::barrier_async() {
   // NCCL has no barrier: an allreduce of one float, which every rank must reach.
   void* p = impl_->barrier_buf.raw_data();
