@@ -357,6 +357,63 @@ TEST_CASE("gloo broadcast from each root, allgather, barrier", "[dist]") {
   require_all_ok(res);
 }
 
+TEST_CASE("gloo reduce_scatter and allgather_into: windows, in place, the bits of allreduce", "[dist][zero]") {
+  for_each_transport([](bool) {
+    for (int world : {2, 3}) {
+      INFO("world size " << world);
+      auto res = run_ranks(world, [world](int rank, Store& store, std::ostream&) {
+        auto pg = gloo_group(store, rank, world);
+        for (DType dt : {DType::F32, DType::F64, DType::I64})
+          for (int64_t m : {0, 1, 5, 300001}) {  // elements per rank (300001 x 3 f64: several shm chunks)
+            Tensor in = filled(rank, m * world, dt);
+            Tensor out = empty({m}, TensorOptions(dt));
+            pg->reduce_scatter(out, in, ReduceOp::SUM);
+            for (int64_t i = 0; i < m; i += 1 + m / 50)
+              EXPECT(element(out, i) == expected(ReduceOp::SUM, world, rank * m + i, dt), dtype_name(dt), " m=", m,
+                     " element ", i);
+            // in place: the output is this rank's window of the input
+            Tensor io = filled(rank, m * world, dt);
+            Tensor window = io.narrow(0, rank * m, m);
+            pg->reduce_scatter(window, io, ReduceOp::MAX);
+            for (int64_t i = 0; i < m; i += 1 + m / 50)
+              EXPECT(element(window, i) == expected(ReduceOp::MAX, world, rank * m + i, dt), "in place, element ", i);
+            // allgather_into, out of place and in place
+            Tensor mine = filled(rank, m, dt);
+            Tensor all = empty({m * world}, TensorOptions(dt));
+            pg->allgather_into(all, mine);
+            Tensor all2 = empty({m * world}, TensorOptions(dt));
+            Tensor w2 = all2.narrow(0, rank * m, m);
+            w2.copy_(mine);
+            pg->allgather_into(all2, w2);
+            for (int r = 0; r < world; ++r)
+              for (int64_t i = 0; i < m; i += 1 + m / 50) {
+                EXPECT(element(all, r * m + i) == value(r, i, dt), "allgather_into: rank ", r, " element ", i);
+                EXPECT(element(all2, r * m + i) == value(r, i, dt), "allgather_into in place: rank ", r, " element ", i);
+              }
+          }
+        // rounding f32 sums: reduce_scatter's window holds allreduce's bits
+        Tensor x = randn({world * 700001}) * double(rank + 1);
+        Tensor y = x.clone();
+        Tensor piece = empty({700001});
+        pg->reduce_scatter(piece, x, ReduceOp::SUM);
+        pg->allreduce(y, ReduceOp::SUM);
+        EXPECT(equal(piece, y.narrow(0, rank * 700001, 700001)), "reduce_scatter differs from allreduce's window");
+        // wrong sizes are refused at once
+        bool threw = false;
+        try {
+          Tensor bad = empty({3});
+          Tensor src = empty({3 * world + 1});
+          pg->reduce_scatter(bad, src, ReduceOp::SUM);
+        } catch (const Error& e) {
+          threw = std::string(e.what()).find("per rank") != std::string::npos;
+        }
+        EXPECT(threw, "a reduce_scatter of mismatched sizes must be refused");
+      });
+      require_all_ok(res);
+    }
+  });
+}
+
 TEST_CASE("gloo async collectives complete in issue order", "[dist]") {
   auto res = run_ranks(2, [](int rank, Store& store, std::ostream&) {
     auto pg = gloo_group(store, rank, 2);
