@@ -53,6 +53,7 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, ProcessGrou
   if (sharded()) build_shards();
   seen_.assign(params_.size(), 0);
   had_grad_.assign(params_.size(), 0);
+  copied_.assign(params_.size(), 0);
   for (size_t k = 0; k < params_.size(); ++k)
     hooks_.push_back(register_post_accumulate_grad_hook(params_[k], [this, k](Tensor&) { on_grad_ready(k); }));
 }
@@ -93,6 +94,7 @@ void DistributedDataParallel::prepare(bool sync) {
   if (opts_.broadcast_buffers && pg_.size() > 1) broadcast_buffers();
   armed_ = sync;
   std::fill(seen_.begin(), seen_.end(), 0);
+  std::fill(copied_.begin(), copied_.end(), 0);
   for (auto& b : buckets_) {
     b.ready = 0;
     b.work.reset();
@@ -105,7 +107,37 @@ void DistributedDataParallel::on_grad_ready(size_t k) {
   if (!armed_ || seen_[k]) return;
   seen_[k] = 1;
   Bucket& b = buckets_[bucket_of_[k]];
+  // ZeRO-2: each gradient goes into the bucket (made by its first gradient) and is freed at once,
+  // so that a bucket's gradients never exist twice (DeepSpeed's IPG bucket)
+  if (opts_.shard == Shard::Gradients) {
+    NoGradGuard ng;
+    if (!b.flat.defined()) b.flat = new_flat(b);
+    const size_t s = size_t(std::find(b.params.begin(), b.params.end(), k) - b.params.begin());
+    copy_into_bucket(b, s);
+  }
   if (++b.ready == b.params.size() && !opts_.find_unused_parameters) launch(b);
+}
+
+void DistributedDataParallel::copy_into_bucket(Bucket& b, size_t s) {
+  // As torch's reducer: each gradient is divided by the world size while it is copied into the
+  // bucket, grad * (1 / world_size), and the ranks' buckets are summed: one pass over the bucket
+  // instead of a copy and a division after the sum.
+  const double scale = 1.0 / double(pg_.size());
+  const size_t k = b.params[s];
+  Tensor& p = params_[k];
+  Tensor dst = b.flat.narrow(0, b.offsets[s], b.offsets[s + 1] - b.offsets[s]);
+  const Tensor& g = p.grad();
+  had_grad_[k] = g.defined();
+  copied_[k] = 1;
+  if (!g.defined()) {
+    dst.zero_();
+    return;
+  }
+  // the gradient may already be the bucket's view (grads kept since the last step, accumulated in place)
+  if (!(g.is_contiguous() && g.raw_data() == dst.raw_data())) dst.copy_(g.reshape({-1}));
+  if (scale != 1.0) dst.mul_(scale);
+  // sharded: the bucket holds it now (ZeRO-2 frees it in backward, which is the point)
+  if (sharded()) p.set_grad(Tensor());
 }
 
 Tensor DistributedDataParallel::new_flat(const Bucket& b) const {
@@ -117,25 +149,8 @@ Tensor DistributedDataParallel::new_flat(const Bucket& b) const {
 void DistributedDataParallel::launch(Bucket& b) {
   NoGradGuard ng;
   if (!b.flat.defined()) b.flat = new_flat(b);
-  // As torch's reducer: each gradient is divided by the world size while it is copied into the
-  // bucket, grad * (1 / world_size), and the ranks' buckets are summed: one pass over the bucket
-  // instead of a copy and a division after the sum.
-  const double scale = 1.0 / double(pg_.size());
-  for (size_t s = 0; s < b.params.size(); ++s) {
-    const Tensor& p = params_[b.params[s]];
-    Tensor dst = b.flat.narrow(0, b.offsets[s], b.offsets[s + 1] - b.offsets[s]);
-    const Tensor& g = p.grad();
-    had_grad_[b.params[s]] = g.defined();
-    if (!g.defined()) {
-      dst.zero_();
-      continue;
-    }
-    // the gradient may already be the bucket's view (grads kept since the last step, accumulated in place)
-    if (!(g.is_contiguous() && g.raw_data() == dst.raw_data())) dst.copy_(g.reshape({-1}));
-    if (scale != 1.0) dst.mul_(scale);
-    // sharded: the bucket holds it now; ZeRO-2 frees it here, in backward, which is the point
-    if (sharded()) params_[b.params[s]].set_grad(Tensor());
-  }
+  for (size_t s = 0; s < b.params.size(); ++s)
+    if (!copied_[b.params[s]]) copy_into_bucket(b, s);
   pg_.label_next(str("DDP bucket ", &b - buckets_.data(), " of ", buckets_.size(), " (", b.params.size(), " parameters)"));
   if (sharded()) b.work = pg_.reduce_scatter_async(b.shard_grad, b.flat, ReduceOp::SUM);
   else b.work = pg_.allreduce_async(b.flat, ReduceOp::SUM);

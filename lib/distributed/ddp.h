@@ -17,8 +17,9 @@
 // of this rank's window only; finish() gives the views their gradients and the parameters none.
 // After the optimizer step, gather_params() all-gathers the windows back into every parameter.
 //   Shard::Optimizer (ZeRO-1): the buckets are kept between steps, as DDP's are.
-//   Shard::Gradients (ZeRO-2): a bucket exists only while it is reduced, and each parameter's
-//   gradient is freed as soon as it is copied into its bucket: no full-size gradient buffer stays.
+//   Shard::Gradients (ZeRO-2): a bucket exists from its first gradient until it is reduced, and
+//   each gradient is copied into it and freed as soon as backward has it: no full-size gradient
+//   buffer stays, and a bucket's gradients never exist twice.
 // Accumulation micro-batches (sync = false) add up full local gradients, as DDP's no_sync does
 // (torch FSDP's no_sync too); the synced micro-batch reduces their sum, so the numbers are DDP's.
 #pragma once
@@ -104,6 +105,8 @@ class DistributedDataParallel {
   };
   void on_grad_ready(size_t param_index);
   void launch(Bucket& b);
+  // gradient s of the bucket, times 1 / world size, into its slot (zeros without one)
+  void copy_into_bucket(Bucket& b, size_t s);
   void broadcast_buffers();
   void build_shards();
   // finish() of a sharded step: the views' gradients from the reduced windows
@@ -118,7 +121,8 @@ class DistributedDataParallel {
   std::vector<size_t> bucket_of_;  // param -> its bucket
   std::vector<Bucket> buckets_;
   std::vector<char> seen_;  // this backward: the parameter's gradient is ready
-  std::vector<char> had_grad_;  // at its bucket's launch: the parameter had a gradient here
+  std::vector<char> had_grad_;  // when copied into its bucket: the parameter had a gradient here
+  std::vector<char> copied_;    // this backward: the gradient is in its bucket
   std::vector<int> hooks_;
   std::vector<ShardPiece> pieces_;
   bool armed_ = false;

@@ -157,6 +157,14 @@ TEST_CASE("cuda: two ranks over NCCL, each on its own GPU, follow one rank", "[c
   check_close(a, b, 1e-5, 0, "1 rank vs 2 ranks over NCCL: train losses");
   // the batch is the global batch: 2 x 64 on cuda:0 and cuda:1 reduce to the 128 of one rank
   check_runs(d, "one", "two", 1e-5, 1e-4, 1e-8);
+  // ZeRO-2 over NCCL's reduce_scatter and all_gather: DDP's numbers, half the optimizer state
+  run(d, "configs/fmnist_mlp.toml", "two_zero", common + " --nproc 2 --set dist.shard=\\\"gradients\\\"");
+  std::vector<double> c = metric_values(metrics(d, "two_zero"), "train", "loss");
+  check_close(b, c, 1e-6, 0, "2 ranks vs 2 ranks with shard = gradients over NCCL: train losses");
+  std::vector<double> sb = metric_values(metrics(d, "two"), "train", "optimizer_state_mb"),
+                      sc = metric_values(metrics(d, "two_zero"), "train", "optimizer_state_mb");
+  REQUIRE((sb.size() == 20 && sc.size() == 20));
+  CHECK(sc.back() == Approx(sb.back() / 2).epsilon(0.1));
 }
 
 TEST_CASE("cuda: fp16 autocast with a loss scaler skips the same steps as on the CPU", "[cuda][integration][amp]") {
