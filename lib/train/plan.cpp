@@ -155,6 +155,22 @@ Plan make_plan(config::RunConfig cfg_in, int nproc) {
            " (", r.optimizer->type_name(), ")\n");
   t += str("  activations ", mib(m.activations), " (", mib(m.per_sample), " per sample x ", micro, ")\n");
   t += str("  a training step's peak ~ ", mib(m.step_peak), "; an eval batch of ", eval_bs, " ~ ", mib(m.eval_peak), "\n");
+  if (nproc > 1) {
+    // [dist] shard (distributed/ddp.h). The step measured above holds every gradient once, as
+    // backward makes them; DDP adds its buckets (a second copy), ZeRO-1 too but keeps 1/nproc of
+    // the optimizer state; ZeRO-2 frees each gradient once it is in its bucket and keeps 1/nproc
+    // of the reduced ones, the full ones living one bucket at a time.
+    const double bucket = std::min(m.grads, c.dist.bucket_mb * 1024 * 1024);
+    const double base = m.step_peak - m.optimizer_state - m.grads;  // without gradients and state
+    p.shards.push_back({"none", 2 * m.grads, m.optimizer_state, base + 2 * m.grads + m.optimizer_state});
+    p.shards.push_back({"optimizer", 2 * m.grads, m.optimizer_state / nproc, base + 2 * m.grads + m.optimizer_state / nproc});
+    const double g2 = m.grads / nproc + bucket;
+    p.shards.push_back({"gradients", g2, m.optimizer_state / nproc, base + g2 + m.optimizer_state / nproc});
+    t += str("memory per rank by [dist] shard (", nproc, " ranks; this config: \"", c.dist.shard, "\"):\n");
+    for (const ShardMemoryPlan& sp : p.shards)
+      t += str("  ", sp.shard, std::string(10 - sp.shard.size(), ' '), "gradient memory ", mib(sp.grads), ", optimizer state ",
+               mib(sp.optimizer_state), ", a training step's peak ~ ", mib(sp.step_peak), "\n");
+  }
 
   // ---- the LR schedule, stepped as the trainer steps it ----
   std::vector<std::vector<double>> lrs(group_names.size());

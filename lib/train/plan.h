@@ -17,10 +17,17 @@ struct MemoryPlan {
   double eval_peak = 0;              // an eval batch's forward: its fixed + per-sample x eval batch per rank
 };
 
+// A training step's memory per rank under one [dist] shard setting (plans of several ranks).
+struct ShardMemoryPlan {
+  std::string shard;  // "none" | "optimizer" | "gradients"
+  double grads = 0, optimizer_state = 0, step_peak = 0;  // bytes per rank
+};
+
 struct Plan {
   std::string text;               // the terminal report
   std::vector<io::Chart> charts;  // the LR schedule (for --out)
   MemoryPlan memory;
+  std::vector<ShardMemoryPlan> shards;  // with nproc > 1: each [dist] shard setting
   double flops_per_step = 0;      // per rank
   std::vector<std::string> warnings;
 };
