@@ -57,7 +57,7 @@ TEST_CASE("plan: groups, steps, FLOPs, memory and the schedule; warnings for lik
   CHECK(count(read(d / "plan.html"), "<polyline") >= 1);
   CHECK_FALSE(fs::exists(d / "runs"));  // nothing trained, nothing written
   // with ranks: each rank's micro-batch is its slice
-  r = trainer(d, "plan syn.toml --nproc 2");
+  r = trainer(d, "plan syn.toml --nproc 2 --set optimizer.momentum=0.9");
   CHECK_THAT(r.out, Contains("batch 32 (16 per rank)"));
   // ranks: the memory per rank of each [dist] shard setting, the optimizer state halved by sharding
   std::smatch st;
