@@ -130,6 +130,17 @@ TEST_CASE("shard = optimizer and gradients on two ranks train DDP's numbers with
          "--set dist.shard=\"gradients\"");
   for (const char* f : {"checkpoints/step_20/optimizer.safetensors", "checkpoints/final/model.safetensors"})
     CHECK(read(d / "runs/three_g" / f) == read(d / "runs/three" / f));
+  // fp16 with a loss scaler: an inf/NaN in either rank's windows skips the step on both ranks
+  const std::string amp = "--set train.steps=30 --set amp.enabled=true --set amp.dtype=fp16 "
+                          "--set amp.scaler.init_scale=4294967296.0";  // 2^32: overflows for the first steps
+  run(d, "--nproc 2 --set run.name=amp " + amp);
+  run(d, "--nproc 2 --set run.name=amp_g --set dist.shard=\"gradients\" " + amp);
+  const std::vector<double> sa = metric_values(read(d / "runs/amp/metrics.jsonl"), "train", "skipped_steps"),
+                            sg = metric_values(read(d / "runs/amp_g/metrics.jsonl"), "train", "skipped_steps");
+  REQUIRE(sa.size() == 30);
+  CHECK(sa.back() >= 3);
+  CHECK(sa == sg);
+  check_losses_close(read(d / "runs/amp/metrics.jsonl"), read(d / "runs/amp_g/metrics.jsonl"), 0);
   // accumulation: the micro-batches add up full gradients locally, the last one reduce-scatters
   run(d, "--nproc 2 --set run.name=acc --set train.accumulate=3 --set train.steps=12");
   run(d, "--nproc 2 --set run.name=acc_g --set train.accumulate=3 --set train.steps=12 --set dist.shard=\"gradients\"");
