@@ -3,6 +3,7 @@
 #include "distributed/process_group.h"
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include "core/grad_mode.h"
@@ -66,32 +67,25 @@ std::vector<Tensor> ProcessGroup::allgather(const Tensor& t) {
 }
 
 namespace {
-// The flat buffer's work: the results go back into the caller's tensors on the first wait().
-class CoalescedWork : public Work {
+// A collective followed by a copy out of its buffer (the default coalesced allreduce,
+// reduce_scatter and allgather_into): `then` runs once, on the first wait(), under no-grad.
+class ThenWork : public Work {
  public:
-  CoalescedWork(std::shared_ptr<Work> inner, Tensor flat, std::vector<Tensor> ts)
-      : inner_(std::move(inner)), flat_(std::move(flat)), ts_(std::move(ts)) {}
+  ThenWork(std::shared_ptr<Work> inner, std::function<void()> then) : inner_(std::move(inner)), then_(std::move(then)) {}
   void wait() override {
     inner_->wait();
     std::lock_guard<std::mutex> g(mu_);
-    if (copied_) return;
+    if (!then_) return;
     NoGradGuard ng;
-    int64_t off = 0;
-    for (auto& t : ts_) {
-      const int64_t n = t.numel();
-      if (n) t.view({n}).copy_(flat_.narrow(0, off, n));
-      off += n;
-    }
-    copied_ = true;
+    then_();
+    then_ = nullptr;  // (drops the tensors it held)
   }
   bool is_completed() override { return inner_->is_completed(); }
 
  private:
   std::shared_ptr<Work> inner_;
-  Tensor flat_;
-  std::vector<Tensor> ts_;
+  std::function<void()> then_;
   std::mutex mu_;
-  bool copied_ = false;
 };
 }  // namespace
 
@@ -116,7 +110,14 @@ std::shared_ptr<Work> ProcessGroup::allreduce_coalesced_async(std::vector<Tensor
     off += n;
   }
   auto inner = allreduce_async(flat, op);
-  return std::make_shared<CoalescedWork>(std::move(inner), flat, ts);
+  return std::make_shared<ThenWork>(std::move(inner), [flat, ts] {
+    int64_t off = 0;  // the results go back into the caller's tensors
+    for (const Tensor& t : ts) {
+      const int64_t n = t.numel();
+      if (n) t.view({n}).copy_(flat.narrow(0, off, n));
+      off += n;
+    }
+  });
 }
 
 void ProcessGroup::check_scatter_gather(const Tensor& whole, const Tensor& part, const char* what,
@@ -131,36 +132,15 @@ void ProcessGroup::check_scatter_gather(const Tensor& whole, const Tensor& part,
            part.numel() * size_);
 }
 
-namespace {
-// reduce_scatter's default: the allreduced input's window copied into the output on the first wait().
-class WindowWork : public Work {
- public:
-  WindowWork(std::shared_ptr<Work> inner, Tensor window, Tensor output)
-      : inner_(std::move(inner)), window_(std::move(window)), output_(std::move(output)) {}
-  void wait() override {
-    inner_->wait();
-    std::lock_guard<std::mutex> g(mu_);
-    if (copied_) return;
-    NoGradGuard ng;
-    if (!(window_.raw_data() == output_.raw_data()) && output_.numel()) output_.view({-1}).copy_(window_.view({-1}));
-    copied_ = true;
-  }
-  bool is_completed() override { return inner_->is_completed(); }
-
- private:
-  std::shared_ptr<Work> inner_;
-  Tensor window_, output_;
-  std::mutex mu_;
-  bool copied_ = false;
-};
-}  // namespace
 
 std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(Tensor& output, Tensor& input, ReduceOp op) {
   check_scatter_gather(input, output, "reduce_scatter", device().type);
   const int64_t n = output.numel();
   Tensor window = input.view({-1}).narrow(0, n * rank_, n);
   auto inner = allreduce_async(input, op);
-  return std::make_shared<WindowWork>(std::move(inner), window, output);
+  return std::make_shared<ThenWork>(std::move(inner), [window, output] {
+    if (window.raw_data() != output.raw_data() && output.numel()) output.view({-1}).copy_(window.view({-1}));
+  });
 }
 
 std::shared_ptr<Work> ProcessGroup::allgather_into_async(Tensor& output, const Tensor& input) {
@@ -168,30 +148,11 @@ std::shared_ptr<Work> ProcessGroup::allgather_into_async(Tensor& output, const T
   // the default for backends without a flat allgather: allgather's pieces, copied into output
   auto pieces = std::make_shared<std::vector<Tensor>>();
   auto inner = allgather_async(input.view({-1}), *pieces);
-  class GatherWork : public Work {
-   public:
-    GatherWork(std::shared_ptr<Work> inner, std::shared_ptr<std::vector<Tensor>> pieces, Tensor output)
-        : inner_(std::move(inner)), pieces_(std::move(pieces)), output_(std::move(output)) {}
-    void wait() override {
-      inner_->wait();
-      std::lock_guard<std::mutex> g(mu_);
-      if (copied_) return;
-      NoGradGuard ng;
-      Tensor flat = output_.view({-1});
-      const int64_t n = flat.numel() / int64_t(pieces_->size());
-      for (size_t r = 0; r < pieces_->size(); ++r) flat.narrow(0, int64_t(r) * n, n).copy_((*pieces_)[r]);
-      copied_ = true;
-    }
-    bool is_completed() override { return inner_->is_completed(); }
-
-   private:
-    std::shared_ptr<Work> inner_;
-    std::shared_ptr<std::vector<Tensor>> pieces_;
-    Tensor output_;
-    std::mutex mu_;
-    bool copied_ = false;
-  };
-  return std::make_shared<GatherWork>(std::move(inner), std::move(pieces), output);
+  return std::make_shared<ThenWork>(std::move(inner), [pieces, output] {
+    Tensor flat = output.view({-1});
+    const int64_t n = flat.numel() / int64_t(pieces->size());
+    for (size_t r = 0; r < pieces->size(); ++r) flat.narrow(0, int64_t(r) * n, n).copy_((*pieces)[r]);
+  });
 }
 
 // ---- factory ----
