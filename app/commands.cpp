@@ -25,6 +25,7 @@
 #include "io/safetensors.h"
 #include "nn/layer_registry.h"
 #include "nn/loss.h"
+#include "nn/activation_checkpoint.h"
 #include "nn/model_file.h"
 #include "core/allocator.h"
 #include "ops/cpu/blas_info.h"
@@ -86,6 +87,7 @@ void summary(const std::string& path) {
     } else {
       m = nn::load_model_file(c.model.file);
     }
+    nn::apply_activation_checkpointing(*m.net, c.model.activation_checkpointing, path + ": [model]");
   }
   std::printf("%s", nn::model_summary(m).c_str());
 }

@@ -36,7 +36,8 @@ bool harmless_change(const std::string& key) {
                                     "data.workers",     "data.eval_batch_size", "data.cache",    "train.steps",
                                     "train.epochs",
                                     "train.eval_every", "train.eval_batches", "train.log_every", "train.nonfinite",
-                                    "run.cudnn_benchmark", "run.deterministic", "run.allow_tf32", "run.fused_ops"};
+                                    "run.cudnn_benchmark", "run.deterministic", "run.allow_tf32", "run.fused_ops",
+                                    "model.activation_checkpointing"};  // bit-identical either way
   for (const char* h : kHarmless)
     if (key == h) return true;
   return key.rfind("log.", 0) == 0 || key.rfind("checkpoint.", 0) == 0 || key.rfind("dist.", 0) == 0;

@@ -5,6 +5,7 @@
 #include <sstream>
 #include "core/error.h"
 #include "data/dataset_registry.h"
+#include "nn/activation_checkpoint.h"
 #include "nn/loss.h"
 #include "optim/optimizer_registry.h"
 #include "toml/toml_table.h"
@@ -100,7 +101,7 @@ void load_model_init(RunConfig& c, const TomlTable& t) {
 
 TomlTable inline_model_table(const RunConfig& c) {
   TomlTable t(*c.model.inline_model, c.path, "[model]");
-  for (const char* k : {"init", "strict", "prefix"}) t.has(k);
+  for (const char* k : {"init", "strict", "prefix", "activation_checkpointing"}) t.has(k);
   return t;
 }
 
@@ -108,6 +109,8 @@ namespace {
 
 void load_model(RunConfig& c, const TomlTable& t) {
   load_model_init(c, t);
+  c.model.activation_checkpointing = t.get_choice("activation_checkpointing", nn::activation_checkpointing_policies(),
+                                                  c.model.activation_checkpointing);
   if (t.has("file")) {
     c.model.file = resolve_path(t.get_string("file"), fs::path(c.path).parent_path().string());
     t.finish();
@@ -224,10 +227,10 @@ void load_dist(RunConfig& c, const TomlTable& t) {
   if (!(g.bucket_mb > 0)) t.fail("bucket_mb", "must be positive");
   g.find_unused_parameters = t.get_bool("find_unused_parameters", g.find_unused_parameters);
   g.broadcast_buffers = t.get_bool("broadcast_buffers", g.broadcast_buffers);
+  g.shard = t.get_choice("shard", {"none", "optimizer", "gradients"}, g.shard);
   g.timeout_s = t.get_float("timeout_s", g.timeout_s);
   if (!(g.timeout_s > 0)) t.fail("timeout_s", "must be positive");
   g.hang_timeout_s = t.get_float("hang_timeout_s", g.hang_timeout_s);
-  g.shard = t.get_choice("shard", {"none", "optimizer", "gradients"}, g.shard);
   if (!(g.hang_timeout_s >= 0)) t.fail("hang_timeout_s", "must be >= 0 (0: no hang watchdog)");
   g.hang_factor = t.get_float("hang_factor", g.hang_factor);
   if (!(g.hang_factor >= 1)) t.fail("hang_factor", "must be >= 1 (a step is a hang past this many median steps)");
@@ -342,7 +345,7 @@ std::string to_toml(const RunConfig& c) {
   root.insert("run", std::move(run));
   if (c.model.is_inline) root.insert("model", *c.model.inline_model);
   else {
-    toml::table model{{"file", c.model.file}};
+    toml::table model{{"file", c.model.file}, {"activation_checkpointing", c.model.activation_checkpointing}};
     if (!c.model.init.empty()) {
       model.insert("init", c.model.init);
       model.insert("strict", c.model.strict);

@@ -45,6 +45,9 @@ struct ModelSection {
   // Renames of the file's key prefixes before loading, in order, the first that applies: from -> to
   // (prefix = "module." strips DDP's prefix; prefix = { "backbone." = "features." } renames).
   std::vector<std::pair<std::string, std::string>> prefix;
+  // "none" or "blocks": activation checkpointing of every transformer_block
+  // (nn/activation_checkpoint.h); bit-identical results, less memory, one more forward per block.
+  std::string activation_checkpointing = "none";
 };
 
 // The common keys of [data]; the rest of the table belongs to the dataset's builder
@@ -129,12 +132,12 @@ struct DistSection {
   double bucket_mb = 25.0;
   bool find_unused_parameters = false;
   bool broadcast_buffers = true;
-  double timeout_s = 300;  // a collective or the rendezvous taking longer is an error naming the rank
-  // The hang watchdog (distributed/hang_watchdog.h): a step (or eval, checkpoint) running longer than
-  // hang_timeout_s and than hang_factor x the median step stops every rank with a report; 0: off.
   // ZeRO (distributed/ddp.h): "none" | "optimizer" (ZeRO-1: the optimizer state sharded over the
   // ranks) | "gradients" (ZeRO-2: the gradients too)
   std::string shard = "none";
+  double timeout_s = 300;  // a collective or the rendezvous taking longer is an error naming the rank
+  // The hang watchdog (distributed/hang_watchdog.h): a step (or eval, checkpoint) running longer than
+  // hang_timeout_s and than hang_factor x the median step stops every rank with a report; 0: off.
   double hang_timeout_s = 300;
   double hang_factor = 10;
 };

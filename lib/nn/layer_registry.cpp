@@ -9,8 +9,17 @@ std::string ShapeInfo::str() const {
 }
 
 ModulePtr build_layer(const TomlTable& t, ShapeInfo& io) {
-  ModulePtr m = t.get_registered<LayerType>("type").build(t, io);
+  const LayerType& type = t.get_registered<LayerType>("type");
+  // read before the build so that a bad value is the first error; a default is not recorded
+  const bool checkpoint = t.has("checkpoint") && t.get_bool("checkpoint", false);
+  ModulePtr m = type.build(t, io);
   t.finish({"name"});
+  if (checkpoint) {
+    if (type.checkpoint_each_child)
+      for (auto& [name, child] : m->named_children()) child->set_activation_checkpointing(true);
+    else
+      m->set_activation_checkpointing(true);
+  }
   return m;
 }
 

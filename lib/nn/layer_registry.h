@@ -23,16 +23,24 @@ using LayerBuilder = std::function<ModulePtr(const TomlTable& args, ShapeInfo& i
 struct LayerType {
   LayerBuilder build;
   std::string doc;  // one line: the keys it takes
+  // `checkpoint = true` checkpoints each child of the built module rather than the module itself
+  // (repeat: one checkpoint per copy, as torch users checkpoint each block).
+  bool checkpoint_each_child = false;
 
   static constexpr const char* kRegistryKind = "layer type";
 };
 
 // Builds the layer described by `t` ("type" selects the builder); unknown keys and types are
-// errors with the location and the known names.
+// errors with the location and the known names. Every layer also takes `name` (its state_dict
+// name in a container) and `checkpoint = true` (activation checkpointing, nn/activation_checkpoint.h).
 ModulePtr build_layer(const TomlTable& t, ShapeInfo& io);
 
 #define TR_REGISTER_LAYER(TYPE, DOC, FN) \
   static const ::tr::Registrar<::tr::nn::LayerType> TR_REGISTRY_CONCAT(tr_layer_registrar_, __LINE__)(TYPE, {FN, DOC})
+// A container whose `checkpoint = true` applies to each of its children (LayerType::checkpoint_each_child).
+#define TR_REGISTER_CONTAINER_LAYER(TYPE, DOC, FN)                                                      \
+  static const ::tr::Registrar<::tr::nn::LayerType> TR_REGISTRY_CONCAT(tr_layer_registrar_, __LINE__)(TYPE, \
+                                                                                             {FN, DOC, true})
 
 // Errors raised while building a layer: "<file:line:col>: layer 3 (conv2d): <msg>".
 [[noreturn]] void layer_error(const TomlTable& t, const std::string& msg);

@@ -77,8 +77,10 @@ std::string model_summary(const Model& m) {
   for (auto& l : m.layers) {
     total += l.params;
     std::string shape = l.output.empty() && l.path.find('.') != std::string::npos ? "" : str(l.output);
-    std::snprintf(line, sizeof line, "%-22s %-22s %-22s %12s\n", l.path.c_str(), l.type.c_str(), shape.c_str(),
-                  l.params ? fmt_count(l.params).c_str() : "");
+    // read from the module now: [model] activation_checkpointing turns it on after the build
+    const bool ckpt = m.net->get_submodule(l.path)->activation_checkpointing();
+    std::snprintf(line, sizeof line, "%-22s %-22s %-22s %12s%s\n", l.path.c_str(), l.type.c_str(), shape.c_str(),
+                  l.params ? fmt_count(l.params).c_str() : "", ckpt ? "  checkpointed" : "");
     os << line;
   }
   os << std::string(80, '-') << "\n";

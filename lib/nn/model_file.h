@@ -5,6 +5,8 @@
 //   type = "conv2d"
 //   out_channels = 32
 //   ...
+// Any layer may say `checkpoint = true` (activation checkpointing: its activations are recomputed in
+// backward; on a `repeat`, each copy is checkpointed) and `name = "..."`.
 // The model is a Sequential of the layers (state_dict keys "0.weight", "1.running_mean", ...,
 // or the layer's `name`), exactly the keys of the equivalent torch.nn.Sequential.
 #pragma once

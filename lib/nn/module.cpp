@@ -1,4 +1,5 @@
 #include "nn/module.h"
+#include "nn/activation_checkpoint.h"
 #include <set>
 #include <sstream>
 #include "core/grad_mode.h"
@@ -41,9 +42,11 @@ Tensor Module::forward(const std::vector<Tensor>& xs) {
 }
 
 Tensor Module::operator()(const Tensor& x) {
-  if (pre_hooks_.empty() && hooks_.empty()) return forward(x);
+  if (pre_hooks_.empty() && hooks_.empty() && !checkpoint_) return forward(x);
   return (*this)(std::vector<Tensor>{x});
 }
+
+Tensor Module::call_forward(const std::vector<Tensor>& xs) { return xs.size() == 1 ? forward(xs[0]) : forward(xs); }
 
 Tensor Module::operator()(const std::vector<Tensor>& xs) {
   std::vector<Tensor> in = xs;
@@ -51,7 +54,7 @@ Tensor Module::operator()(const std::vector<Tensor>& xs) {
     auto r = h(*this, in);
     if (!r.empty()) in = std::move(r);
   }
-  Tensor out = in.size() == 1 ? forward(in[0]) : forward(in);
+  Tensor out = checkpoint_ ? checkpoint_forward(*this, in) : call_forward(in);
   for (auto& [id, h] : hooks_) {
     Tensor r = h(*this, in, out);
     if (r.defined()) out = r;

@@ -26,7 +26,9 @@ struct LoadResult {
   std::vector<std::string> unexpected_keys;
 };
 
-class Module {
+// enable_shared_from_this: a checkpointed module's backward node keeps the module alive
+// (nn/activation_checkpoint.h) when it is owned by a shared_ptr, as modules normally are.
+class Module : public std::enable_shared_from_this<Module> {
  public:
   explicit Module(std::string type_name) : type_name_(std::move(type_name)) {}
   virtual ~Module() = default;
@@ -37,9 +39,20 @@ class Module {
   // Single-input modules override forward(x); multi-input ones override forward(xs).
   virtual Tensor forward(const Tensor& x);
   virtual Tensor forward(const std::vector<Tensor>& xs);
-  // Runs pre-hooks, forward and hooks.
+  // Runs pre-hooks, forward (checkpointed when activation checkpointing is on) and hooks.
   Tensor operator()(const Tensor& x);
   Tensor operator()(const std::vector<Tensor>& xs);
+  // forward(xs[0]) or forward(xs) as the inputs' count says: the call without hooks or
+  // checkpointing, which is what a checkpoint recomputes.
+  Tensor call_forward(const std::vector<Tensor>& xs);
+
+  // ---- activation checkpointing (torch.utils.checkpoint) ----
+  // On: operator() runs forward without keeping its activations and recomputes them during
+  // backward (nn/activation_checkpoint.h); results are bit-identical. A flag rather than a
+  // wrapper module, so state_dict names do not change (torch's checkpoint_wrapper adds
+  // "_checkpoint_wrapped_module."). Hooks run outside the checkpoint, once per call.
+  void set_activation_checkpointing(bool on) { checkpoint_ = on; }
+  bool activation_checkpointing() const { return checkpoint_; }
 
   // ---- registration ----
   Tensor& register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
@@ -106,6 +119,7 @@ class Module {
 
   std::string type_name_;
   bool training_ = true;
+  bool checkpoint_ = false;
   NamedTensors params_;
   std::vector<Buffer> buffers_;
   std::vector<std::pair<std::string, ModulePtr>> children_;

@@ -77,6 +77,35 @@ AutocastGuard::~AutocastGuard() {
 AutocastExcludeGuard::AutocastExcludeGuard() : prev_(state().excluded) { state().excluded = true; }
 AutocastExcludeGuard::~AutocastExcludeGuard() { state().excluded = prev_; }
 
+AutocastState current_autocast_state() {
+  const State& s = state();
+  AutocastState r;
+  for (int d = 0; d < kNumDeviceTypes; ++d) {
+    r.active[d] = s.enabled[d] && !s.excluded;
+    r.dtype[d] = s.dtype[d];
+  }
+  return r;
+}
+
+struct AutocastStateGuard::Saved {
+  State state;  // the whole per-thread state, cache included, swapped out for the region
+};
+
+AutocastStateGuard::AutocastStateGuard(const AutocastState& a) : saved_(std::make_unique<Saved>()) {
+  State& s = state();
+  std::swap(saved_->state, s);
+  // s is now a fresh State (empty cache); set the region's flags. The depth counts the enabled
+  // devices so that a nested AutocastGuard leaving does not clear this region's cache.
+  for (int d = 0; d < kNumDeviceTypes; ++d) {
+    s.enabled[d] = a.active[d];
+    s.dtype[d] = a.dtype[d];
+    if (a.active[d]) ++s.depth;
+  }
+  s.excluded = false;
+}
+
+AutocastStateGuard::~AutocastStateGuard() { std::swap(saved_->state, state()); }
+
 std::vector<Tensor> autocast_inputs(CastPolicy p, std::vector<Tensor> inputs, DeviceType d) {
   switch (p) {
     case CastPolicy::None:

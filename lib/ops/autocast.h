@@ -6,6 +6,7 @@
 // autocast off (the backward of a cast op gives the gradient in the input's dtype).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 #include "core/tensor.h"
 
@@ -49,6 +50,30 @@ class AutocastExcludeGuard {
 
  private:
   bool prev_;
+};
+
+// The autocast state of this thread as ops see it: per device type, whether autocast is active
+// (enabled and not excluded) and its dtype. torch.utils.checkpoint saves it at forward and
+// re-enters it for the recomputation in backward, where the engine has turned autocast off.
+struct AutocastState {
+  bool active[kNumDeviceTypes] = {};
+  DType dtype[kNumDeviceTypes] = {};
+};
+AutocastState current_autocast_state();
+
+// Enters `s` in this scope as an autocast region of its own: lifts an enclosing
+// AutocastExcludeGuard and starts with an empty parameter cast cache (the casts recorded inside
+// belong to this region's graph); everything, the cache included, is restored on exit.
+class AutocastStateGuard {
+ public:
+  explicit AutocastStateGuard(const AutocastState& s);
+  ~AutocastStateGuard();
+  AutocastStateGuard(const AutocastStateGuard&) = delete;
+  AutocastStateGuard& operator=(const AutocastStateGuard&) = delete;
+
+ private:
+  struct Saved;
+  std::unique_ptr<Saved> saved_;
 };
 
 // The inputs of an op with policy `p` running on device type `d` under autocast.

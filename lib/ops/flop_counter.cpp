@@ -21,4 +21,7 @@ FlopCounter::KernelScope::KernelScope(const OpDef& op, const std::vector<Tensor>
 }
 FlopCounter::KernelScope::~KernelScope() { --kernel_depth; }
 
+FlopCounter::Pause::Pause() : paused_(active) { active = nullptr; }
+FlopCounter::Pause::~Pause() { active = paused_; }
+
 }  // namespace tr

@@ -30,6 +30,19 @@ class FlopCounter {
     KernelScope& operator=(const KernelScope&) = delete;
   };
 
+  // No counter counts the ops of this scope: activation checkpointing's recomputation of a forward,
+  // which model FLOPs (MFU, PaLM's definition) leave out. (torch's FlopCounterMode counts it.)
+  class Pause {
+   public:
+    Pause();
+    ~Pause();
+    Pause(const Pause&) = delete;
+    Pause& operator=(const Pause&) = delete;
+
+   private:
+    FlopCounter* paused_;
+  };
+
  private:
   double flops_ = 0;
   FlopCounter* outer_;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <set>
 #include "io/safetensors.h"
+#include "nn/activation_checkpoint.h"
 #include "nn/layers/embedding.h"
 #include "nn/layers/token_embedding.h"
 #include "core/cuda_hooks.h"
@@ -37,8 +38,10 @@ Device pick_device(const std::string& spec, const distributed::DistEnv& env, con
 }
 
 nn::Model build_model(const config::RunConfig& cfg) {
-  if (!cfg.model.is_inline) return nn::load_model_file(cfg.model.file);
-  return nn::build_model(config::inline_model_table(cfg));
+  nn::Model m = cfg.model.is_inline ? nn::build_model(config::inline_model_table(cfg))
+                                    : nn::load_model_file(cfg.model.file);
+  nn::apply_activation_checkpointing(*m.net, cfg.model.activation_checkpointing, cfg.path + ": [model]");
+  return m;
 }
 
 // [model] init: the starting weights, keys renamed by `prefix`, loaded strictly unless asked not to
@@ -115,10 +118,10 @@ void init_distributed(Run& r) {
   o.bucket_mb = dc.bucket_mb;
   o.broadcast_buffers = dc.broadcast_buffers;
   o.find_unused_parameters = dc.find_unused_parameters;
+  o.shard = distributed::parse_shard(dc.shard);
   r.ddp = std::make_unique<distributed::DistributedDataParallel>(*r.model.net, *r.pg, o);
   if (dc.hang_timeout_s > 0) {
     distributed::HangWatchdogOptions wo;
-  o.shard = distributed::parse_shard(dc.shard);
     wo.timeout_s = dc.hang_timeout_s;
     wo.factor = dc.hang_factor;
     wo.key_prefix = po.prefix + "/watchdog";
@@ -233,13 +236,13 @@ Run::Run(config::RunConfig c) : cfg(std::move(c)), env(distributed::read_dist_en
   ema = build_ema(*this);  // after DDP's broadcast: every rank averages rank 0's starting weights
   optimizer = build_optimizer(cfg, *model.net);
   scaler = build_scaler(cfg.amp);
-  loader = build_loader(*this, std::move(transforms));
-  const int64_t acc = cfg.train.accumulate;
-  steps_per_epoch = (loader->size() + acc - 1) / acc;  // a last, shorter accumulation closes each epoch
   if (ddp && ddp->sharded()) {  // [dist] shard: the optimizer keeps this rank's shard only
     sharded_optimizer = std::make_unique<distributed::ShardedOptimizer>(*optimizer, *ddp);
     scaler.set_found_inf_reducer([this](bool found) { return sharded_optimizer->any(found); });
   }
+  loader = build_loader(*this, std::move(transforms));
+  const int64_t acc = cfg.train.accumulate;
+  steps_per_epoch = (loader->size() + acc - 1) / acc;  // a last, shorter accumulation closes each epoch
   total_steps = cfg.train.steps > 0 ? cfg.train.steps : steps_per_epoch * cfg.train.epochs;
   scheduler = build_scheduler(*this);
 }

@@ -83,7 +83,10 @@ ModulePtr build_repeat(const TomlTable& t, ShapeInfo& io) {
 
 TR_REGISTER_LAYER("residual", "layers = [...] (the body), shortcut = [...] (default identity), activation = \"none\"",
                   build_residual);
-TR_REGISTER_LAYER("repeat", "times = N, layers = [...]: N fresh copies as Sequential children \"0\"..\"N-1\"",
-                  build_repeat);
+// checkpoint = true on a repeat checkpoints each copy (one checkpoint per block, as torch users do)
+TR_REGISTER_CONTAINER_LAYER("repeat",
+                            "times = N, layers = [...]: N fresh copies as Sequential children \"0\"..\"N-1\"; "
+                            "checkpoint = true checkpoints each copy",
+                            build_repeat);
 
 }  // namespace tr::nn

@@ -10,16 +10,17 @@ Sequential& Sequential::push_back(ModulePtr m, const std::string& name) {
   return *this;
 }
 
-// A Linear followed by a ReLU, neither with hooks, runs as one linear_relu (same values; the relu
-// in the product's epilogue where the device fuses it).
+// A Linear followed by a ReLU, neither with hooks nor checkpointed, runs as one linear_relu (same
+// values; the relu in the product's epilogue where the device fuses it).
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
   const auto& layers = named_children();
+  auto plain = [](const Module& m) { return !m.has_hooks() && !m.activation_checkpointing(); };
   for (size_t i = 0; i < layers.size(); ++i) {
     Module& m = *layers[i].second;
     auto* lin = dynamic_cast<Linear*>(&m);
-    if (lin != nullptr && i + 1 < layers.size() && !m.has_hooks() &&
-        dynamic_cast<ReLU*>(layers[i + 1].second.get()) != nullptr && !layers[i + 1].second->has_hooks()) {
+    if (lin != nullptr && i + 1 < layers.size() && plain(m) &&
+        dynamic_cast<ReLU*>(layers[i + 1].second.get()) != nullptr && plain(*layers[i + 1].second)) {
       h = lin->forward_relu(h);
       ++i;
       continue;
