@@ -142,8 +142,12 @@ void DistributedDataParallel::copy_into_bucket(Bucket& b, size_t s) {
 
 Tensor DistributedDataParallel::new_flat(const Bucket& b) const {
   const Tensor& p = params_[b.params[0]];
-  const int64_t n = sharded() ? b.window * pg_.size() : b.offsets.back();
-  return zeros({n}, TensorOptions(p.dtype()).device(p.device()));  // (the padding stays zero)
+  const int64_t used = b.offsets.back(), n = sharded() ? b.window * pg_.size() : used;
+  // every slot is written before it is read (each gradient, or zeros for a missing one; each
+  // window before the gather); the padding is zeroed once so that it reduces to zeros
+  Tensor flat = empty({n}, TensorOptions(p.dtype()).device(p.device()));
+  if (n > used) flat.narrow(0, used, n - used).zero_();
+  return flat;
 }
 
 void DistributedDataParallel::launch(Bucket& b) {
