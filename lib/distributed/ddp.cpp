@@ -25,6 +25,7 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, ProcessGrou
   // Buckets in reverse registration order: backward produces the last layers' gradients first.
   const int64_t cap = std::max<int64_t>(1, int64_t(opts_.bucket_mb * 1024 * 1024));
   bucket_of_.resize(params_.size());
+  slot_of_.resize(params_.size());
   for (size_t k = params_.size(); k-- > 0;) {
     const Tensor& p = params_[k];
     const int64_t bytes = p.numel() * int64_t(p.element_size());
@@ -41,6 +42,7 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, ProcessGrou
     }
     Bucket& b = buckets_.back();
     bucket_of_[k] = buckets_.size() - 1;
+    slot_of_[k] = b.params.size();
     b.params.push_back(k);
     b.offsets.push_back(b.offsets.back() + p.numel());
   }
@@ -112,8 +114,7 @@ void DistributedDataParallel::on_grad_ready(size_t k) {
   if (opts_.shard == Shard::Gradients) {
     NoGradGuard ng;
     if (!b.flat.defined()) b.flat = new_flat(b);
-    const size_t s = size_t(std::find(b.params.begin(), b.params.end(), k) - b.params.begin());
-    copy_into_bucket(b, s);
+    copy_into_bucket(b, slot_of_[k]);
   }
   if (++b.ready == b.params.size() && !opts_.find_unused_parameters) launch(b);
 }

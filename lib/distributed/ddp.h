@@ -119,6 +119,7 @@ class DistributedDataParallel {
   std::vector<std::string> names_;
   std::vector<Tensor> params_;
   std::vector<size_t> bucket_of_;  // param -> its bucket
+  std::vector<size_t> slot_of_;    // param -> its index in the bucket's params
   std::vector<Bucket> buckets_;
   std::vector<char> seen_;  // this backward: the parameter's gradient is ready
   std::vector<char> had_grad_;  // when copied into its bucket: the parameter had a gradient here

@@ -52,8 +52,7 @@ void DistributedDataParallel::build_shards() {
 
 int DistributedDataParallel::owner_of(size_t param, int64_t element) const {
   const Bucket& b = buckets_[bucket_of_[param]];
-  const auto it = std::find(b.params.begin(), b.params.end(), param);
-  const int64_t flat = b.offsets[size_t(it - b.params.begin())] + element;
+  const int64_t flat = b.offsets[slot_of_[param]] + element;
   return int(flat / b.window);
 }
 
