@@ -18,9 +18,8 @@
 
 namespace tr::distributed {
 
-using namespace store_io;
-
 struct TCPStoreServer::Impl {
+  using Clock = store_io::Clock;  // (the header names store_io's helpers in full: it must not import them)
   struct Conn {
     int fd = -1;
     std::string peer;
@@ -69,7 +68,7 @@ struct TCPStoreServer::Impl {
     if (silent_unreported == 0) return;
     const auto now = Clock::now();
     if (!force && now < silent_report_due) return;
-    log_line(str("trainer store ", address(), ": ", silent_unreported, " connection", silent_unreported == 1 ? "" : "s",
+    store_io::log_line(str("trainer store ", address(), ": ", silent_unreported, " connection", silent_unreported == 1 ? "" : "s",
                  " closed without saying hello (a port scanner, or a connection storm?)"));
     silent_unreported = 0;
     silent_report_due = now + kSilentReportEvery;
@@ -80,7 +79,7 @@ struct TCPStoreServer::Impl {
   void refuse(Conn& c, const std::string& why) {
     refused++;
     c.refused = true;
-    log_line(str("trainer store ", address(), ": closed the connection from ", c.peer, ": ", why));
+    store_io::log_line(str("trainer store ", address(), ": closed the connection from ", c.peer, ": ", why));
     c.dead = true;
   }
 
@@ -98,11 +97,11 @@ struct TCPStoreServer::Impl {
     }
     c.out.clear();
     c.out_off = 0;
-    if (c.out.capacity() > kKeepBuffer) Bytes().swap(c.out);  // a 64 MiB reply's buffer is not kept
+    if (c.out.capacity() > store_io::kKeepBuffer) Bytes().swap(c.out);  // a 64 MiB reply's buffer is not kept
   }
 
   void reply(Conn& c, const Bytes& payload) {
-    put_u32(c.out, uint32_t(payload.size()));
+    store_io::put_u32(c.out, uint32_t(payload.size()));
     c.out.insert(c.out.end(), payload.begin(), payload.end());
     flush(c);
   }
@@ -116,7 +115,7 @@ struct TCPStoreServer::Impl {
 
   void park(uint64_t id, Conn& c, std::vector<std::string> keys, uint64_t timeout_ms, bool is_get) {
     c.waiting = true;
-    waiters.push_back({id, std::move(keys), Clock::now() + milliseconds(std::min(timeout_ms, kMaxTimeoutMs)), is_get});
+    waiters.push_back({id, std::move(keys), Clock::now() + std::chrono::milliseconds(std::min(timeout_ms, store_io::kMaxTimeoutMs)), is_get});
   }
 
   // Answers every parked request whose keys now all exist (after a set or add).
@@ -130,7 +129,7 @@ struct TCPStoreServer::Impl {
           ++it;
           continue;
         }
-        if (it->is_get) put_str(payload, data.at(it->keys[0]));
+        if (it->is_get) store_io::put_str(payload, data.at(it->keys[0]));
       }
       reply(c, payload);
       c.waiting = false;
@@ -152,7 +151,7 @@ struct TCPStoreServer::Impl {
       Bytes payload{wire::kTimeout};
       {
         std::lock_guard<std::mutex> lock(data_mu);
-        put_keys(payload, missing_locked(it->keys));
+        store_io::put_keys(payload, missing_locked(it->keys));
       }
       reply(c, payload);
       c.waiting = false;
@@ -174,16 +173,16 @@ struct TCPStoreServer::Impl {
     if (accept_paused) consider(accept_resume);
     if (silent_unreported) consider(silent_report_due);
     if (!next) return -1;
-    return ms_until(*next + milliseconds(1));  // +1: never wake a hair early and spin
+    return store_io::ms_until(*next + std::chrono::milliseconds(1));  // +1: never wake a hair early and spin
   }
 
-  void handle(uint64_t id, Conn& c, Reader& r) {
+  void handle(uint64_t id, Conn& c, store_io::Reader& r) {
     uint8_t op = r.u8();
     if (!c.authed) {
-      if (op != wire::kHello) throw ProtocolError("the first message is not a hello with the run's token");
+      if (op != wire::kHello) throw store_io::ProtocolError("the first message is not a hello with the run's token");
       std::string t = r.text(wire::kMaxKeyBytes, "token");
       r.end();
-      if (!token.empty() && !same_token(t, token)) throw ProtocolError("wrong token");
+      if (!token.empty() && !store_io::same_token(t, token)) throw store_io::ProtocolError("wrong token");
       c.authed = true;
       reply(c, Bytes{wire::kOk});
       return;
@@ -209,7 +208,7 @@ struct TCPStoreServer::Impl {
         {
           std::lock_guard<std::mutex> lock(data_mu);
           auto it = data.find(key);
-          if (it != data.end()) put_str(out, it->second);
+          if (it != data.end()) store_io::put_str(out, it->second);
         }
         if (out.size() > 1)
           reply(c, out);
@@ -231,11 +230,11 @@ struct TCPStoreServer::Impl {
           data[key] = format_counter(v);
         } catch (const Error& e) {
           Bytes failed{wire::kFailed};
-          put_str(failed, std::string(e.what()));
+          store_io::put_str(failed, std::string(e.what()));
           reply(c, failed);
           return;
         }
-        put_u64(out, uint64_t(v));
+        store_io::put_u64(out, uint64_t(v));
         reply(c, out);
         notify();
         return;
@@ -259,18 +258,18 @@ struct TCPStoreServer::Impl {
         auto keys = r.keys();
         r.end();
         std::lock_guard<std::mutex> lock(data_mu);
-        put_u8(out, missing_locked(keys).empty() ? 1 : 0);
+        store_io::put_u8(out, missing_locked(keys).empty() ? 1 : 0);
         break;
       }
       case wire::kDelete: {
         std::string key = r.text(wire::kMaxKeyBytes, "key");
         r.end();
         std::lock_guard<std::mutex> lock(data_mu);
-        put_u8(out, data.erase(key) ? 1 : 0);
+        store_io::put_u8(out, data.erase(key) ? 1 : 0);
         break;
       }
       default:
-        throw ProtocolError(str("unknown request type ", int(op)));
+        throw store_io::ProtocolError(str("unknown request type ", int(op)));
     }
     reply(c, out);
   }
@@ -281,24 +280,24 @@ struct TCPStoreServer::Impl {
     size_t pos = 0;
     try {
       while (!c.waiting && !c.dead && c.in.size() - pos >= 4) {
-        uint32_t len = le32(c.in.data() + pos);
+        uint32_t len = store_io::le32(c.in.data() + pos);
         // Checked on the header, before the body is buffered: an oversized message costs nothing.
         uint32_t limit = c.authed ? wire::kMaxFrameBytes : wire::kMaxHelloFrameBytes;
         if (len > limit)
-          throw ProtocolError(str("message of ", len, " bytes exceeds the limit of ", limit, " bytes"));
+          throw store_io::ProtocolError(str("message of ", len, " bytes exceeds the limit of ", limit, " bytes"));
         if (c.in.size() - pos - 4 < len) break;
-        Reader r{c.in.data() + pos + 4, len};
+        store_io::Reader r{c.in.data() + pos + 4, len};
         pos += 4 + size_t(len);
         handle(id, c, r);
       }
-    } catch (const ProtocolError& e) {
+    } catch (const store_io::ProtocolError& e) {
       refuse(c, e.what());
     } catch (const std::exception& e) {  // e.g. out of memory: lose this client, keep serving
       refuse(c, str("internal error: ", e.what()));
     }
     if (c.dead) return;
     c.in.erase(c.in.begin(), c.in.begin() + std::ptrdiff_t(pos));
-    if (c.in.empty() && c.in.capacity() > kKeepBuffer) Bytes().swap(c.in);
+    if (c.in.empty() && c.in.capacity() > store_io::kKeepBuffer) Bytes().swap(c.in);
   }
 
   // Reads what is available (at most 1 MiB per turn, so one client cannot starve the others).
@@ -340,19 +339,19 @@ struct TCPStoreServer::Impl {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         if ((errno == EMFILE || errno == ENFILE) && evict_oldest_unauthed()) continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK) {
-          if (!accept_paused) log_line(str("trainer store ", address(), ": accept failed: ", std::strerror(errno),
+          if (!accept_paused) store_io::log_line(str("trainer store ", address(), ": accept failed: ", std::strerror(errno),
                                            "; pausing new connections"));
           accept_paused = true;
-          accept_resume = Clock::now() + milliseconds(100);
+          accept_resume = Clock::now() + std::chrono::milliseconds(100);
         }
         return;
       }
       accept_paused = false;
-      set_nodelay(fd);
+      store_io::set_nodelay(fd);
       Conn c;
       c.fd = fd;
-      c.peer = peer_name(fd);
-      c.hello_deadline = Clock::now() + kHelloWithin;
+      c.peer = store_io::peer_name(fd);
+      c.hello_deadline = Clock::now() + store_io::kHelloWithin;
       conns.emplace(next_id++, std::move(c));
     }
   }
@@ -392,8 +391,8 @@ struct TCPStoreServer::Impl {
       }
       int n = ::poll(pfds.data(), nfds_t(pfds.size()), next_timeout_ms());
       if (n < 0 && errno != EINTR) {
-        log_line(str("trainer store ", address(), ": poll failed: ", std::strerror(errno)));
-        std::this_thread::sleep_for(milliseconds(10));
+        store_io::log_line(str("trainer store ", address(), ": poll failed: ", std::strerror(errno)));
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
         continue;
       }
       if (pfds[0].revents) {
