@@ -71,11 +71,8 @@ void DistributedDataParallel::finish_sharded() {
   // ranks must agree, since each holds a different piece of it.
   std::vector<char> used(params_.size(), 1);
   if (opts_.find_unused_parameters) {
-    std::vector<double> flags(had_grad_.begin(), had_grad_.end());
-    Tensor t = from_vector(flags, {int64_t(flags.size())}, DType::F64).to(pg_.device());
-    pg_.label_next("DDP: which parameters got a gradient");
-    pg_.allreduce(t, ReduceOp::MAX);
-    const std::vector<double> any = t.tolist();
+    std::vector<double> any(had_grad_.begin(), had_grad_.end());
+    pg_.allreduce_values(any, ReduceOp::MAX, "DDP: which parameters got a gradient");
     for (size_t k = 0; k < used.size(); ++k) used[k] = any[k] != 0;
   }
   for (auto& piece : pieces_) {

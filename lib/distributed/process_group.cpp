@@ -8,6 +8,8 @@
 #include <thread>
 #include "core/grad_mode.h"
 #include "core/cuda_hooks.h"
+#include "ops/factories.h"
+#include "ops/ops.h"
 
 namespace tr::distributed {
 
@@ -118,6 +120,14 @@ std::shared_ptr<Work> ProcessGroup::allreduce_coalesced_async(std::vector<Tensor
       off += n;
     }
   });
+}
+
+void ProcessGroup::allreduce_values(std::vector<double>& values, ReduceOp op, std::string label) {
+  NoGradGuard ng;
+  Tensor t = from_vector(values, {int64_t(values.size())}, DType::F64).to(device());
+  label_next(std::move(label));
+  allreduce(t, op);
+  values = t.tolist();
 }
 
 void ProcessGroup::check_scatter_gather(const Tensor& whole, const Tensor& part, const char* what,

@@ -78,6 +78,9 @@ class ProcessGroup {
     reduce_scatter_async(output, input, op)->wait();
   }
   void allgather_into(Tensor& output, const Tensor& input) { allgather_into_async(output, input)->wait(); }
+  // Host numbers (flags, sums, figures) reduced over the ranks in place, as one f64 tensor on the
+  // group's device; `label` names the collective in errors and in activity().
+  void allreduce_values(std::vector<double>& values, ReduceOp op, std::string label);
 
   // A label for the next collective this thread issues ("DDP bucket 2 of 3"), added to its name in
   // errors and in activity().

@@ -16,7 +16,6 @@ ShardedOptimizer::ShardedOptimizer(optim::Optimizer& opt, DistributedDataParalle
   const auto& pieces = ddp.shard_pieces();
   for (size_t i = 0; i < pieces.size(); ++i) piece_of_[pieces[i].param] = int(i);
   for (auto& g : opt.param_groups()) {
-    full_.push_back(g.params);
     views_.emplace_back();
     param_.emplace_back();
     for (const Tensor& p : g.params) {
@@ -31,11 +30,28 @@ ShardedOptimizer::ShardedOptimizer(optim::Optimizer& opt, DistributedDataParalle
 }
 
 void ShardedOptimizer::swap_in_full() {
-  for (size_t gi = 0; gi < full_.size(); ++gi) opt_.param_groups()[gi].params = full_[gi];
+  for (size_t gi = 0; gi < param_.size(); ++gi) {
+    std::vector<Tensor>& ps = opt_.param_groups()[gi].params;
+    ps.clear();
+    for (size_t k : param_[gi]) ps.push_back(ddp_.params()[k]);
+  }
 }
 
 void ShardedOptimizer::swap_in_views() {
   for (size_t gi = 0; gi < views_.size(); ++gi) opt_.param_groups()[gi].params = views_[gi];
+}
+
+std::vector<std::pair<Tensor, optim::ParamState>> ShardedOptimizer::view_states() const {
+  std::vector<std::pair<Tensor, optim::ParamState>> r;
+  for (const auto& piece : ddp_.shard_pieces())
+    if (const optim::ParamState* st = opt_.find_state(piece.view)) r.emplace_back(piece.view, *st);
+  return r;
+}
+
+void ShardedOptimizer::set_view_states(std::vector<std::pair<Tensor, optim::ParamState>> states) {
+  opt_.clear_state();
+  swap_in_views();
+  for (auto& [v, st] : states) opt_.state(v) = std::move(st);
 }
 
 optim::OptimizerState ShardedOptimizer::state_dict() {
@@ -44,9 +60,15 @@ optim::OptimizerState ShardedOptimizer::state_dict() {
   const auto& params = ddp_.params();
   const auto& pieces = ddp_.shard_pieces();
   const size_t n = params.size();
-  std::vector<size_t> group_of(n, 0);
-  for (size_t gi = 0; gi < param_.size(); ++gi)
-    for (size_t k : param_[gi]) group_of[k] = gi;
+  // each parameter's state keys after its first update (its group's options say which)
+  std::vector<std::vector<std::string>> keys_of(n);
+  for (size_t gi = 0; gi < param_.size(); ++gi) {
+    const std::vector<std::string> keys = opt_.state_keys(opt_.param_groups()[gi].options);
+    for (size_t k : param_[gi]) keys_of[k] = keys;
+  }
+  auto keeps = [&](size_t k, const std::string& key) {
+    return std::find(keys_of[k].begin(), keys_of[k].end(), key) != keys_of[k].end();
+  };
 
   // 1. Which parameters have state, and their step: the rank owning a parameter's first element says.
   std::vector<double> info(2 * n, 0.0);
@@ -57,19 +79,12 @@ optim::OptimizerState ShardedOptimizer::state_dict() {
     info[2 * k] = 1;
     if (st->count("step")) info[2 * k + 1] = st->at("step").item();
   }
-  Tensor t = from_vector(info, {int64_t(info.size())}, DType::F64).to(pg.device());
-  pg.label_next("ZeRO: which parameters have optimizer state");
-  pg.allreduce(t, ReduceOp::SUM);  // exact: one rank's value plus zeros
-  info = t.tolist();
+  pg.allreduce_values(info, ReduceOp::SUM, "ZeRO: which parameters have optimizer state");  // exact: one value plus zeros
 
   // 2. Each per-element state key, bucket by bucket: the windows all-gathered, cut on rank 0.
   std::vector<optim::ParamState> gathered(n);
-  for (size_t k = 0; k < n; ++k)
-    if (info[2 * k] != 0) {
-      const auto keys = opt_.state_keys(opt_.param_groups()[group_of[k]].options);
-      // (a 0-dim f32, as torch's and our Adam keep it)
-      if (std::find(keys.begin(), keys.end(), "step") != keys.end()) gathered[k]["step"] = full({}, info[2 * k + 1], DType::F32);
-    }
+  for (size_t k = 0; k < n; ++k)  // (a 0-dim f32, as torch's and our Adam keep it)
+    if (info[2 * k] != 0 && keeps(k, "step")) gathered[k]["step"] = full({}, info[2 * k + 1], DType::F32);
   const auto layouts = ddp_.bucket_layouts();
   const int world = pg.size();
   for (size_t bi = 0; bi < layouts.size(); ++bi) {
@@ -77,7 +92,7 @@ optim::OptimizerState ShardedOptimizer::state_dict() {
     std::set<std::string> keys;  // those some parameter of the bucket keeps (the same on every rank)
     for (size_t k : b.params)
       if (info[2 * k] != 0)
-        for (auto& key : opt_.state_keys(opt_.param_groups()[group_of[k]].options))
+        for (auto& key : keys_of[k])
           if (key != "step") keys.insert(key);
     const Tensor& first = params[b.params[0]];
     for (const std::string& key : keys) {
@@ -97,27 +112,21 @@ optim::OptimizerState ShardedOptimizer::state_dict() {
       if (pg.rank() != 0) continue;
       for (size_t s = 0; s < b.params.size(); ++s) {
         const size_t k = b.params[s];
-        if (info[2 * k] == 0) continue;
-        const auto gkeys = opt_.state_keys(opt_.param_groups()[group_of[k]].options);
-        if (std::find(gkeys.begin(), gkeys.end(), key) == gkeys.end()) continue;
+        if (info[2 * k] == 0 || !keeps(k, key)) continue;
         gathered[k][key] = flat.narrow(0, b.offsets[s], b.offsets[s + 1] - b.offsets[s]).reshape(params[k].sizes()).clone();
       }
     }
   }
 
   // 3. torch's layout, written by optim::state_dict over the full parameters
-  std::vector<std::pair<Tensor, optim::ParamState>> mine;
-  for (const auto& piece : pieces)
-    if (const optim::ParamState* st = opt_.find_state(piece.view)) mine.emplace_back(piece.view, *st);
+  auto mine = view_states();
   opt_.clear_state();
   swap_in_full();
   if (pg.rank() == 0)
     for (size_t k = 0; k < n; ++k)
       if (!gathered[k].empty()) opt_.state(params[k]) = std::move(gathered[k]);
   optim::OptimizerState s = optim::state_dict(opt_);
-  opt_.clear_state();
-  swap_in_views();
-  for (auto& [v, st] : mine) opt_.state(v) = std::move(st);
+  set_view_states(std::move(mine));
   return s;
 }
 
@@ -125,17 +134,13 @@ void ShardedOptimizer::load_state_dict(const optim::OptimizerState& s) {
   NoGradGuard ng;
   const auto& params = ddp_.params();
   const auto& pieces = ddp_.shard_pieces();
-  std::vector<std::pair<Tensor, optim::ParamState>> before;
-  for (const auto& piece : pieces)
-    if (const optim::ParamState* st = opt_.find_state(piece.view)) before.emplace_back(piece.view, *st);
+  auto before = view_states();
   opt_.clear_state();
   swap_in_full();
   try {
     optim::load_state_dict(opt_, s);
   } catch (...) {  // this optimizer's state stays as it was
-    opt_.clear_state();
-    swap_in_views();
-    for (auto& [v, st] : before) opt_.state(v) = std::move(st);
+    set_view_states(std::move(before));
     throw;
   }
   std::vector<std::pair<Tensor, optim::ParamState>> cut;
@@ -149,19 +154,16 @@ void ShardedOptimizer::load_state_dict(const optim::OptimizerState& s) {
                                                                   : t.clone();
     cut.emplace_back(piece.view, std::move(mine));
   }
-  opt_.clear_state();
-  swap_in_views();
-  for (auto& [v, st] : cut) opt_.state(v) = std::move(st);
+  set_view_states(std::move(cut));
 }
 
 bool ShardedOptimizer::any(bool local) { return reduce(local ? 1.0 : 0.0, true) != 0; }
 
 double ShardedOptimizer::reduce(double local, bool is_max) {
-  ProcessGroup& pg = ddp_.process_group();
-  Tensor t = full({1}, local, TensorOptions(DType::F64).device(pg.device()));
-  pg.label_next(is_max ? "ZeRO: a max over the ranks" : "ZeRO: a sum over the ranks");
-  pg.allreduce(t, is_max ? ReduceOp::MAX : ReduceOp::SUM);
-  return t.item();
+  std::vector<double> v{local};
+  ddp_.process_group().allreduce_values(v, is_max ? ReduceOp::MAX : ReduceOp::SUM,
+                                        is_max ? "ZeRO: a max over the ranks" : "ZeRO: a sum over the ranks");
+  return v[0];
 }
 
 }  // namespace tr::distributed

@@ -38,13 +38,16 @@ class ShardedOptimizer {
   double reduce(double local, bool is_max);
 
  private:
-  // The groups as built (full parameters), swapped in while a full-layout state is made or read.
+  // The groups as built (full parameters, from param_), swapped in while a full-layout state is
+  // made or read.
   void swap_in_full();
   void swap_in_views();
+  // The views' states (handles), and the views swapped back in with these states as the only ones.
+  std::vector<std::pair<Tensor, optim::ParamState>> view_states() const;
+  void set_view_states(std::vector<std::pair<Tensor, optim::ParamState>> states);
 
   optim::Optimizer& opt_;
   DistributedDataParallel& ddp_;
-  std::vector<std::vector<Tensor>> full_;   // each group's parameters
   std::vector<std::vector<Tensor>> views_;  // each group's views on this rank
   std::vector<std::vector<size_t>> param_;  // each group's parameters' indices in ddp.params()
   std::vector<int> piece_of_;               // ddp.params() index -> its piece on this rank, or -1

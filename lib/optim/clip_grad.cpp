@@ -23,6 +23,13 @@ void check_finite(double total_v, double norm_type, bool error_if_nonfinite) {
                     "), so they cannot be clipped; set error_if_nonfinite = false to scale them by it anyway"));
 }
 
+// each gradient's norm (p = inf: max |g|) on the first one's device, in the promoted dtype
+std::vector<Tensor> norms_of(const std::vector<Tensor>& grads, double norm_type, bool max_abs, DType dt) {
+  std::vector<Tensor> norms;
+  for (auto& g : grads) norms.push_back((max_abs ? max(abs(g)) : norm(g, norm_type)).to(grads[0].device(), dt));
+  return norms;
+}
+
 std::vector<Tensor> grads_of(const std::vector<Tensor>& params, DType* dt) {
   std::vector<Tensor> grads;
   for (auto& p : params)
@@ -39,10 +46,8 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
   DType dt = DType::F32;
   std::vector<Tensor> grads = grads_of(params, &dt);
   if (grads.empty()) return 0.0;
-  const Device device = grads[0].device();
-  std::vector<Tensor> norms;
   const bool max_abs = std::isinf(norm_type) && norm_type > 0;
-  for (auto& g : grads) norms.push_back((max_abs ? max(abs(g)) : norm(g, norm_type)).to(device, dt));
+  std::vector<Tensor> norms = norms_of(grads, norm_type, max_abs, dt);
   Tensor total;
   if (max_abs) total = norms.size() == 1 ? norms[0] : max(stack(norms));
   else total = norm(stack(norms), norm_type);
@@ -60,9 +65,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
   const bool max_abs = std::isinf(norm_type) && norm_type > 0;
   double partial = 0;
   if (!grads.empty()) {
-    const Device device = grads[0].device();
-    std::vector<Tensor> norms;
-    for (auto& g : grads) norms.push_back((max_abs ? max(abs(g)) : norm(g, norm_type)).to(device, dt));
+    std::vector<Tensor> norms = norms_of(grads, norm_type, max_abs, dt);
     const double local = (max_abs ? max(stack(norms)) : norm(stack(norms), norm_type)).item();
     partial = max_abs ? local : std::pow(local, norm_type);
   }

@@ -28,11 +28,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 void Trainer::allreduce_sum(std::vector<double>& values, const char* what) {
-  if (!run_.pg) return;
-  run_.pg->label_next(what);
-  Tensor t = from_vector(values, {int64_t(values.size())}, DType::F64).to(run_.pg->device());
-  run_.pg->allreduce(t, distributed::ReduceOp::SUM);
-  values = t.tolist();
+  if (run_.pg) run_.pg->allreduce_values(values, distributed::ReduceOp::SUM, what);
 }
 
 void Trainer::log_record(const std::string& json) {
@@ -397,22 +393,23 @@ int Trainer::flush_steps(int local_signal) {
 
 std::string Trainer::memory_fields() {
   auto mb = [](double bytes) { return std::round(bytes / (1 << 20) * 10) / 10; };
+  const double peak = double(max_memory_allocated(run_.device));
   const double state = double(optim::state_bytes(*run_.optimizer));
-  std::string r = str(",\"optimizer_state_mb\":", json_num(mb(state)));
+  std::string r = str(",\"mem_peak_mb\":", json_num(mb(peak)), ",\"optimizer_state_mb\":", json_num(mb(state)));
   if (!run_.pg) return r;
   // every rank's, for sharding: each rank fills its two slots, the sum gathers them
   const int w = run_.env.world_size, me = run_.env.rank;
   std::vector<double> v(size_t(2 * w), 0.0);
-  v[size_t(me)] = double(max_memory_allocated(run_.device));
+  v[size_t(me)] = peak;
   v[size_t(w + me)] = state;
   allreduce_sum(v, "the ranks' memory figures");
-  std::vector<double> peak, opt;
+  std::vector<double> peaks, states;
   for (int i = 0; i < w; ++i) {
-    peak.push_back(mb(v[size_t(i)]));
-    opt.push_back(mb(v[size_t(w + i)]));
+    peaks.push_back(mb(v[size_t(i)]));
+    states.push_back(mb(v[size_t(w + i)]));
   }
-  return str(r, ",\"mem_peak_mb_per_rank\":", nlohmann::json(peak).dump(), ",\"optimizer_state_mb_per_rank\":",
-             nlohmann::json(opt).dump());
+  return str(r, ",\"mem_peak_mb_per_rank\":", nlohmann::json(peaks).dump(), ",\"optimizer_state_mb_per_rank\":",
+             nlohmann::json(states).dump());
 }
 
 std::string Trainer::mfu_fields() {
@@ -459,7 +456,6 @@ bool Trainer::after_step(Loop& l, const std::vector<data::Batch>& micro, const S
     if (run_.cfg.train.nonfinite == "skip") extra += str(",\"nonfinite_skipped\":", nonfinite_skipped_);
     // the memory tensors held at most since the last line (the CPU's: our allocator's, not the RSS);
     // reset after the first line's matmul-peak measurement, whose matrices are no step's
-    extra += str(",\"mem_peak_mb\":", json_num(std::round(double(max_memory_allocated(run_.device)) / (1 << 20) * 10) / 10));
     extra += memory_fields();
     if (run_.is_main() && step_flops_ > 0) extra += mfu_fields();
     reset_peak_memory_stats(run_.device);
