@@ -107,10 +107,15 @@ Options read_hyperparameters(const TomlTable& t, const std::string& type_name, b
   return o;
 }
 
-const OptimizerType* optimizer_type_of(const Optimizer& opt) {
+std::string optimizer_name_of_class(const std::string& class_name) {
   for (const auto& [name, type] : Registry<OptimizerType>::get().all())
-    if (type.class_name == opt.type_name()) return &type;
-  return nullptr;
+    if (type.class_name == class_name) return name;
+  return "";
+}
+
+const OptimizerType* optimizer_type_of(const Optimizer& opt) {
+  const std::string name = optimizer_name_of_class(opt.type_name());
+  return name.empty() ? nullptr : &Registry<OptimizerType>::get().at(name);
 }
 
 }  // namespace tr::optim

@@ -76,5 +76,8 @@ Options read_hyperparameters(const TomlTable& t, const std::string& type, bool w
 
 // The registered type that builds `opt` (by class name), or nullptr for an unregistered class.
 const OptimizerType* optimizer_type_of(const Optimizer& opt);
+// The registered name ("sgd") of torch's class `class_name` ("SGD", as a checkpoint's state.json
+// records it), or "" for an unregistered class.
+std::string optimizer_name_of_class(const std::string& class_name);
 
 }  // namespace tr::optim

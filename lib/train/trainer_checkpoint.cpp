@@ -38,10 +38,12 @@ void Trainer::save_checkpoint(const TrainPosition& pos) {
 
   const std::string name = io::checkpoint_name(pos.step);
   // sharded: every rank's shard gathered into torch's full layout (a collective), as an unsharded run saves it
-  const optim::OptimizerState os = run_.sharded_optimizer ? run_.sharded_optimizer->state_dict()
-                                                          : optim::state_dict(*run_.optimizer);
+  std::optional<optim::OptimizerState> gathered;
+  if (run_.sharded_optimizer) gathered = run_.sharded_optimizer->state_dict();
   if (run_.is_main())
-    guard_checkpoint_write(name, [&] { write_checkpoint(name, pos, new_best, os); });
+    guard_checkpoint_write(name, [&] {
+      write_checkpoint(name, pos, new_best, gathered ? *gathered : optim::state_dict(*run_.optimizer));
+    });
   else if (new_best)
     best_metric_ = new_best;
   // no rank goes on (and might read it, or be killed) before the checkpoint is complete

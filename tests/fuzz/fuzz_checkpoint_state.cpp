@@ -53,7 +53,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         amp::GradScaler scaler(o);
         scaler.load_state_dict(s.scaler->state);
       });
-    auto opt = make_optimizer(s.optimizer_type == "SGD" ? "sgd" : s.optimizer_type == "Adam" ? "adam" : "adamw");
+    const std::string registered = optim::optimizer_name_of_class(s.optimizer_type);
+    auto opt = make_optimizer(registered.empty() ? "adamw" : registered);
     fuzz::expect_clean_error([&] {
       optim::OptimizerState os;
       os.param_groups = s.param_groups;
