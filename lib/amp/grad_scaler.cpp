@@ -5,6 +5,7 @@
 #include <vector>
 #include "core/grad_mode.h"
 #include "ops/ops.h"
+#include "optim/json_field.h"
 #include "optim/optimizer.h"
 
 namespace tr::amp {
@@ -135,25 +136,17 @@ void GradScaler::load_state_dict(const nlohmann::json& s) {
   TR_CHECK(s.is_object(), "GradScaler.load_state_dict: expected a JSON object, got ", s.type_name());
   TR_CHECK(!s.empty(), "GradScaler.load_state_dict: the source state dict is empty, possibly because it was "
            "saved from a disabled instance of GradScaler.");
-  auto field = [&](const char* key) -> const nlohmann::json& {
-    auto it = s.find(key);
-    TR_CHECK(it != s.end(), "GradScaler.load_state_dict: missing key '", key, "'");
-    TR_CHECK(it->is_number(), "GradScaler.load_state_dict: key '", key, "' must be a number, got ",
-             it->type_name());
-    return *it;
-  };
-  const double scale = field("scale").get<double>();
-  const double growth = field("growth_factor").get<double>();
-  const double backoff = field("backoff_factor").get<double>();
-  const auto& interval = field("growth_interval");
-  const auto& tracker = field("_growth_tracker");
-  TR_CHECK(interval.is_number_integer() && tracker.is_number_integer(),
-           "GradScaler.load_state_dict: growth_interval and _growth_tracker must be integers");
+  const std::string who = "GradScaler.load_state_dict";
+  const double scale = optim::json_field<double>(s, "scale", who);
+  const double growth = optim::json_field<double>(s, "growth_factor", who);
+  const double backoff = optim::json_field<double>(s, "backoff_factor", who);
+  const int64_t interval = optim::json_field<int64_t>(s, "growth_interval", who);
+  const int64_t tracker = optim::json_field<int64_t>(s, "_growth_tracker", who);
   scale_ = float(scale);
   growth_factor_ = growth;
   backoff_factor_ = backoff;
-  growth_interval_ = interval.get<int64_t>();
-  tracker_ = tracker.get<int64_t>();
+  growth_interval_ = interval;
+  tracker_ = tracker;
 }
 
 }  // namespace tr::amp

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 #include "core/error.h"
+#include "optim/json_field.h"
 #include "optim/optimizer.h"
 
 namespace tr::optim {
@@ -93,15 +94,7 @@ class LRScheduler {
   // scheduler and the key.
   template <typename T>
   T field(const nlohmann::json& s, const char* key) const {
-    const std::string who = type_name();
-    TR_CHECK(s.is_object(), who, ".load_state_dict: expected a JSON object, got ", s.type_name());
-    auto it = s.find(key);
-    TR_CHECK(it != s.end(), who, ".load_state_dict: missing key '", key, "'");
-    try {
-      return it->get<T>();
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(str(who, ".load_state_dict: key '", key, "': ", e.what()));
-    }
+    return json_field<T>(s, key, type_name() + ".load_state_dict");
   }
 
   Optimizer* opt_;
