@@ -98,38 +98,18 @@ void TextDataset::init() {
   TR_CHECK(m >= T + 1, "TextDataset: the ", opts_.train ? "train" : "eval", " split has ", m,
            " tokens, fewer than block_size + 1 = ", T + 1, " (corpus of ", n, " bytes from ", files_.size(),
            " files, eval_fraction ", opts_.eval_fraction, ")");
-  num_windows_ = opts_.overlapping ? m - T : (m - 1) / T;
+  set_windows(T, opts_.overlapping, m);
 }
 
-void TextDataset::fill(int64_t i, int64_t* x, int64_t* y) const {
-  check_index(i);
-  const uint8_t* t = tokens() + window_start(i);
-  for (int64_t k = 0; k < opts_.block_size; ++k) {
-    x[k] = t[k];
-    y[k] = t[k + 1];
-  }
-}
-
-Example TextDataset::get(int64_t i) const {
-  Tensor x = empty({opts_.block_size}, DType::I64), y = empty({opts_.block_size}, DType::I64);
-  fill(i, x.data_ptr<int64_t>(), y.data_ptr<int64_t>());
-  return {x, y};
-}
-
-Example TextDataset::get_batch(const std::vector<int64_t>& idx) const {
-  const int64_t B = int64_t(idx.size()), T = opts_.block_size;
-  Tensor x = empty({B, T}, DType::I64), y = empty({B, T}, DType::I64);
-  int64_t* px = x.data_ptr<int64_t>();
-  int64_t* py = y.data_ptr<int64_t>();
-  for (int64_t b = 0; b < B; ++b) fill(idx[size_t(b)], px + b * T, py + b * T);
-  return {x, y};
+void TextDataset::read_tokens(int64_t start, int64_t n, int64_t* out) const {
+  const uint8_t* t = tokens() + start;
+  for (int64_t k = 0; k < n; ++k) out[k] = t[k];
 }
 
 std::string TextDataset::describe() const {
   return str("TextDataset(", opts_.train ? "train" : "eval", ": ", num_tokens(), " of ", corpus_tokens(),
              " byte tokens, ", files_.size(), " files", opts_.paths.empty() ? str(" from '", opts_.glob, "'") : "",
-             ", block_size=", opts_.block_size, ", ", size(), opts_.overlapping ? " overlapping" : " non-overlapping",
-             " windows)");
+             ", ", describe_windows(), ")");
 }
 
 namespace {

@@ -20,35 +20,16 @@ TokenDataset::TokenDataset(Options opts) : opts_(std::move(opts)) {
                       opts_.vocab_size, " (a file of another tokenizer?)"));
     max_token_ = std::max(max_token_, t);
   }
-  num_windows_ = opts_.overlapping ? view_.count - T : (view_.count - 1) / T;
+  set_windows(T, opts_.overlapping, view_.count);
 }
 
-void TokenDataset::fill(int64_t i, int64_t* x, int64_t* y) const {
-  check_index(i);
-  const int64_t s = opts_.overlapping ? i : i * opts_.block_size;
-  for (int64_t k = 0; k < opts_.block_size; ++k) {
-    x[k] = view_.at(s + k);
-    y[k] = view_.at(s + k + 1);
-  }
-}
-
-Example TokenDataset::get(int64_t i) const {
-  Tensor x = empty({opts_.block_size}, DType::I64), y = empty({opts_.block_size}, DType::I64);
-  fill(i, x.data_ptr<int64_t>(), y.data_ptr<int64_t>());
-  return {x, y};
-}
-
-Example TokenDataset::get_batch(const std::vector<int64_t>& idx) const {
-  const int64_t B = int64_t(idx.size()), T = opts_.block_size;
-  Tensor x = empty({B, T}, DType::I64), y = empty({B, T}, DType::I64);
-  for (int64_t b = 0; b < B; ++b) fill(idx[size_t(b)], x.data_ptr<int64_t>() + b * T, y.data_ptr<int64_t>() + b * T);
-  return {x, y};
+void TokenDataset::read_tokens(int64_t start, int64_t n, int64_t* out) const {
+  for (int64_t k = 0; k < n; ++k) out[k] = view_.at(start + k);
 }
 
 std::string TokenDataset::describe() const {
   return str("TokenDataset('", opts_.path, "', ", view_.format, ", ", view_.count, " tokens of ", view_.width * 8,
-             " bits, max ", max_token_, ", block_size=", opts_.block_size, ", ", size(),
-             opts_.overlapping ? " overlapping" : " non-overlapping", " windows)");
+             " bits, max ", max_token_, ", ", describe_windows(), ")");
 }
 
 namespace {
