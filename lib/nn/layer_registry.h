@@ -32,8 +32,33 @@ struct LayerType {
 
 // Builds the layer described by `t` ("type" selects the builder); unknown keys and types are
 // errors with the location and the known names. Every layer also takes `name` (its state_dict
-// name in a container) and `checkpoint = true` (activation checkpointing, nn/activation_checkpoint.h).
+// name in a container), `checkpoint = true` (activation checkpointing, nn/activation_checkpoint.h),
+// `init = [...]` (rules over its own parameters' names, nn/init_rules.h) and
+// `tie = { weight = "transformer.wte.weight" }` (its parameter becomes the model's tensor of that
+// name: one tensor under two names; resolved by build_model once every layer exists).
 ModulePtr build_layer(const TomlTable& t, ShapeInfo& io);
+
+// A `tie` a layer asked for while a model builds.
+struct PendingTie {
+  Module* owner;       // the module that owns `param` (the layer, or a submodule of it)
+  std::string param;   // its own parameter name
+  std::string target;  // the dotted name of the model's parameter it becomes
+  std::string where;   // "<file:line:col>: layer 5 (linear)", for messages
+};
+// Collects the ties of the layers built while it lives (build_model holds one); build_layer
+// outside a model build refuses `tie`.
+class TieCollector {
+ public:
+  TieCollector();
+  ~TieCollector();
+  TieCollector(const TieCollector&) = delete;
+  TieCollector& operator=(const TieCollector&) = delete;
+  std::vector<PendingTie> ties;
+  static TieCollector* active();
+
+ private:
+  TieCollector* outer_;
+};
 
 #define TR_REGISTER_LAYER(TYPE, DOC, FN) \
   static const ::tr::Registrar<::tr::nn::LayerType> TR_REGISTRY_CONCAT(tr_layer_registrar_, __LINE__)(TYPE, {FN, DOC})

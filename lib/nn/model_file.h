@@ -6,7 +6,9 @@
 //   out_channels = 32
 //   ...
 // Any layer may say `checkpoint = true` (activation checkpointing: its activations are recomputed in
-// backward; on a `repeat`, each copy is checkpointed) and `name = "..."`.
+// backward; on a `repeat`, each copy is checkpointed), `name = "..."`, `init = [...]` and
+// `tie = {...}` (nn/layer_registry.h). The model's `[[init]]` rules (nn/init_rules.h) run after
+// every layer is built and tied.
 // The model is a Sequential of the layers (state_dict keys "0.weight", "1.running_mean", ...,
 // or the layer's `name`), exactly the keys of the equivalent torch.nn.Sequential.
 #pragma once
@@ -22,7 +24,8 @@ struct LayerSummary {
   std::string type;   // torch class name
   std::string repr;   // extra_repr
   Shape output;       // per-sample output shape
-  int64_t params = 0; // parameters owned directly (not by children)
+  int64_t params = 0; // parameters owned directly (not by children), tied ones not counted
+  std::string tied;    // "weight = transformer.wte.weight" for a parameter tied to another
 };
 
 struct Model {

@@ -62,12 +62,33 @@ Tensor Module::operator()(const std::vector<Tensor>& xs) {
   return out;
 }
 
-Tensor& Module::register_parameter(const std::string& name, Tensor t, bool requires_grad) {
+Tensor& Module::register_parameter(const std::string& name, Tensor& field, bool requires_grad) {
   check_name(name, "parameter");
-  for (auto& [n, p] : params_) TR_CHECK(n != name, type_name_, ": parameter '", name, "' already exists");
-  if (t.defined() && requires_grad && !t.requires_grad()) t.requires_grad_(true);
-  params_.emplace_back(name, t);
-  return params_.back().second;
+  for (auto& p : params_) TR_CHECK(p.name != name, type_name_, ": parameter '", name, "' already exists");
+  if (field.defined() && requires_grad && !field.requires_grad()) field.requires_grad_(true);
+  params_.push_back({name, &field, nullptr});
+  return field;
+}
+
+Tensor& Module::register_parameter(const std::string& name, Tensor&& t, bool requires_grad) {
+  auto owned = std::make_unique<Tensor>(std::move(t));
+  Tensor& r = register_parameter(name, *owned, requires_grad);
+  params_.back().owned = std::move(owned);
+  return r;
+}
+
+void Module::tie_parameter(const std::string& name, const Tensor& shared) {
+  for (auto& p : params_) {
+    if (p.name != name) continue;
+    const Tensor& mine = *p.slot;
+    TR_CHECK(shared.defined(), type_name_, ": cannot tie parameter '", name, "' to an undefined tensor");
+    TR_CHECK(!mine.defined() || (mine.sizes() == shared.sizes() && mine.dtype() == shared.dtype()), type_name_,
+             ": cannot tie parameter '", name, "' of shape ", mine.sizes(), " (", dtype_name(mine.dtype()),
+             ") to a tensor of shape ", shared.sizes(), " (", dtype_name(shared.dtype()), ")");
+    *p.slot = shared;
+    return;
+  }
+  throw Error(str(type_name_, " has no parameter '", name, "' to tie"));
 }
 
 Tensor& Module::register_buffer(const std::string& name, Tensor t, bool persistent) {
@@ -91,7 +112,7 @@ void Module::add_child(const std::string& name, ModulePtr m) {
 void Module::collect(const std::string& prefix, bool params, bool buffers, bool persistent_only,
                      NamedTensors& out) const {
   if (params)
-    for (auto& [n, t] : params_) if (t.defined()) out.emplace_back(prefix + n, t);
+    for (auto& p : params_) if (p.slot->defined()) out.emplace_back(prefix + p.name, *p.slot);
   if (buffers)
     for (auto& b : buffers_) if (b.t.defined() && (b.persistent || !persistent_only)) out.emplace_back(prefix + b.name, b.t);
   for (auto& [n, c] : children_)
@@ -101,7 +122,7 @@ void Module::collect(const std::string& prefix, bool params, bool buffers, bool 
 NamedTensors Module::named_parameters(bool recurse) const {
   NamedTensors out;
   if (!recurse) {
-    for (auto& [n, t] : params_) if (t.defined()) out.emplace_back(n, t);
+    for (auto& p : params_) if (p.slot->defined()) out.emplace_back(p.name, *p.slot);
     return out;
   }
   collect("", true, false, false, out);
@@ -174,7 +195,7 @@ void Module::set_submodule(const std::string& path, ModulePtr m) {
 }
 
 Tensor& Module::tensor(const std::string& name) {
-  for (auto& [n, t] : params_) if (n == name) return t;
+  for (auto& p : params_) if (p.name == name) return *p.slot;
   for (auto& b : buffers_) if (b.name == name) return b.t;
   throw Error(str(type_name_, " has no parameter or buffer '", name, "'"));
 }
@@ -199,10 +220,14 @@ LoadResult Module::load_state_dict(const StateDict& sd, bool strict) {
   for (auto& [n, t] : sd) given[n] = &t;
   LoadResult r;
   std::set<std::string> used;
+  // A tied parameter is loaded once it is given under any of its names (a file written without
+  // aliases, as safetensors' save_model writes one, holds only the first).
+  std::set<TensorImpl*> given_impls;
+  for (auto& [n, t] : mine) if (given.count(n)) given_impls.insert(t.impl());
   for (auto& [n, t] : mine) {
     auto it = given.find(n);
     if (it == given.end()) {
-      r.missing_keys.push_back(n);
+      if (!given_impls.count(t.impl())) r.missing_keys.push_back(n);
       continue;
     }
     used.insert(n);
@@ -223,6 +248,34 @@ LoadResult Module::load_state_dict(const StateDict& sd, bool strict) {
     if (it != given.end()) t.detach().copy_(*it->second);
   }
   return r;
+}
+
+bool same_tensor_data(const Tensor& a, const Tensor& b) {
+  return a.storage() == b.storage() && a.storage_offset() == b.storage_offset() && a.sizes() == b.sizes() &&
+         a.strides() == b.strides() && a.dtype() == b.dtype();
+}
+
+StateDict without_aliases(const StateDict& sd) {
+  StateDict out;
+  for (auto& [n, t] : sd) {
+    bool alias = false;
+    for (auto& [m, u] : out) alias = alias || same_tensor_data(t, u);
+    if (!alias) out.emplace_back(n, t);
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> Module::tied_parameters() const {
+  NamedTensors all;
+  collect("", true, false, false, all);
+  std::vector<std::pair<std::string, std::string>> ties;
+  for (size_t i = 0; i < all.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (all[i].second.is_same(all[j].second)) {
+        ties.emplace_back(all[i].first, all[j].first);
+        break;
+      }
+  return ties;
 }
 
 void Module::zero_grad(bool set_to_none) {

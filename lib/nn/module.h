@@ -55,7 +55,11 @@ class Module : public std::enable_shared_from_this<Module> {
   bool activation_checkpointing() const { return checkpoint_; }
 
   // ---- registration ----
-  Tensor& register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
+  // `field` is the member of the derived module that its forward reads: the module list keeps a
+  // pointer to it, so that tie_parameter() rebinds what forward sees. A parameter with no member
+  // (owned by the module list alone) is registered from a temporary.
+  Tensor& register_parameter(const std::string& name, Tensor& field, bool requires_grad = true);
+  Tensor& register_parameter(const std::string& name, Tensor&& t, bool requires_grad = true);
   Tensor& register_buffer(const std::string& name, Tensor t, bool persistent = true);
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
@@ -76,6 +80,13 @@ class Module : public std::enable_shared_from_this<Module> {
   void set_submodule(const std::string& path, ModulePtr m);
   // This module's own parameter or buffer by name.
   Tensor& tensor(const std::string& name);
+  // Makes this module's own parameter `name` the tensor `shared` (nanoGPT's
+  // `lm_head.weight = wte.weight`): one tensor under two names, one gradient, one optimizer state.
+  // Sizes and dtype must agree; the old tensor is dropped.
+  void tie_parameter(const std::string& name, const Tensor& shared);
+  // Every parameter name that is an alias of an earlier one (tied), with that first name, in
+  // named order: {"lm_head.weight", "transformer.wte.weight"}.
+  std::vector<std::pair<std::string, std::string>> tied_parameters() const;
 
   // ---- modes ----
   Module& train(bool on = true);
@@ -109,6 +120,11 @@ class Module : public std::enable_shared_from_this<Module> {
   void add_child(const std::string& name, ModulePtr m);
 
  private:
+  struct Param {
+    std::string name;
+    Tensor* slot;                  // the derived module's member, or `owned`
+    std::unique_ptr<Tensor> owned;
+  };
   struct Buffer {
     std::string name;
     Tensor t;
@@ -120,12 +136,19 @@ class Module : public std::enable_shared_from_this<Module> {
   std::string type_name_;
   bool training_ = true;
   bool checkpoint_ = false;
-  NamedTensors params_;
+  std::vector<Param> params_;
   std::vector<Buffer> buffers_;
   std::vector<std::pair<std::string, ModulePtr>> children_;
   std::vector<std::pair<int, ForwardPreHook>> pre_hooks_;
   std::vector<std::pair<int, ForwardHook>> hooks_;
 };
+
+// Two tensors that view the same elements of the same storage (a parameter and its alias in a
+// state_dict, both detached).
+bool same_tensor_data(const Tensor& a, const Tensor& b);
+// The state_dict with each tied tensor's later names dropped (the first kept), as safetensors'
+// save_model writes shared tensors; load_state_dict accepts it.
+StateDict without_aliases(const StateDict& sd);
 
 // Points `dst` at `src`'s data (torch's `param.data = src`): every handle to dst sees it.
 void set_data(Tensor& dst, const Tensor& src);

@@ -17,20 +17,16 @@
 #include <string>
 #include <vector>
 #include "nn/module.h"
+#include "nn/param_selector.h"
 #include "optim/optimizer.h"
 
 namespace tr::optim {
 
 struct GroupRule {
   std::string name;
-  // Globs on dotted parameter names ("*.bias", "layers.*.weight"); fnmatch-style (*, ?, [...])
-  // where '*' matches dots too.
-  std::vector<std::string> match;
-  // Globs on the kind of module that directly owns the parameter: the layer type of model files
-  // ("batch_norm2d", "layer_norm", "linear", "conv2d") or torch's class name ("BatchNorm2d").
-  std::vector<std::string> modules;
-  // Optional: only parameters with these attribute names ("weight", "bias").
-  std::vector<std::string> param_names;
+  // Which parameters (nn/param_selector.h): name globs, owner kinds ("batch_norm2d", "linear",
+  // or torch's "BatchNorm2d"), attribute names ("weight", "bias"), dim bounds.
+  nn::ParamSelector select;
   // The group's hyperparameters (Options keys: lr, momentum, beta1, beta2, ...).
   Options options;
   // The parameters are frozen: requires_grad false (no gradient, no DDP bucket), and the group is
@@ -38,9 +34,8 @@ struct GroupRule {
   bool frozen = false;
 };
 
-// A parameter belongs to a rule when (its name matches one of `match` or its owner's kind one of
-// `modules`; with neither given, every parameter qualifies) and its attribute name is one of
-// `param_names` (when given). A rule must give at least one of the three. The result is the group "default" (options {}: the optimizer's
+// A parameter belongs to a rule when the rule's selector selects it (nn::selects; a tied parameter
+// under any of its names). A rule must give at least one selector key. The result is the group "default" (options {}: the optimizer's
 // defaults) with every unclaimed parameter, then one group per rule in order, parameters in
 // model order. A parameter claimed by two rules is an error naming it and both groups; an empty
 // group and a `match` glob that matches no parameter are warnings (appended to `warnings`).
@@ -52,15 +47,12 @@ std::vector<ParamGroup> build_param_groups(const nn::Module& model, const std::v
 // Sets requires_grad false on the parameters of the frozen rules; returns how many.
 int64_t freeze_parameters(const nn::Module& model, const std::vector<GroupRule>& rules);
 
-// Parses [[optimizer.groups]] tables: name, match, modules, param_names and any hyperparameter of
+// Parses [[optimizer.groups]] tables: name, the selector keys (match, modules, param_names,
+// min_dim, max_dim) and any hyperparameter of
 // the registered optimizer `optimizer_type` in its TOML form (optim/optimizer_registry.h); another
 // optimizer's key is an error naming this one's keys. Errors carry file:line:col; unknown keys
 // name the nearest valid key.
 std::vector<GroupRule> parse_group_rules(const toml::array& groups, const std::string& file,
                                          const std::string& optimizer_type);
-
-// Module kinds compare case-insensitively and without underscores: "batch_norm2d", "BatchNorm2d"
-// and "batchnorm2d" are one kind. This is that normal form.
-std::string normalize_kind(const std::string& kind);
 
 }  // namespace tr::optim

@@ -568,13 +568,13 @@ weight_decay = 0.0
 TEST_CASE("param groups: conflicts, empty groups and unknown module kinds", "[optim][param_groups]") {
   nn::Model model = small_cnn();
   auto& net = *model.net;
-  optim::GroupRule biases{"biases", {"*.bias"}, {}, {}, {{"weight_decay", 0.0}}};
-  optim::GroupRule bn{"bn", {}, {"batch_norm2d"}, {}, {{"lr", 0.1}}};
+  optim::GroupRule biases{"biases", {{"*.bias"}, {}, {}}, {{"weight_decay", 0.0}}};
+  optim::GroupRule bn{"bn", {{}, {"batch_norm2d"}, {}}, {{"lr", 0.1}}};
   CHECK_THROWS_WITH(optim::build_param_groups(net, {biases, bn}),
                     Contains("parameter '1.bias' is claimed by param groups 'biases' and 'bn'"));
 
   std::vector<std::string> warnings;
-  optim::GroupRule emb{"emb", {"*.embedding*"}, {"embedding"}, {}, {}};
+  optim::GroupRule emb{"emb", {{"*.embedding*"}, {"embedding"}, {}}, {}};
   auto groups = optim::build_param_groups(net, {emb}, &warnings);
   REQUIRE(groups.size() == 2);
   CHECK(groups[1].params.empty());
@@ -584,26 +584,26 @@ TEST_CASE("param groups: conflicts, empty groups and unknown module kinds", "[op
   CHECK_THAT(warnings[1], Contains("param group 'emb' is empty"));
 
   warnings.clear();
-  optim::GroupRule all{"all", {"*"}, {}, {}, {}};
+  optim::GroupRule all{"all", {{"*"}, {}, {}}, {}};
   groups = optim::build_param_groups(net, {all}, &warnings);
   CHECK(groups[0].params.empty());
   CHECK(groups[1].params.size() == net.parameters().size());
   CHECK(warnings == std::vector<std::string>{"param group 'default' is empty: the rules claim every parameter"});
 
-  optim::GroupRule typo{"t", {}, {"batchnorm_2"}, {}, {}};
+  optim::GroupRule typo{"t", {{}, {"batchnorm_2"}, {}}, {}};
   CHECK_THROWS_WITH(optim::build_param_groups(net, {typo}), Contains("unknown module kind 'batchnorm_2'") &&
                                                                  Contains("did you mean"));
-  optim::GroupRule none{"none", {}, {}, {}, {{"lr", 1.0}}};
+  optim::GroupRule none{"none", {{}, {}, {}}, {{"lr", 1.0}}};
   CHECK_THROWS_WITH(optim::build_param_groups(net, {none}), Contains("selects no parameters"));
   CHECK_THROWS_WITH(optim::build_param_groups(net, {biases, biases}), Contains("two param groups are named 'biases'"));
-  optim::GroupRule dflt{"default", {"*"}, {}, {}, {}};
+  optim::GroupRule dflt{"default", {{"*"}, {}, {}}, {}};
   CHECK_THROWS_WITH(optim::build_param_groups(net, {dflt}), Contains("reserved"));
 
   // '*' matches dots; '?' and classes work; param_names restricts
-  optim::GroupRule first{"first", {"[04].*"}, {}, {"weight"}, {}};
+  optim::GroupRule first{"first", {{"[04].*"}, {}, {"weight"}}, {}};
   groups = optim::build_param_groups(net, {first});
   CHECK(names_in(net, groups[1]) == std::vector<std::string>{"0.weight", "4.weight"});
-  optim::GroupRule lin{"lin", {}, {"linear"}, {}, {}};
+  optim::GroupRule lin{"lin", {{}, {"linear"}, {}}, {}};
   groups = optim::build_param_groups(net, {lin});
   CHECK(names_in(net, groups[1]) == std::vector<std::string>{"4.weight", "4.bias", "6.weight"});
 }
@@ -625,7 +625,7 @@ param_names = ["bias"]
 )", "adamw");
   REQUIRE(rules.size() == 2);
   CHECK(rules[0].name == "head");
-  CHECK(rules[0].match == std::vector<std::string>{"6.*"});
+  CHECK(rules[0].select.match == std::vector<std::string>{"6.*"});
   CHECK(rules[0].options == optim::Options{{"lr", 1e-4}, {"beta1", 0.5}, {"beta2", 0.9}, {"eps", 1e-6},
                                            {"amsgrad", 1.0}, {"maximize", 0.0}, {"weight_decay", 1.0}});
   CHECK(rules[1].name == "group2");

@@ -11,8 +11,10 @@ BatchNorm::BatchNorm(std::string type_name, int64_t c, double eps_, std::optiona
   TR_CHECK(c > 0, this->type_name(), ": num_features must be positive, got ", c);
   TR_CHECK(eps > 0, this->type_name(), ": eps must be positive, got ", eps);
   if (affine) {
-    weight = register_parameter("weight", ones({c}));
-    bias = register_parameter("bias", zeros({c}));
+    weight = ones({c});
+    bias = zeros({c});
+    register_parameter("weight", weight);
+    register_parameter("bias", bias);
   }
   if (track) {
     running_mean = register_buffer("running_mean", zeros({c}));

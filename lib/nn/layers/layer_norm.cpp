@@ -12,8 +12,10 @@ LayerNorm::LayerNorm(Shape ns, double eps_, bool affine)
     TR_CHECK(d > 0, "LayerNorm: normalized_shape must be positive, got ", normalized_shape);
   TR_CHECK(eps > 0, "LayerNorm: eps must be positive, got ", eps);
   if (affine) {
-    weight = register_parameter("weight", ones(normalized_shape));
-    bias = register_parameter("bias", zeros(normalized_shape));
+    weight = ones(normalized_shape);
+    bias = zeros(normalized_shape);
+    register_parameter("weight", weight);
+    register_parameter("bias", bias);
   }
 }
 

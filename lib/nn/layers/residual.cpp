@@ -71,11 +71,22 @@ ModulePtr build_residual(const TomlTable& t, ShapeInfo& io) {
   return std::make_shared<Residual>(body, shortcut, act);
 }
 
+// `layers = [...]`: each copy a Sequential of the list ("h.0.0.ln_1.weight"); `layer = {...}`: each
+// copy the layer itself, as a torch ModuleList of blocks ("h.0.ln_1.weight", nanoGPT's names).
 ModulePtr build_repeat(const TomlTable& t, ShapeInfo& io) {
   int64_t n = t.get_int("times");
   if (n < 1) t.fail("times", str("must be at least 1, got ", n));
+  const auto one = t.get_table("layer");
+  if (one && t.has("layers")) t.fail("layer", "and layers are two ways to say what is repeated: give one");
   auto seq = std::make_shared<Sequential>();
-  for (int64_t i = 0; i < n; ++i) seq->push_back(build_list(t, "layers", str("copy ", i), io));
+  for (int64_t i = 0; i < n; ++i) {
+    if (!one) {
+      seq->push_back(build_list(t, "layers", str("copy ", i), io));
+      continue;
+    }
+    TomlTable l(one->raw(), t.file(), str(t.what(), " copy ", i, " (", one->raw()["type"].value_or(std::string("?")), ")"));
+    seq->push_back(build_layer(l, io));
+  }
   return seq;
 }
 
@@ -85,8 +96,8 @@ TR_REGISTER_LAYER("residual", "layers = [...] (the body), shortcut = [...] (defa
                   build_residual);
 // checkpoint = true on a repeat checkpoints each copy (one checkpoint per block, as torch users do)
 TR_REGISTER_CONTAINER_LAYER("repeat",
-                            "times = N, layers = [...]: N fresh copies as Sequential children \"0\"..\"N-1\"; "
-                            "checkpoint = true checkpoints each copy",
+                            "times = N, layers = [...] or layer = {...}: N fresh copies as children \"0\"..\"N-1\" "
+                            "(a Sequential of the list, or the layer itself); checkpoint = true checkpoints each copy",
                             build_repeat);
 
 }  // namespace tr::nn

@@ -11,8 +11,12 @@ namespace {
 class BlockLayerNorm : public Module {
  public:
   BlockLayerNorm(int64_t n, bool bias) : Module("LayerNorm"), n_(n) {
-    weight_ = register_parameter("weight", ones({n}));
-    if (bias) bias_ = register_parameter("bias", zeros({n}));
+    weight_ = ones({n});
+    register_parameter("weight", weight_);
+    if (bias) {
+      bias_ = zeros({n});
+      register_parameter("bias", bias_);
+    }
   }
   Tensor forward(const Tensor& x) override {
     TR_CHECK(x.dim() >= 1 && x.size(-1) == n_, "LayerNorm((", n_, ",)): input of shape ", x.sizes(),

@@ -1,0 +1,24 @@
+// PositionEmbedding: learned absolute positions added to a sequence, x + weight[offset : offset+T]
+// (GPT-2's wpe: nanoGPT's `tok_emb + self.transformer.wpe(pos)` with the add in the layer, so that
+// a model file can place it after a token embedding and keep nanoGPT's state_dict names).
+#pragma once
+#include "nn/module.h"
+
+namespace tr::nn {
+
+class PositionEmbedding : public Module {
+ public:
+  // weight [block_size, n_embd] ~ N(0, 1), nn.Embedding's default.
+  PositionEmbedding(int64_t block_size, int64_t n_embd);
+  // x [..., T, n_embd], offset + T <= block_size -> x + weight[offset : offset + T]
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+
+  int64_t block_size, n_embd;
+  // Position of x's first element: 0 in training; a decoder feeding one new token after a cached
+  // prefix sets it to the prefix's length.
+  int64_t offset = 0;
+  Tensor weight;
+};
+
+}  // namespace tr::nn
