@@ -128,6 +128,13 @@ void load_data(RunConfig& c, const TomlTable& t) {
   d.dataset = t.get_string("dataset", d.dataset);
   d.batch_size = t.get_int("batch_size", d.batch_size);
   if (d.batch_size <= 0) t.fail("batch_size", "must be positive");
+  if (t.has("micro_batch_size")) {
+    if (t.has("batch_size"))
+      t.fail("micro_batch_size", "and batch_size are two ways to size a micro-step (per rank, or the global batch): "
+                                 "give one");
+    d.micro_batch_size = t.get_int("micro_batch_size");
+    if (d.micro_batch_size <= 0) t.fail("micro_batch_size", "must be positive");
+  }
   d.eval_batch_size = t.get_int("eval_batch_size", d.eval_batch_size);
   d.shuffle = t.get_bool("shuffle", d.shuffle);
   d.drop_last = t.get_bool("drop_last", d.drop_last);
@@ -172,6 +179,13 @@ void load_train(RunConfig& c, const TomlTable& t) {
   if (tr.log_every <= 0) t.fail("log_every", "must be positive");
   tr.accumulate = t.get_int("accumulate", tr.accumulate);
   if (tr.accumulate <= 0) t.fail("accumulate", "must be a positive number of micro-batches");
+  if (t.has("tokens_per_step")) {
+    if (t.has("accumulate"))
+      t.fail("tokens_per_step", "sets the accumulation count (tokens_per_step / (batch x tokens per sample)); give it "
+                                "or accumulate, not both");
+    tr.tokens_per_step = t.get_int("tokens_per_step");
+    if (tr.tokens_per_step <= 0) t.fail("tokens_per_step", "must be positive");
+  }
   tr.nonfinite = t.get_choice("nonfinite", {"stop", "skip", "warn"}, tr.nonfinite);
   tr.ema_decay = t.get_float("ema_decay", tr.ema_decay);
   if (!(tr.ema_decay >= 0 && tr.ema_decay < 1)) t.fail("ema_decay", "must be in [0, 1) (0 turns the EMA of the weights off)");
@@ -306,16 +320,20 @@ void merge_into(toml::table& to, const toml::table& from) {
 }
 
 toml::table data_toml(const DataSection& d) {
-  toml::table data{{"dataset", d.dataset}, {"batch_size", d.batch_size}, {"eval_batch_size", d.eval_batch_size},
+  toml::table data{{"dataset", d.dataset}, {"eval_batch_size", d.eval_batch_size},
                    {"shuffle", d.shuffle}, {"drop_last", d.drop_last}, {"workers", d.workers}};
+  if (d.micro_batch_size > 0) data.insert("micro_batch_size", d.micro_batch_size);
+  else data.insert("batch_size", d.batch_size);
   merge_into(data, d.resolved);
   return data;
 }
 
 toml::table train_toml(const TrainSection& t) {
   toml::table r{{"epochs", t.epochs}, {"steps", t.steps}, {"eval_every", t.eval_every},
-                {"eval_batches", t.eval_batches}, {"log_every", t.log_every}, {"accumulate", t.accumulate},
+                {"eval_batches", t.eval_batches}, {"log_every", t.log_every},
                 {"ema_decay", t.ema_decay}, {"nonfinite", t.nonfinite}};
+  if (t.tokens_per_step > 0) r.insert("tokens_per_step", t.tokens_per_step);
+  else r.insert("accumulate", t.accumulate);
   const auto& g = t.grad_clip;
   if (g.max_norm > 0 || g.value > 0) {
     toml::table gc{{"max_norm", g.max_norm}, {"error_if_nonfinite", g.error_if_nonfinite}, {"value", g.value}};

@@ -54,7 +54,10 @@ struct ModelSection {
 // (data/dataset_registry.h) and to `transforms` (data/transforms.h), read at setup.
 struct DataSection {
   std::string dataset = "idx";  // a registered dataset
-  int64_t batch_size = 64;
+  int64_t batch_size = 64;       // the global batch of a micro-step, sliced across ranks
+  // > 0 (instead of batch_size): samples per rank per micro-step, llm.c's -b; the global batch
+  // is then micro_batch_size x ranks (train/run_setup.h resolves it)
+  int64_t micro_batch_size = 0;
   int64_t eval_batch_size = 0;  // 0: batch_size
   bool shuffle = true;
   bool drop_last = false;
@@ -101,6 +104,9 @@ struct TrainSection {
   int64_t eval_batches = 0;  // > 0: evaluate on the first N batches only
   int64_t log_every = 50;
   int64_t accumulate = 1;  // micro-batches of batch_size per optimizer step
+  // > 0 (instead of accumulate): tokens per optimizer step, llm.c's -d (total_batch_size);
+  // accumulate = tokens_per_step / (global batch x tokens per sample), which must be whole
+  int64_t tokens_per_step = 0;
   GradClip grad_clip;
   double ema_decay = 0;    // > 0: also keep an EMA of the weights (optim/averaged_model.h), evaluated beside the model
   // A non-finite loss or gradient before the optimizer step: "stop" (re-run the step to name the

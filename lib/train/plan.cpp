@@ -61,7 +61,7 @@ std::string sparkline(const std::vector<double>& v) {
 
 Plan make_plan(config::RunConfig cfg_in, int nproc) {
   cfg_in.log.progress = "none";
-  Run r(std::move(cfg_in));
+  Run r(std::move(cfg_in), nproc);
   const config::RunConfig& c = r.cfg;
   TR_CHECK(nproc >= 1 && c.data.batch_size % nproc == 0, "trainer plan: [data] batch_size = ", c.data.batch_size,
            " is the global batch and must be divisible by the ", nproc, " ranks planned");

@@ -44,6 +44,25 @@ nn::Model build_model(const config::RunConfig& cfg) {
   return m;
 }
 
+// [data] micro_batch_size and [train] tokens_per_step, as llm.c sizes a step (-b, -d): the global
+// micro-batch is micro_batch_size x ranks, and accumulate = tokens_per_step / (global micro-batch
+// x tokens per sample), which must be a whole number.
+void resolve_batching(config::RunConfig& cfg, int64_t world, const nn::Model& model) {
+  auto& d = cfg.data;
+  auto& t = cfg.train;
+  if (d.micro_batch_size > 0) d.batch_size = d.micro_batch_size * world;
+  if (t.tokens_per_step <= 0) return;
+  TR_CHECK(model.input.dtype == DType::I64 && model.input.shape.size() == 1, cfg.path,
+           ": [train] tokens_per_step needs a token model (input int64 [T]); this model's input is ", model.input.str(),
+           " (use accumulate)");
+  const int64_t T = model.input.shape[0], per_micro = d.batch_size * T;
+  TR_CHECK(t.tokens_per_step % per_micro == 0, cfg.path, ": [train] tokens_per_step = ", t.tokens_per_step,
+           " is not a whole number of micro-steps of ", d.batch_size, " samples x ", T, " tokens = ", per_micro,
+           d.micro_batch_size > 0 ? str(" (micro_batch_size ", d.micro_batch_size, " x ", world, " ranks)") : std::string(),
+           "; llm.c asks the same of total_batch_size");
+  t.accumulate = t.tokens_per_step / per_micro;
+}
+
 // [model] init: the starting weights, keys renamed by `prefix`, loaded strictly unless asked not to
 // (then the keys that did not match are listed). Errors name the file and the config.
 void load_initial_weights(nn::Module& net, const config::RunConfig& cfg) {
@@ -209,7 +228,7 @@ RunLoss build_loss(config::RunConfig& cfg) {
 
 }  // namespace
 
-Run::Run(config::RunConfig c) : cfg(std::move(c)), env(distributed::read_dist_env()) {
+Run::Run(config::RunConfig c, int world_size) : cfg(std::move(c)), env(distributed::read_dist_env()) {
   if (cfg.run.threads > 0) omp_set_num_threads(int(cfg.run.threads));
   device = pick_device(cfg.run.device, env, cfg.path);
   if (device.is_cuda()) cuda::set_device(device.index);  // the rank's GPU, for every launch that names none
@@ -220,6 +239,7 @@ Run::Run(config::RunConfig c) : cfg(std::move(c)), env(distributed::read_dist_en
   backends::fusion().enabled = cfg.run.fused_ops;
   manual_seed(uint64_t(cfg.run.seed));
   model = build_model(cfg);
+  resolve_batching(cfg, world_size > 0 ? world_size : env.world_size, model);
   if (!cfg.model.init.empty()) load_initial_weights(*model.net, cfg);
   freeze_groups(cfg, *model.net);
   // [data]: the dataset's keys and transforms are read here, recorded in cfg.data.resolved

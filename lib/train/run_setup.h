@@ -26,7 +26,9 @@
 namespace tr::train {
 
 struct Run {
-  explicit Run(config::RunConfig cfg);
+  // `world_size` > 0 sizes [data] micro_batch_size and [train] tokens_per_step for that many
+  // ranks (trainer plan --nproc) instead of the process group's.
+  explicit Run(config::RunConfig cfg, int world_size = 0);
   Run(const Run&) = delete;
   Run& operator=(const Run&) = delete;
 
