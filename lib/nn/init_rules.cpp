@@ -86,6 +86,7 @@ void apply_init_rules(Module& m, const std::vector<InitRule>& rules, int64_t n_l
   for (const InitRule& r : rules) {
     TR_CHECK(!r.residual_scaling || n_layer > 0, r.where, ": residual_scaling divides std by sqrt(2 * n_layer), but "
              "the model has no transformer_block layers to count");
+    check_selector(r.select, m, r.where);  // an unknown module kind is an error with the nearest one
     int64_t hits = 0;
     for (const ParamRef& p : params) {
       if (!selects(r.select, p)) continue;
