@@ -12,6 +12,7 @@
 #include "core/grad_mode.h"
 #include "core/rng.h"
 #include "data/dataset_registry.h"
+#include "data/gpt2_tokenizer.h"
 #include "data/idx_dataset.h"
 #include "data/image_folder.h"
 #include "data/recordio.h"
@@ -224,29 +225,90 @@ void list(const std::string& kind) {
   }
 }
 
+// One token file: `n` tokens in `format`, or in llm.c's version 2 (uint32) when `wide`.
+void write_token_bin(const std::string& path, const uint32_t* tokens, size_t n, const std::string& format, bool wide,
+                     const char* kind) {
+  const std::vector<uint8_t> bytes = data::write_token_file(std::vector<uint32_t>(tokens, tokens + n),
+                                                            wide ? "llmc" : format, wide ? 2 : 1);
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  TR_CHECK(f, "trainer pack: cannot write ", path);
+  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  TR_CHECK(std::fclose(f) == 0 && ok, "trainer pack: cannot write ", path);
+  std::printf("wrote %s: %lld %s tokens (%s)\n", path.c_str(), (long long)n, kind, wide ? "llmc v2" : format.c_str());
+}
+
+// The token stream's first n_train tokens as the train split, the rest as val: out/train.bin and
+// out/val.bin, or with shard_tokens > 0 llm.c's names, out/train_000000.bin, train_000001.bin, ...
+// of at most shard_tokens each and out/val_000000.bin (one file), which [data] train =
+// "out/train_*.bin" and eval = "out/val_*.bin" read.
+void write_token_splits(const std::string& out, const std::vector<uint32_t>& stream, size_t n_train,
+                        const std::string& format, bool wide, int64_t shard_tokens, const char* kind) {
+  std::filesystem::create_directories(out);
+  if (shard_tokens <= 0) {
+    write_token_bin(out + "/train.bin", stream.data(), n_train, format, wide, kind);
+    write_token_bin(out + "/val.bin", stream.data() + n_train, stream.size() - n_train, format, wide, kind);
+    return;
+  }
+  const auto shard_path = [&](const char* split, size_t k) {
+    char name[32];
+    std::snprintf(name, sizeof name, "/%s_%06zu.bin", split, k);
+    return out + name;
+  };
+  for (size_t at = 0, k = 0; at < n_train; at += size_t(shard_tokens), ++k)
+    write_token_bin(shard_path("train", k), stream.data() + at, std::min(size_t(shard_tokens), n_train - at), format,
+                    wide, kind);
+  write_token_bin(shard_path("val", 0), stream.data() + n_train, stream.size() - n_train, format, wide, kind);
+}
+
 // `trainer pack --tokens out/ [inputs...]`: the bytes of the inputs (the text reader's files and
 // order) as byte-level tokens, split as dataset = "text" splits them, into out/train.bin and
 // out/val.bin: dataset = "tokens" over them sees exactly the text reader's windows.
 void pack_tokens(const std::string& out, const std::vector<std::string>& inputs, const std::string& format,
-                 double eval_fraction) {
+                 double eval_fraction, int64_t shard_tokens) {
   data::TextDataset::Options o;
   o.paths = inputs;
   o.block_size = 1;
   o.eval_fraction = eval_fraction;
   data::TextDataset train(o);
   o.train = false;
-  data::TextDataset eval(train.corpus(), o);
-  std::filesystem::create_directories(out);
-  for (const auto* split : {&train, &eval}) {
-    std::vector<uint32_t> toks(split->tokens(), split->tokens() + split->num_tokens());
-    const std::vector<uint8_t> bytes = data::write_token_file(toks, format);
-    const std::string path = out + (split == &train ? "/train.bin" : "/val.bin");
-    std::FILE* f = std::fopen(path.c_str(), "wb");
-    TR_CHECK(f, "trainer pack: cannot write ", path);
-    const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-    TR_CHECK(std::fclose(f) == 0 && ok, "trainer pack: cannot write ", path);
-    std::printf("wrote %s: %lld byte tokens (%s)\n", path.c_str(), (long long)toks.size(), format.c_str());
+  [[maybe_unused]] const data::TextDataset eval(train.corpus(), o);  // refuses a val split too short, as the text reader does
+  const std::vector<uint32_t> stream(train.corpus()->begin(), train.corpus()->end());
+  write_token_splits(out, stream, size_t(train.num_tokens()), format, false, shard_tokens, "byte");
+}
+
+// `trainer pack --tokens out/ --tokenizer DIR [inputs...]`: the inputs (files or globs, in order;
+// default Debian's fortunes) as GPT-2 BPE tokens, each file one document with <|endoftext|> before
+// it (llm.c's data scripts: [eot] + encode_ordinary(doc)); the stream's last
+// floor(n * eval_fraction) tokens are val. Vocabularies over 65536 are written as llm.c version 2.
+void pack_bpe_tokens(const std::string& out, const std::vector<std::string>& inputs, const std::string& tokenizer_dir,
+                     const std::string& format, double eval_fraction, int64_t shard_tokens) {
+  data::GPT2Tokenizer tok(tokenizer_dir);
+  std::vector<std::string> files;
+  for (const std::string& p : inputs.empty() ? std::vector<std::string>{data::TextDataset::kFortunesGlob} : inputs) {
+    if (p.find_first_of("*?[") == std::string::npos) files.push_back(p);
+    else for (std::string& f : data::expand_text_glob(p)) files.push_back(std::move(f));
   }
+  std::vector<uint32_t> stream;
+  size_t text_bytes = 0;
+  double encode_s = 0;
+  for (const std::string& file : files) {
+    const std::vector<uint8_t> doc = data::TextDataset::read_files({file});
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<uint32_t> ids = tok.encode(std::string_view(reinterpret_cast<const char*>(doc.data()), doc.size()));
+    encode_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    text_bytes += doc.size();
+    stream.push_back(tok.eot_token());
+    stream.insert(stream.end(), ids.begin(), ids.end());
+  }
+  // MB = 10^6 bytes of text, the encoding alone (not reading or writing files)
+  std::printf("encoded %zu files, %.2f MB, into %zu tokens (vocab %u, <|endoftext|> = %u before each file) in "
+              "%.3f s (one thread, PCRE2 %s): %.2f MB/s\n",
+              files.size(), double(text_bytes) / 1e6, stream.size(), tok.vocab_size(), tok.eot_token(), encode_s,
+              tok.pre_tokenizer().jit() ? "JIT" : "interpreter", double(text_bytes) / 1e6 / std::max(encode_s, 1e-9));
+  const size_t n_train = stream.size() - size_t(double(stream.size()) * eval_fraction);
+  TR_CHECK(n_train > 0 && n_train < stream.size(), "trainer pack: ", stream.size(), " tokens with eval_fraction ",
+           eval_fraction, " leave the train or the val split empty");
+  write_token_splits(out, stream, n_train, format, tok.vocab_size() > 65536, shard_tokens, "BPE");
 }
 
 // `trainer pack --recordio OUT`: the IDX splits of `dir` as MXNet RecordIO, OUT_train.rec/.idx and
@@ -405,15 +467,24 @@ void register_commands(CLI::App& app) {
     });
   }
   {
-    auto* c = app.add_subcommand("pack", "write data files: --tokens (text as byte-level token files) or --recordio "
-                                         "(IDX images as MXNet RecordIO)");
+    auto* c = app.add_subcommand("pack", "write data files: --tokens (text as token files: bytes, or GPT-2 BPE with "
+                                         "--tokenizer) or --recordio (IDX images as MXNet RecordIO)");
     static bool tokens = false, recordio = false;
-    static std::string out, format = "nanogpt", from = data::IdxDataset::kFashionMnistDir;
+    static std::string out, format = "nanogpt", from = data::IdxDataset::kFashionMnistDir, tokenizer;
     static std::vector<std::string> inputs;
     static double eval_fraction = 0.1;
-    auto* tk = c->add_flag("--tokens", tokens, "byte-level token files OUT/train.bin and OUT/val.bin (the text reader's split)");
+    static int64_t shard_tokens = 0;
+    auto* tk = c->add_flag("--tokens", tokens, "token files OUT/train.bin and OUT/val.bin: byte-level (the text "
+                                               "reader's split), or GPT-2 BPE with --tokenizer");
     auto* rc = c->add_flag("--recordio", recordio, "OUT_train.rec/.idx and OUT_test.rec/.idx from the IDX files in --from");
     tk->excludes(rc);
+    c->add_option("--tokenizer", tokenizer, "--tokens: GPT-2 byte-level BPE from DIR/vocab.json and DIR/merges.txt; "
+                                            "each input is a document, <|endoftext|> before each")
+        ->needs(tk);
+    c->add_option("--shard-tokens", shard_tokens, "--tokens: the train split as llm.c's shards of at most N tokens, "
+                                                  "OUT/train_000000.bin, ..., and val as OUT/val_000000.bin")
+        ->needs(tk)
+        ->check(CLI::PositiveNumber);
     c->add_option("--from", from, "--recordio: the directory of {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz "
                                   "(default: Debian's Fashion-MNIST)");
     static std::string folder;
@@ -421,12 +492,14 @@ void register_commands(CLI::App& app) {
                                       "PNG or JPEG bytes as they are, the label the class's sorted position");
     c->add_option("out", out, "output directory (--tokens) or path prefix (--recordio)")->required();
     c->add_option("inputs", inputs, "text files or globs, in order (default: Debian's fortunes, as dataset = \"text\")");
-    c->add_option("--format", format, "nanogpt (uint16 tokens alone) or llmc (llm.c's 256-int32 header, version 1)")
+    c->add_option("--format", format, "nanogpt (uint16 tokens alone) or llmc (llm.c's 256-int32 header, version 1); "
+                                      "a vocabulary over 65536 is always llm.c version 2 (uint32)")
         ->check(CLI::IsMember({"nanogpt", "llmc"}));
     c->add_option("--eval-fraction", eval_fraction, "the corpus's tail written to val.bin")->check(CLI::Range(0.0, 0.99));
     c->callback([] {
       TR_CHECK(tokens || recordio, "trainer pack: say what to write: --tokens or --recordio");
-      if (tokens) pack_tokens(out, inputs, format, eval_fraction);
+      if (tokens && !tokenizer.empty()) pack_bpe_tokens(out, inputs, tokenizer, format, eval_fraction, shard_tokens);
+      else if (tokens) pack_tokens(out, inputs, format, eval_fraction, shard_tokens);
       else if (!folder.empty()) pack_recordio_folder(out, folder);
       else pack_recordio(out, from);
     });

@@ -49,15 +49,23 @@ TokenFileView parse_token_file(const uint8_t* bytes, size_t size, const std::str
   return v;
 }
 
-std::vector<uint8_t> write_token_file(const std::vector<uint32_t>& tokens, const std::string& format) {
+std::vector<uint8_t> write_token_file(const std::vector<uint32_t>& tokens, const std::string& format,
+                                      int llmc_version) {
   TR_CHECK(format == "nanogpt" || format == "llmc", "write_token_file: format '", format, "' is not nanogpt or llmc");
+  TR_CHECK(llmc_version == 1 || (llmc_version == 2 && format == "llmc"), "write_token_file: llm.c version ",
+           llmc_version, " with format ", format, " (version 2, uint32 tokens, is format llmc only)");
   std::vector<uint8_t> out;
   if (format == "llmc") {
     TR_CHECK(tokens.size() <= size_t(INT32_MAX), "write_token_file: ", tokens.size(), " tokens exceed llm.c's int32 count");
     put32(out, uint32_t(kLlmcMagic));
-    put32(out, 1);
+    put32(out, uint32_t(llmc_version));
     put32(out, uint32_t(tokens.size()));
     out.resize(kLlmcHeaderBytes, 0);
+  }
+  if (llmc_version == 2) {
+    out.reserve(out.size() + tokens.size() * 4);
+    for (uint32_t t : tokens) put32(out, t);
+    return out;
   }
   out.reserve(out.size() + tokens.size() * 2);
   for (size_t i = 0; i < tokens.size(); ++i) {

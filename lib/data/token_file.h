@@ -32,6 +32,9 @@ struct TokenFileView {
 TokenFileView parse_token_file(const uint8_t* bytes, size_t size, const std::string& path, const std::string& format);
 
 // The bytes of a token file holding `tokens` (each < 2^16 for nanoGPT and llm.c version 1).
-std::vector<uint8_t> write_token_file(const std::vector<uint32_t>& tokens, const std::string& format);
+// llmc_version 2 (format "llmc" only): llm.c's header with version 2 and uint32 tokens, for
+// vocabularies over 65536.
+std::vector<uint8_t> write_token_file(const std::vector<uint32_t>& tokens, const std::string& format,
+                                      int llmc_version = 1);
 
 }  // namespace tr::data
