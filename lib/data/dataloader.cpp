@@ -49,6 +49,14 @@ std::vector<RankBatch> DataLoader::epoch_plan(int64_t epoch) const {
   return shard_global_batches(sampler_->indices(), opts_.batch_size, opts_.world_size, opts_.rank, opts_.drop_last);
 }
 
+std::optional<int64_t> DataLoader::first_index(int64_t epoch, int64_t batch) const {
+  if (batch < 0 || batch >= size()) return std::nullopt;
+  // rank 0's slice of a global batch starts it, and is never empty
+  if (started_ && epoch == epoch_ && opts_.rank == 0) return plan_[size_t(batch)].indices.front();
+  sampler_->set_epoch(epoch);
+  return sampler_->indices()[size_t(batch * opts_.batch_size)];
+}
+
 void DataLoader::begin_epoch(int64_t epoch, int64_t start_batch) {
   TR_CHECK(epoch >= 0, "DataLoader: epoch must be >= 0, got ", epoch);
   stop_workers();

@@ -82,6 +82,10 @@ class DataLoader {
 
   // The index lists of this rank's batches of `epoch` (no data is read).
   std::vector<RankBatch> epoch_plan(int64_t epoch) const;
+  // The dataset index of the first sample of global batch `batch` of `epoch` (the same on every
+  // rank and world size: rank 0's first), or nullopt when the epoch has no such batch. Costs the
+  // epoch's order unless this is rank 0 and the epoch under way.
+  std::optional<int64_t> first_index(int64_t epoch, int64_t batch) const;
 
  private:
   Batch assemble(int64_t k) const;

@@ -38,6 +38,9 @@ class Dataset {
   }
   // One line: what the dataset is and where it came from ("IdxDataset(60000 x [1, 28, 28], ...)").
   virtual std::string describe() const = 0;
+  // Where sample i lies in the files, as a JSON object for people reading a checkpoint's state.json
+  // (a token window's shard and offset); "" when its index says it all.
+  virtual std::string locate(int64_t /*i*/) const { return {}; }
 
  protected:
   // Throws unless 0 <= i < size().

@@ -9,7 +9,7 @@
 
 namespace tr::data {
 
-FileBytes map_file(const std::string& path, const char* who) {
+FileBytes map_file(const std::string& path, const char* who, MapPages pages) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   TR_CHECK(fd >= 0, who, ": cannot open '", path, "': ", errno == ENOENT ? "no such file" : std::strerror(errno));
   struct stat st{};
@@ -25,13 +25,15 @@ FileBytes map_file(const std::string& path, const char* who) {
     ::close(fd);
     return b;
   }
-  // Mapped read-only with the pages read in (populating a writable private mapping would copy every
-  // page), then made writable: a stray write copies its page instead of faulting.
-  void* p = ::mmap(nullptr, b.size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  // Mapped read-only, with the pages read in if asked (populating a writable private mapping would
+  // copy every page), then made writable: a stray write copies its page instead of faulting.
+  const int populate = pages == MapPages::populate ? MAP_POPULATE : 0;
+  void* p = ::mmap(nullptr, b.size, PROT_READ, MAP_PRIVATE | populate, fd, 0);
   const int map_err = errno;
   ::close(fd);
   TR_CHECK(p != MAP_FAILED, who, ": cannot map '", path, "' (", b.size, " bytes): ", std::strerror(map_err));
   ::mprotect(p, b.size, PROT_READ | PROT_WRITE);
+  if (pages == MapPages::on_demand) ::madvise(p, b.size, MADV_RANDOM);  // a hint: failing, it costs read-ahead only
   const size_t n = b.size;
   b.owner = std::shared_ptr<const void>(p, [n](const void* q) { ::munmap(const_cast<void*>(q), n); });
   b.data = static_cast<uint8_t*>(p);

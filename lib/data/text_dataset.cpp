@@ -2,7 +2,7 @@
 // its registration as the dataset "text".
 #include "data/text_dataset.h"
 #include "data/dataset_registry.h"
-#include <glob.h>
+#include "data/shard_paths.h"
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -18,15 +18,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 std::vector<std::string> expand_text_glob(const std::string& pattern) {
   namespace fs = std::filesystem;
-  glob_t g;
-  std::memset(&g, 0, sizeof g);
-  int rc = ::glob(pattern.c_str(), 0, nullptr, &g);  // sorted
-  std::vector<std::string> matches;
-  if (rc == 0)
-    for (size_t i = 0; i < g.gl_pathc; ++i) matches.emplace_back(g.gl_pathv[i]);
-  globfree(&g);
-  TR_CHECK(rc == 0 || rc == GLOB_NOMATCH, "TextDataset: glob('", pattern, "') failed (",
-           rc == GLOB_NOSPACE ? "out of memory" : "read error", ")");
+  const std::vector<std::string> matches = glob_paths(pattern);
   std::vector<std::string> files;
   std::set<std::string> seen;
   for (const std::string& p : matches) {
@@ -98,10 +90,10 @@ void TextDataset::init() {
   TR_CHECK(m >= T + 1, "TextDataset: the ", opts_.train ? "train" : "eval", " split has ", m,
            " tokens, fewer than block_size + 1 = ", T + 1, " (corpus of ", n, " bytes from ", files_.size(),
            " files, eval_fraction ", opts_.eval_fraction, ")");
-  set_windows(T, opts_.overlapping, m);
+  set_windows(T, opts_.overlapping, {m});  // one stream: the split's tokens
 }
 
-void TextDataset::read_tokens(int64_t start, int64_t n, int64_t* out) const {
+void TextDataset::read_tokens(int64_t /*segment: the only one*/, int64_t start, int64_t n, int64_t* out) const {
   const uint8_t* t = tokens() + start;
   for (int64_t k = 0; k < n; ++k) out[k] = t[k];
 }

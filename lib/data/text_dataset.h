@@ -46,7 +46,7 @@ class TextDataset : public TokenWindows {
 
  private:
   void init();
-  void read_tokens(int64_t start, int64_t n, int64_t* out) const override;
+  void read_tokens(int64_t segment, int64_t start, int64_t n, int64_t* out) const override;
 
   Options opts_;
   std::vector<std::string> files_;

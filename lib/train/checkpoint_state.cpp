@@ -22,6 +22,7 @@ json CheckpointState::to_json() const {
       {"metrics_lines", metrics_lines},
       {"nonfinite_skipped", nonfinite_skipped},
       {"data_state", data_state},
+      {"data_position", data_position},
       {"world_size", world_size},
       {"best", best ? json{{"metric", best->metric}, {"value", best->value}, {"checkpoint", best->checkpoint}} : json(nullptr)},
       {"config", config},
@@ -112,6 +113,7 @@ CheckpointState CheckpointState::from_json(const json& j, const std::string& fil
   // keys later versions added: absent in older checkpoints
   s.nonfinite_skipped = top.has("nonfinite_skipped") ? top.count("nonfinite_skipped") : 0;
   if (top.has("data_state")) s.data_state = top.at("data_state");
+  if (top.has("data_position")) s.data_position = top.object("data_position").j;
   s.world_size = top.has("world_size") ? top.count("world_size") : 1;
   if (top.has("best")) {
     Reader b = top.object("best");

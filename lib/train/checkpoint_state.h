@@ -32,7 +32,10 @@ struct CheckpointState {
   ProgressWindow progress_window;
   int64_t metrics_lines = 0;      // metrics.jsonl's records at the checkpoint
   int64_t nonfinite_skipped = 0;  // steps [train] nonfinite = "skip" left out
-  nlohmann::json data_state;      // what the data was fitted with (a CSV's statistics); null: nothing
+  nlohmann::json data_state;      // what the data was fitted with or is made of (a CSV's statistics, the
+                                  // token shards); null: nothing
+  nlohmann::json data_position;   // where the next training sample lies (data::Dataset::locate: a token
+                                  // window's shard and offset); null: not recorded
   int64_t world_size = 1;
   struct Best {
     std::string metric;

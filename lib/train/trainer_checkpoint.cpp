@@ -5,12 +5,14 @@
 //   ema.safetensors        with [train] ema_decay > 0: the EMA weights, the model's state_dict names
 //   state.json             position (step, epoch, batch), RNG, scheduler, optimizer groups, the
 //                          progress window, metrics.jsonl's line count, the EMA's update count,
-//                          the resolved config;
+//                          the data's state (a CSV's statistics, the token shards) and where the
+//                          next training sample lies, the resolved config;
 //                          io::CheckpointWriter adds each file's size and checksum.
 #include <cstdio>
 #include <filesystem>
 #include "config/config_diff.h"
 #include "core/rng.h"
+#include "data/data_state.h"
 #include "io/checkpoint_dir.h"
 #include "io/safetensors.h"
 #include "optim/optimizer_state.h"
@@ -21,6 +23,18 @@ namespace tr::train {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+namespace {
+
+// Where the first sample of micro-batch `batch` of `epoch` lies in the training files
+// (Dataset::locate); null when the dataset does not say or the epoch has no such batch.
+json data_position(const data::DataLoader& loader, int64_t epoch, int64_t batch) {
+  const std::optional<int64_t> i = loader.first_index(epoch, batch);
+  const std::string at = i ? loader.dataset().locate(*i) : std::string();
+  return at.empty() ? json(nullptr) : json::parse(at);
+}
+
+}  // namespace
 
 void Trainer::save_checkpoint(const TrainPosition& pos) {
   if (run_.watchdog) run_.watchdog->begin(str("checkpoint at step ", pos.step));
@@ -77,6 +91,7 @@ void Trainer::write_checkpoint(const std::string& name, const TrainPosition& pos
   state.metrics_lines = metrics_records();
   state.nonfinite_skipped = nonfinite_skipped_;
   if (!run_.data.state.empty()) state.data_state = json::parse(run_.data.state);
+  state.data_position = data_position(*run_.loader, pos.epoch, pos.batch);
   state.world_size = run_.env.world_size;
   if (best_value) state.best = CheckpointState::Best{k.keep_best, *best_value, best_name};
   state.config = config::to_toml(run_.cfg);
@@ -171,12 +186,16 @@ CheckpointState Trainer::restore_checkpoint(const std::string& dir) {
   }
   default_generator().set_state(state.rng);
   nonfinite_skipped_ = state.nonfinite_skipped;
-  // what the data was fitted with (a CSV's standardisation and classes) must be the checkpoint's
+  // what the data was fitted with or is made of (a CSV's standardisation and classes, the token
+  // shards) must be the checkpoint's, and so must the sample the run continues at
   if (!state.data_state.is_null()) {
     const json now = run_.data.state.empty() ? json(nullptr) : json::parse(run_.data.state);
-    TR_CHECK(now == state.data_state, "cannot resume from ", dir, ": the training data gives other statistics ",
-             "than the checkpoint's (the file changed?): checkpoint ", state.data_state.dump(), ", now ",
-             now.dump());
+    TR_CHECK(now == state.data_state, "cannot resume from ", dir, ": ", data::data_state_change(state.data_state, now));
+  }
+  if (!state.data_position.is_null()) {
+    const json now = data_position(*run_.loader, state.epoch, state.batch);
+    TR_CHECK(now == state.data_position, "cannot resume from ", dir, ": its next training sample (epoch ", state.epoch,
+             ", batch ", state.batch, ") was ", state.data_position.dump(), ", the data now gives ", now.dump());
   }
   if (state.best) {
     best_metric_ = state.best->value;

@@ -8,32 +8,6 @@
 
 using namespace it;
 
-namespace {
-
-// Runs `config` (+ args) straight, then stopped at `stop` and resumed; the metrics (timing aside)
-// and the final weights must be identical.
-void check_exact_resume(const fs::path& d, const std::string& config, const std::string& args, int64_t stop) {
-  Result a = trainer(d, "run " + config + " --set run.name=straight " + args);
-  INFO(a.out);
-  REQUIRE(a.code == 0);
-  Result b1 = trainer(d, "run " + config + " --set run.name=resumed --stop-at-step " + std::to_string(stop) + " " + args);
-  INFO(b1.out);
-  REQUIRE(b1.code == 0);
-  CHECK_THAT(b1.out, Contains("stopped as asked at step " + std::to_string(stop)));
-  CHECK(fs::exists(d / ("runs/resumed/checkpoints/step_" + std::to_string(stop)) / "COMPLETE"));
-  Result b2 = trainer(d, "run " + config + " --set run.name=resumed --resume auto " + args);
-  INFO(b2.out);
-  REQUIRE(b2.code == 0);
-  CHECK_THAT(b2.out, Contains("resumed at step " + std::to_string(stop)));
-  std::string ma = strip_timing(read(d / "runs/straight/metrics.jsonl"));
-  std::string mb = strip_timing(read(d / "runs/resumed/metrics.jsonl"));
-  CHECK(ma == mb);
-  CHECK(read(d / "runs/straight/checkpoints/final/model.safetensors") ==
-        read(d / "runs/resumed/checkpoints/final/model.safetensors"));
-}
-
-}  // namespace
-
 TEST_CASE("resume is exact: synthetic data, dropout, AdamW, cosine, stops anywhere", "[integration][checkpoint]") {
   fs::path d = fresh_dir("resume_syn");
   std::string c = kSyntheticConfig;

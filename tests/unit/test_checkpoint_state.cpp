@@ -28,6 +28,7 @@ CheckpointState full_state() {
   s.metrics_lines = 31;
   s.nonfinite_skipped = 1;
   s.data_state = {{"mean", {0.5}}};
+  s.data_position = {{"window", 12}, {"shard", 1}, {"file", "train_001.bin"}, {"offset", 1536}};
   s.world_size = 2;
   s.best = CheckpointState::Best{"eval.loss", 0.31, "step_100"};
   s.config = "[run]\nseed = 0\n";
@@ -50,11 +51,13 @@ TEST_CASE("CheckpointState: to_json and from_json round-trip every field", "[che
   plain.ema.reset();
   plain.best.reset();
   plain.data_state = nullptr;
+  plain.data_position = nullptr;
   const CheckpointState c = CheckpointState::from_json(plain.to_json(), "ck/state.json");
   CHECK_FALSE(c.scaler);
   CHECK_FALSE(c.ema);
   CHECK_FALSE(c.best);
   CHECK(c.data_state.is_null());
+  CHECK(c.data_position.is_null());
 }
 
 TEST_CASE("CheckpointState: a damaged state.json names the file and the key", "[checkpoint][errors]") {
@@ -78,6 +81,7 @@ TEST_CASE("CheckpointState: a damaged state.json names the file and the key", "[
              Contains("key 'optimizer.param_groups' must be a list"));
   CHECK_THAT(fails([](json& j) { j["progress_window"] = 3; }), Contains("key 'progress_window' must be an object"));
   CHECK_THAT(fails([](json& j) { j["best"]["value"] = nullptr; }), Contains("key 'best.value' must be a number"));
+  CHECK_THAT(fails([](json& j) { j["data_position"] = 12; }), Contains("key 'data_position' must be an object"));
   CHECK_THAT(fails([](json& j) { j.erase("config"); }), Contains("holds weights only"));
   CHECK_THAT(fails([](json& j) { j = json::array(); }), Contains("must be a JSON object"));
   // keys later versions added may be absent (an older checkpoint)
@@ -85,6 +89,7 @@ TEST_CASE("CheckpointState: a damaged state.json names the file and the key", "[
           j.erase("nonfinite_skipped");
           j.erase("world_size");
           j.erase("data_state");
+          j.erase("data_position");
           j.erase("best");
         }) == "(no error)");
 }

@@ -1,6 +1,7 @@
 // Token files (data/token_file.h) and TokenDataset: files written by nanoGPT's and llm.c's own
 // code paths (tests/fixtures/make_token_fixtures.py) read back exactly; our writer round-trips;
-// every damaged file is one error naming it; windows, and the vocabulary check.
+// every damaged file is one error naming it; windows, and the vocabulary check (test_token_shards.cpp:
+// many files).
 #include <catch2/catch.hpp>
 #include <fstream>
 #include "core/error.h"
@@ -85,7 +86,7 @@ TEST_CASE("TokenDataset: strided and overlapping windows, the vocabulary check, 
   const std::vector<uint8_t> b = write_token_file(ids, "llmc");
   std::ofstream(tmp / "t.bin", std::ios::binary).write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
   TokenDataset::Options o;
-  o.path = tmp / "t.bin";
+  o.paths = {tmp / "t.bin"};
   o.block_size = 8;
   TokenDataset strided(o);
   CHECK(strided.size() == 5);  // (41 - 1) / 8
@@ -99,11 +100,13 @@ TEST_CASE("TokenDataset: strided and overlapping windows, the vocabulary check, 
   Example batch = every.get_batch({0, 32});
   CHECK(batch.input.sizes() == Shape{2, 8});
   CHECK(batch.target.select(0, 1).select(0, 7).item() == 40 * 3 % 50);
-  o.vocab_size = 48;
-  CHECK_THROWS_WITH(TokenDataset(o), Contains("t.bin") && Contains("token 16 is 48, outside the model's vocabulary of 48"));
+  o.vocab_size = 48;  // checked as windows are read
+  TokenDataset small_vocab(o);
+  CHECK_NOTHROW(small_vocab.get(7));  // tokens 7..15
+  CHECK_THROWS_WITH(small_vocab.get(8), Contains("t.bin") && Contains("token 16 is 48, outside the model's vocabulary of 48"));
   o.vocab_size = 0;
   o.block_size = 41;
   CHECK_THROWS_WITH(TokenDataset(o), Contains("41 tokens are fewer than one window of block_size + 1 = 42"));
-  o.path = tmp / "none.bin";
+  o.paths = {tmp / "none.bin"};
   CHECK_THROWS_WITH(TokenDataset(o), Contains("none.bin"));
 }
