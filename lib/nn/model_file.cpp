@@ -103,7 +103,9 @@ Model build_model(const TomlTable& t) {
   }
   // ties first, then the model's [[init]] rules (nanoGPT ties lm_head to wte before _init_weights)
   tie_parameters(*seq, ties.ties);
-  if (t.has("init")) apply_init_rules(*seq, parse_init_rules(t, "init", true), count_blocks(*seq));
+  // `init` is an array of rules (a run config's inline [model] may also hold init = "weights")
+  if (const toml::node* n = t.node("init"); n && n->is_array())
+    apply_init_rules(*seq, parse_init_rules(t, "init", true), count_blocks(*seq));
   t.finish();
   m.net = seq;
   m.output = io;
