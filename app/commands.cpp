@@ -39,6 +39,7 @@
 #include "optim/optimizer_registry.h"
 #include "optim/scheduler_registry.h"
 #include "toml/toml_table.h"
+#include "train/gpt2_hf_io.h"
 #include "train/plan.h"
 #include "train/stop_signal.h"
 #include "train/trainer.h"
@@ -359,7 +360,7 @@ void checkpoint_verify(const std::string& dir) {
 }
 
 // `trainer export <checkpoint> <out.safetensors> [--ema]`: the model's weights alone (or the EMA
-// weights), PyTorch's names.
+// weights), PyTorch's names. (--format gpt2_hf: Hugging Face's GPT-2, train/gpt2_hf_io.h.)
 void export_weights(const std::string& dir, const std::string& out, bool ema) {
   nlohmann::json state = io::load_checkpoint_state(dir);  // verified first
   const std::string file = ema ? train::kEmaFile : "model.safetensors";
@@ -421,12 +422,19 @@ void register_commands(CLI::App& app) {
   }
   {
     auto* c = app.add_subcommand("export", "write a checkpoint's model weights alone to a safetensors file");
-    static std::string dir, out;
+    static std::string dir, out, format = "torch";
     static bool ema = false;
     c->add_option("checkpoint", dir, "checkpoint directory")->required();
-    c->add_option("out", out, "output .safetensors file")->required();
+    c->add_option("out", out, "output .safetensors file (--format gpt2_hf: a directory)")->required();
     c->add_flag("--ema", ema, "the EMA weights (ema.safetensors; runs with [train] ema_decay > 0) instead of the model's");
-    c->callback([] { export_weights(dir, out, ema); });
+    c->add_option("--format", format,
+                  "torch: the state_dict by its names; gpt2_hf: a GPT-2 model as Hugging Face's save_pretrained "
+                  "writes GPT2LMHeadModel (OUT/model.safetensors and OUT/config.json)")
+        ->check(CLI::IsMember({"torch", "gpt2_hf"}));
+    c->callback([] {
+      if (format == "gpt2_hf") train::gpt2_hf::export_checkpoint(dir, out, ema);
+      else export_weights(dir, out, ema);
+    });
   }
   {
     std::string kind_names;

@@ -76,10 +76,11 @@ void load_run(RunConfig& c, const TomlTable& t) {
   t.finish();
 }
 
-// [model] init, strict, prefix: the starting weights (beside the model file or the inline layers).
+// [model] init, init_format, strict, prefix: the starting weights (beside the model file or the inline layers).
 void load_model_init(RunConfig& c, const TomlTable& t) {
   auto& m = c.model;
   if (t.has("init")) m.init = resolve_path(t.get_string("init"), fs::path(c.path).parent_path().string());
+  m.init_format = t.get_choice("init_format", {"torch", "gpt2_hf"}, m.init_format);
   m.strict = t.get_bool("strict", m.strict);
   if (const toml::node* p = t.node("prefix")) {
     if (p->is_string()) {
@@ -93,15 +94,15 @@ void load_model_init(RunConfig& c, const TomlTable& t) {
       t.fail("prefix", "must be a string (removed from the file's keys) or a table { \"from.\" = \"to.\" }");
     }
   }
-  if (m.init.empty() && (t.has("strict") || t.has("prefix")))
-    t.fail(t.has("strict") ? "strict" : "prefix", "applies to starting weights: set init = \"weights.safetensors\" too");
+  for (const char* k : {"strict", "prefix", "init_format"})
+    if (m.init.empty() && t.has(k)) t.fail(k, "applies to starting weights: set init = \"weights.safetensors\" too");
 }
 
 }  // namespace
 
 TomlTable inline_model_table(const RunConfig& c) {
   TomlTable t(*c.model.inline_model, c.path, "[model]");
-  for (const char* k : {"init", "strict", "prefix", "activation_checkpointing"}) t.has(k);
+  for (const char* k : {"init", "init_format", "strict", "prefix", "activation_checkpointing"}) t.has(k);
   return t;
 }
 
@@ -366,6 +367,7 @@ std::string to_toml(const RunConfig& c) {
     toml::table model{{"file", c.model.file}, {"activation_checkpointing", c.model.activation_checkpointing}};
     if (!c.model.init.empty()) {
       model.insert("init", c.model.init);
+      if (c.model.init_format != "torch") model.insert("init_format", c.model.init_format);
       model.insert("strict", c.model.strict);
       toml::table prefix;
       for (const auto& [from, to] : c.model.prefix) prefix.insert(from, to);

@@ -41,6 +41,10 @@ struct ModelSection {
   // Starting weights: a safetensors file (a torch state_dict saved with safetensors.torch.save_file,
   // or an export), loaded after the model is built and initialised; resolved like `file`.
   std::string init;
+  // What `init` is: "torch" (a state_dict by its own names) or "gpt2_hf" (Hugging Face's
+  // GPT2LMHeadModel, a save_pretrained directory or its model.safetensors, mapped onto a GPT-2 model
+  // file's names by train/gpt2_hf_format.h: Conv1D weights transposed, the tied head kept).
+  std::string init_format = "torch";
   bool strict = true;  // false: missing and unexpected keys are warnings that list them
   // Renames of the file's key prefixes before loading, in order, the first that applies: from -> to
   // (prefix = "module." strips DDP's prefix; prefix = { "backbone." = "features." } renames).

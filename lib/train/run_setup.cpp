@@ -16,6 +16,7 @@
 #include "optim/optimizer_registry.h"
 #include "optim/param_groups.h"
 #include "optim/scheduler_registry.h"
+#include "train/gpt2_hf_io.h"
 
 namespace tr::train {
 
@@ -63,13 +64,21 @@ void resolve_batching(config::RunConfig& cfg, int64_t world, const nn::Model& mo
   t.accumulate = t.tokens_per_step / per_micro;
 }
 
-// [model] init: the starting weights, keys renamed by `prefix`, loaded strictly unless asked not to
-// (then the keys that did not match are listed). Errors name the file and the config.
+// [model] init: the starting weights (init_format = "gpt2_hf": Hugging Face's GPT-2, mapped onto
+// the model's names), keys renamed by `prefix`, loaded strictly unless asked not to (then the keys
+// that did not match are listed). Errors name the file and the config.
 void load_initial_weights(nn::Module& net, const config::RunConfig& cfg) {
   const auto& m = cfg.model;
   nn::StateDict sd;
   std::set<std::string> seen;
-  for (auto& [name, t] : io::load_safetensors(m.init)) {
+  io::NamedTensorList tensors;
+  try {
+    tensors = m.init_format == "gpt2_hf" ? gpt2_hf::load_weights(m.init, net, m.is_inline ? cfg.path : m.file)
+                                         : io::load_safetensors(m.init);
+  } catch (const Error& e) {
+    throw Error(str(cfg.path, ": [model] init = \"", m.init, "\": ", e.what()));
+  }
+  for (auto& [name, t] : tensors) {
     std::string key = name;
     for (const auto& [from, to] : m.prefix)
       if (key.rfind(from, 0) == 0) {
