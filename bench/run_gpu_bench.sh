@@ -8,7 +8,57 @@
 # Both sides use their library defaults: cuDNN may use TF32 for f32 convolutions, f32 matrix
 # products do not, and cuDNN picks algorithms by heuristics (no benchmark mode).
 # Usage: PYTHON=python3 bench/run_gpu_bench.sh   (BUILD_DIR=build; STEPS=200; ROUNDS=3)
+# `bench/run_gpu_bench.sh gpt2`: GPT-2 124M instead (configs/gpt2_124m.toml on random llm.c-format
+# shards, MICRO x 1024 tokens a step, no accumulation), beside bench/torch_gpt2_bench.py (nanoGPT's
+# model, bf16, SDPA, fused AdamW) eager and compiled; tokens/s, peak memory, and MFU at 6N + 12LTd
+# = 0.86 GFLOP per token against PEAK_BF16_TFLOPS.
 set -uo pipefail
+if [[ ${1:-} == gpt2 ]]; then
+  MICRO="${MICRO:-16}" STEPS="${STEPS:-12}" PYTHON="${PYTHON:-python3}" PEAK="${PEAK_BF16_TFLOPS:-989}"
+  ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"; BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
+  OUT="$(mktemp -d)"; trap 'rm -rf "$OUT"' EXIT
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >&2 || true
+  echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) cores" >&2
+  "$PYTHON" - "$OUT" <<'PY'
+import os, random, struct, sys
+random.seed(0)
+for name, n in (('train_000001', 2_000_000), ('val_000000', 300_000)):
+    with open(os.path.join(sys.argv[1], name + '.bin'), 'wb') as f:
+        f.write(struct.pack('<256i', 20240520, 1, n, *([0] * 253)))
+        f.write(struct.pack(f'<{n}H', *(random.randrange(50257) for _ in range(n))))
+PY
+  mfu() { awk "BEGIN{printf \"%.1f%%\", 100 * $1 * 0.86e9 / ($PEAK * 1e12)}"; }
+  echo "| side | mode | tokens/s | MFU | peak MB | ms/step |"
+  echo "| --- | --- | ---: | ---: | ---: | ---: |"
+  for mode in fused unfused; do
+    args=(--set data.train=\"$OUT/train_*.bin\" --set data.eval=\"$OUT/val_*.bin\" --set data.micro_batch_size="$MICRO"
+          --set train.tokens_per_step=$((MICRO * 1024)) --set train.steps="$STEPS" --set train.log_every=$((STEPS / 3))
+          --set train.eval_batches=1 --set train.eval_every=0 --set checkpoint.every=0 --set checkpoint.save_final=false
+          --set log.progress=none --set run.device=\"cuda\" --set run.out_dir=\"$OUT/runs\" --set run.name="$mode")
+    [[ $mode == unfused ]] && args+=(--set run.fused_ops=false)
+    if timeout 300 "$BUILD_DIR/trainer" run "$ROOT/configs/gpt2_124m.toml" "${args[@]}" > "$OUT/$mode.log" 2>&1; then
+      line=$(grep '"split":"train"' "$OUT/runs/$mode/metrics.jsonl" | tail -1)
+      sps=$(sed -n 's/.*"samples_per_s":\([0-9.e+]*\).*/\1/p' <<<"$line")
+      mem=$(sed -n 's/.*"mem_peak_mb":\([0-9.e+]*\).*/\1/p' <<<"$line")
+      tps=$(awk "BEGIN{print $sps * 1024}")
+      printf "| trainer | %s | %.0f | %s | %.0f | %.1f |\n" $mode "$tps" "$(mfu "$tps")" "$mem" "$(awk "BEGIN{print 1000 * $MICRO * 1024 / $tps}")"
+    else
+      echo "| trainer | $mode | failed: $(grep -m1 -i -E 'error|killed' "$OUT/$mode.log" | cut -c1-120) | | | |"
+    fi
+  done
+  for c in "" --compile; do
+    if j=$(timeout 300 "$PYTHON" "$ROOT/bench/torch_gpt2_bench.py" --batch "$MICRO" --steps "$STEPS" $c 2>"$OUT/torch.err"); then
+      tps=$(sed -n 's/.*"tokens_per_s": \([0-9.e+]*\).*/\1/p' <<<"$j")
+      mem=$(sed -n 's/.*"mem_peak_mb": \([0-9.e+]*\).*/\1/p' <<<"$j")
+      ms=$(sed -n 's/.*"ms_per_step": \([0-9.e+]*\).*/\1/p' <<<"$j")
+      printf "| torch %s | %s | %.0f | %s | %.0f | %.1f |\n" "$("$PYTHON" -c 'import torch; print(torch.__version__)')" \
+        "${c:-eager}" "$tps" "$(mfu "$tps")" "$mem" "$ms"
+    else
+      echo "| torch | ${c:-eager} | failed: $(tail -1 "$OUT/torch.err" | cut -c1-120) | | | |"
+    fi
+  done
+  exit 0
+fi
 STEPS="${STEPS:-200}"
 ROUNDS="${ROUNDS:-3}"
 PYTHON="${PYTHON:-python3}"

@@ -79,7 +79,10 @@ void load_run(RunConfig& c, const TomlTable& t) {
 // [model] init, init_format, strict, prefix: the starting weights (beside the model file or the inline layers).
 void load_model_init(RunConfig& c, const TomlTable& t) {
   auto& m = c.model;
-  if (t.has("init")) m.init = resolve_path(t.get_string("init"), fs::path(c.path).parent_path().string());
+  // an inline model's [[model.init]] tables are its initialisation rules (nn/init_rules.h), read
+  // by the model builder; a string is the starting weights
+  const toml::node* init = t.node("init");
+  if (init && !init->is_array()) m.init = resolve_path(t.get_string("init"), fs::path(c.path).parent_path().string());
   m.init_format = t.get_choice("init_format", {"torch", "gpt2_hf"}, m.init_format);
   m.strict = t.get_bool("strict", m.strict);
   if (const toml::node* p = t.node("prefix")) {

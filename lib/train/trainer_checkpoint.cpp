@@ -68,10 +68,11 @@ void Trainer::write_checkpoint(const std::string& name, const TrainPosition& pos
                                const optim::OptimizerState& os) {
   const auto& k = run_.cfg.checkpoint;
   io::CheckpointWriter w(checkpoint_root(), name);
-  io::save_safetensors(w.path_for("model.safetensors"), run_.model.net->state_dict());
+  // a tied parameter is written once, under its first name, as safetensors' save_model writes it
+  io::save_safetensors(w.path_for("model.safetensors"), nn::without_aliases(run_.model.net->state_dict()));
   io::NamedTensorList opt_tensors(os.tensors.begin(), os.tensors.end());
   io::save_safetensors(w.path_for("optimizer.safetensors"), opt_tensors);
-  if (run_.ema) io::save_safetensors(w.path_for(kEmaFile), run_.ema->module().state_dict());
+  if (run_.ema) io::save_safetensors(w.path_for(kEmaFile), nn::without_aliases(run_.ema->module().state_dict()));
   GeneratorState rng = default_generator().get_state();
   // keep_best's record moves to this checkpoint once it is committed (a write that fails leaves it)
   const std::optional<double> best_value = new_best ? new_best : best_metric_;
@@ -121,8 +122,8 @@ void Trainer::guard_checkpoint_write(const std::string& name, const std::functio
 
 void Trainer::write_final_weights(int64_t step) {
   io::CheckpointWriter w(checkpoint_root(), io::kFinalCheckpointName);
-  io::save_safetensors(w.path_for("model.safetensors"), run_.model.net->state_dict(), {{"step", std::to_string(step)}});
-  if (run_.ema) io::save_safetensors(w.path_for(kEmaFile), run_.ema->module().state_dict(), {{"step", std::to_string(step)}});
+  io::save_safetensors(w.path_for("model.safetensors"), nn::without_aliases(run_.model.net->state_dict()), {{"step", std::to_string(step)}});
+  if (run_.ema) io::save_safetensors(w.path_for(kEmaFile), nn::without_aliases(run_.ema->module().state_dict()), {{"step", std::to_string(step)}});
   w.commit({{"step", step}, {"weights_only", true}});
 }
 

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 #include "integration/cli_harness.h"
+#include "integration/tiny_gpt2.h"
 
 using namespace it;
 
@@ -144,6 +145,28 @@ TEST_CASE("cuda: fmnist_cnn, fmnist_resnet and gpt_char on cuda follow the same 
   REQUIRE(a.size() == 30);
   check_close({a[0]}, {b[0]}, 1e-6, 0, "float32 cnn: the first step's loss");
   check_close(a, b, 1e-3, 0, "float32 cnn: every step's loss");
+}
+
+TEST_CASE("cuda: a tied GPT-2 trains on cuda as on the CPU, and under bf16 autocast", "[cuda][integration][gpt2]") {
+  REQUIRE_CUDA_DEVICES(1);
+  fs::path d = fresh_dir("cuda_gpt2");
+  write(d / "tiny.toml", kTinyGpt2);
+  const std::string common = " --set train.steps=8 --set data.batch_size=2 --set train.eval_every=4 "
+                             "--set train.log_every=1 --set log.progress=none --set run.dtype=\\\"float64\\\"";
+  for (const char* dev : {"cpu", "cuda"}) {
+    Result r = trainer(d, str_of("run tiny.toml --set run.name=", dev, common, " --set run.device=\\\"", dev, "\\\""));
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+  }
+  check_runs(d, "cpu", "cuda", 1e-9, 1e-6, 1e-9);
+  // bf16 autocast on cuda: the tied weight's two uses cast and accumulate into one f32 gradient
+  Result r = trainer(d, "run tiny.toml --set run.name=bf16 --set train.steps=8 --set data.batch_size=2 --set log.progress=none "
+                        "--set run.device=\\\"cuda\\\" --set amp.enabled=true --set amp.dtype=\\\"bf16\\\"");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const std::vector<double> l = metric_values(metrics(d, "bf16"), "train", "loss");
+  REQUIRE_FALSE(l.empty());
+  CHECK(l.back() < l.front());
 }
 
 TEST_CASE("cuda: two ranks over NCCL, each on its own GPU, follow one rank", "[cuda][integration][dist]") {
