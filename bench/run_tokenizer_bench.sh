@@ -25,11 +25,10 @@ REPS="${REPS:-3}"
 if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
   cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 fi
-ninja -C "$BUILD_DIR" -j2 trainer >/dev/null
-TRAINER="$BUILD_DIR/trainer"
-
 OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
+ninja -C "$BUILD_DIR" -j2 trainer >"$OUT/build.log" 2>&1 || { cat "$OUT/build.log" >&2; exit 1; }
+TRAINER="$BUILD_DIR/trainer"
 
 # the files trainer pack reads for CORPUS (its globbing skips fortune's *.dat and *.u8 links)
 files=()
