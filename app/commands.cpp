@@ -1,5 +1,7 @@
-// The subcommands of `trainer`: run, eval, summary, list, checkpoint verify, export, plot, plan, pack, info.
+// The subcommands of `trainer`: run, eval, summary, list, checkpoint verify, export, plot, plan, pack,
+// info; sample is in app/sample_command.cpp.
 #include "app/commands.h"
+#include "app/sample_command.h"
 #include <omp.h>
 #include <algorithm>
 #include <chrono>
@@ -513,6 +515,7 @@ void register_commands(CLI::App& app) {
     });
   }
   app.add_subcommand("info", "print build and device information")->callback(info);
+  register_sample_command(app);  // app/sample_command.cpp
 
 }
 

@@ -34,7 +34,7 @@ void flatten(const toml::table& t, const std::string& prefix, std::map<std::stri
 bool harmless_change(const std::string& key) {
   static const char* kHarmless[] = {"run.name",         "run.out_dir",        "run.threads",     "run.device",
                                     "data.workers",     "data.eval_batch_size", "data.cache",    "train.steps",
-                                    "train.epochs",
+                                    "train.epochs",     "data.tokenizer",
                                     "train.eval_every", "train.eval_batches", "train.log_every", "train.nonfinite",
                                     "run.cudnn_benchmark", "run.deterministic", "run.allow_tf32", "run.fused_ops",
                                     "model.activation_checkpointing"};  // bit-identical either way

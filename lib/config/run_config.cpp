@@ -143,6 +143,7 @@ void load_data(RunConfig& c, const TomlTable& t) {
   d.shuffle = t.get_bool("shuffle", d.shuffle);
   d.drop_last = t.get_bool("drop_last", d.drop_last);
   d.workers = t.get_int("workers", d.workers);
+  if (t.has("tokenizer")) d.tokenizer = resolve_path(t.get_string("tokenizer"), fs::path(c.path).parent_path().string());
   d.table = t;
 }
 
@@ -328,6 +329,7 @@ toml::table data_toml(const DataSection& d) {
                    {"shuffle", d.shuffle}, {"drop_last", d.drop_last}, {"workers", d.workers}};
   if (d.micro_batch_size > 0) data.insert("micro_batch_size", d.micro_batch_size);
   else data.insert("batch_size", d.batch_size);
+  if (!d.tokenizer.empty()) data.insert("tokenizer", d.tokenizer);
   merge_into(data, d.resolved);
   return data;
 }

@@ -66,6 +66,10 @@ struct DataSection {
   bool shuffle = true;
   bool drop_last = false;
   int64_t workers = 0;
+  // The GPT-2 BPE (a directory of vocab.json + merges.txt, resolved like [model] file) that made
+  // the run's token files: `trainer sample` encodes prompts and decodes with it. Optional; no
+  // dataset reads it.
+  std::string tokenizer;
   std::optional<TomlTable> table;  // [data], the keys above read (finish() comes after the builders)
   toml::table resolved;            // what the dataset and transform builders read, defaults included
 };

@@ -1,8 +1,35 @@
 #include "nn/layers/causal_self_attention.h"
+#include <cmath>
+#include "nn/kv_cache.h"
 #include "nn/layer_registry.h"
 #include "ops/ops.h"
 
 namespace tr::nn {
+
+namespace {
+
+// q, k or v (part 0, 1, 2) of packed qkv [B, T, 3C] as [B, n_head, T, C / n_head]
+Tensor head_part(const Tensor& qkv, int64_t part, int64_t n_head) {
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3;
+  return qkv.narrow(2, part * C, C).reshape({B, T, n_head, C / n_head}).transpose(1, 2);
+}
+
+// T new queries q [B, H, T, D] at positions past .. past + T - 1 over all S = past + T keys and
+// values [B, H, S, D]: softmax(q k^T / sqrt(D) + mask) v with the heads merged, [B, T, H D]. Query i
+// sees keys j <= past + i; a single query (a decoding step) sees every key and needs no mask.
+Tensor attend_cached(const Tensor& q, const Tensor& k, const Tensor& v, int64_t past) {
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3), S = k.size(2);
+  Tensor att = matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(D)));  // [B, H, T, S]
+  if (T > 1) {
+    std::vector<double> mask(size_t(T * S), 0.0);
+    for (int64_t i = 0; i < T; ++i)
+      for (int64_t j = past + i + 1; j < S; ++j) mask[size_t(i * S + j)] = -INFINITY;
+    att = att + from_vector(mask, {T, S}, TensorOptions(att.dtype())).to(att.device());
+  }
+  return matmul(softmax(att, -1), v).transpose(1, 2).reshape({B, T, H * D});
+}
+
+}  // namespace
 
 CausalSelfAttention::CausalSelfAttention(int64_t n_embd_, int64_t n_head_, double dropout_, bool bias)
     : Module("CausalSelfAttention"), n_embd(n_embd_), n_head(n_head_), dropout(dropout_) {
@@ -19,7 +46,16 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
            "): expected an input of shape [B, T, ", n_embd, "] or [T, ", n_embd, "], got ", x.sizes());
   const bool unbatched = x.dim() == 2;
   Tensor h = unbatched ? x.unsqueeze(0) : x;
-  Tensor y = attention_qkvpacked((*c_attn)(h), n_head, true, dropout, is_training());  // [B, T, C]
+  const Tensor qkv = (*c_attn)(h);  // [B, T, 3C]
+  Tensor y;                         // [B, T, C]
+  if (KVCache* cache = KVCache::active()) {  // decoding (nn/kv_cache.h): attend to the cached positions too
+    const int64_t past = cache->length();
+    auto [k, v] = cache->append(*this, head_part(qkv, 1, n_head), head_part(qkv, 2, n_head));
+    // a context's first forward is plain causal attention, the fused op as in training
+    y = past == 0 ? attention_qkvpacked(qkv, n_head, true) : attend_cached(head_part(qkv, 0, n_head), k, v, past);
+  } else {
+    y = attention_qkvpacked(qkv, n_head, true, dropout, is_training());
+  }
   y = tr::dropout((*c_proj)(y), dropout, is_training());
   return unbatched ? y.squeeze(0) : y;
 }

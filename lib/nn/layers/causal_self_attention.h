@@ -10,7 +10,9 @@ namespace tr::nn {
 // y = c_proj(merge_heads(dropout(softmax(q k^T / sqrt(hs) + mask)) v)), then residual dropout, with
 // q, k, v = split(c_attn(x)) into n_head heads of size hs = n_embd / n_head and mask = -inf above the
 // diagonal (token t attends to tokens <= t). Dropout is active in train mode only. The attention
-// itself is attention_qkvpacked (one fused op where it can run).
+// itself is attention_qkvpacked (one fused op where it can run). While a KVCache is active
+// (nn/kv_cache.h) the new positions' keys and values are appended to the layer's cached ones and
+// the new queries attend to all of them.
 class CausalSelfAttention : public Module {
  public:
   CausalSelfAttention(int64_t n_embd, int64_t n_head, double dropout = 0.0, bool bias = true);

@@ -1,4 +1,5 @@
 #include "nn/layers/position_embedding.h"
+#include "nn/kv_cache.h"
 #include "nn/layer_registry.h"
 #include "ops/init.h"
 #include "ops/ops.h"
@@ -18,9 +19,11 @@ Tensor PositionEmbedding::forward(const Tensor& x) {
   TR_CHECK(x.dim() >= 2 && x.size(-1) == n_embd, "PositionEmbedding(", extra_repr(), "): expected an input of shape "
            "[..., T, ", n_embd, "], got ", x.sizes());
   const int64_t T = x.size(-2);
-  TR_CHECK(offset >= 0 && offset + T <= block_size, "PositionEmbedding(", extra_repr(), "): positions ", offset, "..",
-           offset + T - 1, " of a sequence of length ", T, " exceed block_size = ", block_size);
-  return x + weight.narrow(0, offset, T);  // [T, C] broadcast over the leading dims
+  const KVCache* cache = KVCache::active();
+  const int64_t start = cache ? cache->length() : 0;
+  TR_CHECK(start + T <= block_size, "PositionEmbedding(", extra_repr(), "): positions ", start, "..", start + T - 1,
+           " exceed block_size = ", block_size);
+  return x + weight.narrow(0, start, T);  // [T, C] broadcast over the leading dims
 }
 
 std::string PositionEmbedding::extra_repr() const { return str(block_size, ", ", n_embd); }

@@ -1,4 +1,5 @@
 #include "nn/layers/token_embedding.h"
+#include "nn/kv_cache.h"
 #include "nn/layer_registry.h"
 #include "ops/init.h"
 #include "ops/ops.h"
@@ -38,10 +39,14 @@ Tensor TokenPositionEmbedding::forward(const Tensor& ids) {
   TR_CHECK(ids.dim() >= 1 && !ids.is_floating_point() && ids.dtype() != DType::Bool,
            "TokenPositionEmbedding: expected integer token ids of shape [..., T], got ", dtype_name(ids.dtype()),
            " of shape ", ids.sizes());
-  int64_t T = ids.size(-1);
-  TR_CHECK(T <= block_size, "TokenPositionEmbedding: cannot forward a sequence of length ", T,
-           ", block_size is only ", block_size, " (input shape ", ids.sizes(), ")");
-  Tensor pos = arange(T, TensorOptions(DType::I64).device(ids.device()));  // [T]
+  const int64_t T = ids.size(-1);
+  // the first position: 0, or after the cached prefix while decoding (nn/kv_cache.h)
+  const KVCache* cache = KVCache::active();
+  const int64_t start = cache ? cache->length() : 0;
+  TR_CHECK(start + T <= block_size, "TokenPositionEmbedding: cannot forward a sequence of length ", T,
+           cache ? str(" after ", start, " cached positions") : std::string(), ", block_size is only ", block_size,
+           " (input shape ", ids.sizes(), ")");
+  Tensor pos = arange(double(start), double(start + T), 1.0, TensorOptions(DType::I64).device(ids.device()));  // [T]
   Tensor tok = (*wte)(ids);                                                 // [..., T, C]
   return tr::dropout(tok + (*wpe)(pos), dropout, is_training());            // + [T, C] broadcast
 }

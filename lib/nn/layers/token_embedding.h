@@ -1,4 +1,5 @@
-// TokenPositionEmbedding: GPT's input layer, dropout(wte[ids] + wpe[0..T-1]) for int64 ids [..., T].
+// TokenPositionEmbedding: GPT's input layer, dropout(wte[ids] + wpe[0..T-1]) for int64 ids [..., T]
+// (positions from the active KVCache's length instead of 0 while decoding, nn/kv_cache.h).
 #pragma once
 #include "nn/module.h"
 
