@@ -3,6 +3,7 @@
 // and generation, goes to stdout as it is made; the speed to stderr.
 #include "app/sample_command.h"
 #include <omp.h>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -41,7 +42,7 @@ class TextCodec {
   bool is_bpe() const { return bpe_ != nullptr; }
   int64_t vocab_size() const { return bpe_ ? int64_t(bpe_->vocab_size()) : 256; }
   std::optional<int64_t> eot() const { return bpe_ ? std::optional<int64_t>(bpe_->eot_token()) : std::nullopt; }
-  std::vector<int64_t> encode(const std::string& text) const {
+  std::vector<int64_t> encode(const std::string& text) {  // the BPE's encode fills its cache
     if (!bpe_) return std::vector<int64_t>(reinterpret_cast<const uint8_t*>(text.data()),
                                            reinterpret_cast<const uint8_t*>(text.data()) + text.size());
     const std::vector<uint32_t> ids = bpe_->encode(text);
@@ -106,7 +107,7 @@ void sample(const SampleArgs& a) {
   const nn::Model m = load_model(cfg, a.checkpoint);
   const int64_t block_size = m.input.shape[0], vocab = m.output.shape[1];
 
-  const TextCodec codec(a.tokenizer.empty() ? cfg.data.tokenizer : a.tokenizer);
+  TextCodec codec(a.tokenizer.empty() ? cfg.data.tokenizer : a.tokenizer);
   TR_CHECK(codec.is_bpe() || vocab <= 256, "trainer sample: the model has ", vocab, " logits, more than bytes: "
            "give its GPT-2 tokenizer (--tokenizer DIR or [data] tokenizer = \"DIR\", a directory of vocab.json and "
            "merges.txt)");

@@ -25,8 +25,9 @@ class Decoder {
   std::vector<double> next_logits(const std::vector<int64_t>& tokens);
 
  private:
-  // the model's output for ids (the window's tokens [begin, end)) at the last position
+  // the last position's logits of the model's output [1, T, V], on the host
   std::vector<double> last_logits(const Tensor& out) const;
+  // tokens[begin, end) as ids [1, end - begin] on the model's device
   Tensor ids_of(const std::vector<int64_t>& tokens, size_t begin, size_t end) const;
 
   Module& model_;
