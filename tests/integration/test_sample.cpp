@@ -95,19 +95,16 @@ void write_tiny_bpe(const fs::path& dir) {
   write(dir / "merges.txt", "#version: 0.2\n\u0120 t\nh e\n");
 }
 
-}  // namespace
-
-TEST_CASE("sample: a BPE model decodes with [data] tokenizer or --tokenizer", "[integration][sample]") {
-  const fs::path d = fresh_dir("sample_bpe");
-  write_tiny_bpe(d / "bpe");
-  // a GPT over the 259 ids, trained on the text reader's bytes (ids < 256) for two steps
-  const std::string model = R"([model]
+// A run config of a one-block GPT over `vocab` ids, trained on the text reader's bytes (ids < 256).
+std::string small_gpt_config(int vocab, int n_embd) {
+  const std::string v = std::to_string(vocab), c = std::to_string(n_embd);
+  return R"([model]
 input = [32]
 input_dtype = "int64"
 [[model.layers]]
 type = "token_position_embedding"
-vocab_size = 259
-n_embd = 32
+vocab_size = )" + v + R"(
+n_embd = )" + c + R"(
 block_size = 32
 [[model.layers]]
 type = "repeat"
@@ -117,7 +114,7 @@ layers = [{ type = "transformer_block", n_head = 2 }]
 type = "layer_norm"
 [[model.layers]]
 type = "linear"
-out_features = 259
+out_features = )" + v + R"(
 [data]
 dataset = "text"
 block_size = 32
@@ -128,6 +125,15 @@ eval_batches = 1
 [run]
 threads = 1
 )";
+}
+
+}  // namespace
+
+TEST_CASE("sample: a BPE model decodes with [data] tokenizer or --tokenizer", "[integration][sample]") {
+  const fs::path d = fresh_dir("sample_bpe");
+  write_tiny_bpe(d / "bpe");
+  // a GPT over the 259 ids, trained on the text reader's bytes (ids < 256) for two steps
+  const std::string model = small_gpt_config(259, 32);
   write(d / "plain.toml", model);
   std::string with_tok = model;
   with_tok.replace(with_tok.find("batch_size = 2\n"), 15, "batch_size = 2\ntokenizer = \"bpe\"\n");
@@ -166,20 +172,7 @@ TEST_CASE("sample: bad input is one clear error and a non-zero exit", "[integrat
   fails(kGptChar + " --checkpoint runs/gpt_char", "holds no model.safetensors");
   fails(kGptChar, "--checkpoint is required");
   fails("'" + kRepo + "/configs/synthetic.toml' --checkpoint " + ckpt, "is not a token model");
-  write(d / "other_gpt.toml", R"([model]
-input = [32]
-input_dtype = "int64"
-[[model.layers]]
-type = "token_position_embedding"
-vocab_size = 256
-n_embd = 16
-block_size = 32
-[[model.layers]]
-type = "linear"
-out_features = 256
-[data]
-dataset = "text"
-)");
+  write(d / "other_gpt.toml", small_gpt_config(256, 16));
   fails("other_gpt.toml --checkpoint " + ckpt, "does not fit the model of other_gpt.toml");
   fails(kGptChar + " --checkpoint " + ckpt + " --top-p 0", "top_p must be in (0, 1]");
   fails(kGptChar + " --checkpoint " + ckpt + " --top-p 1.5", "top_p must be in (0, 1] (1: off), got 1.5");
