@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 #include "integration/cli_harness.h"
+#include "integration/safetensors_file.h"
 #include "integration/tiny_gpt2.h"
 
 using namespace it;
@@ -43,25 +44,15 @@ int cuda_devices() {
 
 // The floating tensors of a safetensors file, as doubles, by name.
 std::map<std::string, std::vector<double>> load_weights(const fs::path& p) {
-  const std::string bytes = read(p);
-  REQUIRE(bytes.size() >= 8);
-  uint64_t n = 0;
-  std::memcpy(&n, bytes.data(), 8);
-  REQUIRE(8 + n <= bytes.size());
-  const nlohmann::json header = nlohmann::json::parse(bytes.substr(8, n));
   std::map<std::string, std::vector<double>> out;
-  for (auto& [name, t] : header.items()) {
-    if (name == "__metadata__") continue;
-    const std::string dt = t.at("dtype");
-    const size_t b = t.at("data_offsets")[0], e = t.at("data_offsets")[1];
-    const char* base = bytes.data() + 8 + n + b;
+  for (auto& [name, t] : read_safetensors(p)) {
     std::vector<double> v;
-    if (dt == "F64") {
-      v.resize((e - b) / 8);
-      std::memcpy(v.data(), base, e - b);
-    } else if (dt == "F32") {
-      std::vector<float> f((e - b) / 4);
-      std::memcpy(f.data(), base, e - b);
+    if (t.dtype == "F64") {
+      v.resize(t.bytes.size() / 8);
+      std::memcpy(v.data(), t.bytes.data(), t.bytes.size());
+    } else if (t.dtype == "F32") {
+      std::vector<float> f(t.bytes.size() / 4);
+      std::memcpy(f.data(), t.bytes.data(), t.bytes.size());
       v.assign(f.begin(), f.end());
     } else {
       continue;  // integer buffers (num_batches_tracked) are compared by the losses they shape

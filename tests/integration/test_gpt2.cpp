@@ -2,9 +2,8 @@
 // model's layout, tie and initialisation at vocab 256, 2 blocks of 32) trained on the fortunes
 // bytes: its tied weight survives checkpoints, exact resume, export and `[model] init`, data
 // parallel and ZeRO-2 runs, and activation checkpointing; tokens_per_step / micro_batch_size.
-#include <cstring>
-#include <nlohmann/json.hpp>
 #include "integration/cli_harness.h"
+#include "integration/safetensors_file.h"
 #include "integration/tiny_gpt2.h"
 
 using namespace it;
@@ -13,13 +12,8 @@ namespace {
 
 // Names and shapes of a safetensors file's tensors.
 std::map<std::string, std::vector<int64_t>> tensor_shapes(const fs::path& p) {
-  const std::string bytes = read(p);
-  uint64_t n = 0;
-  std::memcpy(&n, bytes.data(), 8);
-  const nlohmann::json header = nlohmann::json::parse(bytes.substr(8, n));
   std::map<std::string, std::vector<int64_t>> out;
-  for (auto& [name, t] : header.items())
-    if (name != "__metadata__") out[name] = t.at("shape").get<std::vector<int64_t>>();
+  for (auto& [name, t] : read_safetensors(p)) out[name] = t.shape;
   return out;
 }
 

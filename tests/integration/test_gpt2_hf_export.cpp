@@ -6,40 +6,11 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include "integration/cli_harness.h"
+#include "integration/safetensors_file.h"
 
 using namespace it;
 
 namespace {
-
-struct StoredTensor {
-  std::string dtype;
-  std::vector<int64_t> shape;
-  std::string bytes;
-};
-
-// A safetensors file's tensors by name (its header read as the format defines it).
-std::map<std::string, StoredTensor> read_safetensors(const fs::path& p) {
-  const std::string f = read(p);
-  REQUIRE(f.size() >= 8);
-  uint64_t n = 0;
-  std::memcpy(&n, f.data(), 8);
-  REQUIRE(8 + n <= f.size());
-  const nlohmann::json header = nlohmann::json::parse(f.substr(8, n));
-  std::map<std::string, StoredTensor> out;
-  for (auto& [name, v] : header.items()) {
-    if (name == "__metadata__") continue;
-    const uint64_t begin = v["data_offsets"][0], end = v["data_offsets"][1];
-    out[name] = {v["dtype"], v["shape"].get<std::vector<int64_t>>(), f.substr(8 + n + begin, end - begin)};
-  }
-  return out;
-}
-
-nlohmann::json metadata_of(const fs::path& p) {
-  const std::string f = read(p);
-  uint64_t n = 0;
-  std::memcpy(&n, f.data(), 8);
-  return nlohmann::json::parse(f.substr(8, n)).value("__metadata__", nlohmann::json::object());
-}
 
 void write_tokens(const fs::path& p, int n) {
   std::vector<uint16_t> v(static_cast<size_t>(n));
