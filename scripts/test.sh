@@ -22,6 +22,7 @@ build-cuda-emu/trainer info
 
 echo "== the unit tests under ASan, LeakSanitizer and UBSan; each fuzz target briefly (build-fuzz)"
 bash scripts/build.sh --sanitize
+# [large]: the 124M-parameter GPT-2 cases (a minute under ASan); their code paths run small too
 (cd build-fuzz && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  tests/unit_tests "~[gpu]")
+  tests/unit_tests "~[gpu]~[large]")
 FUZZ_NO_BUILD=1 bash scripts/fuzz.sh --seconds "${FUZZ_SECONDS:-5}" --jobs "$(nproc)"

@@ -375,7 +375,7 @@ TEST_CASE("gpt2_hf export: a model GPT2LMHeadModel cannot hold is refused by nam
 }
 
 TEST_CASE("gpt2_hf init: OpenAI's 124M configuration, weights regenerated, gives transformers' logits",
-          "[gpt2_hf][gpt2_124m]") {
+          "[gpt2_hf][gpt2_124m][large]") {
   // ~1.5 GB at its peak (the model, the file's tensors while they load); a few seconds on 2 cores
   TempDir tmp;
   const auto ref = load_map(kFixtures + "/gpt2_hf_logits.safetensors");

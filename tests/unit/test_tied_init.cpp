@@ -371,7 +371,8 @@ TEST_CASE("repeat: layer = {...} makes each copy the layer itself (nanoGPT's h.0
              Contains("give one"));
 }
 
-TEST_CASE("GPT-2 model files: OpenAI's parameter counts, nanoGPT's names, GPT-2's initialisation", "[init][gpt2]") {
+TEST_CASE("GPT-2 model files: OpenAI's parameter counts, nanoGPT's names, GPT-2's initialisation",
+          "[init][gpt2][large]") {
   // (gpt2_124m_padded: 124,475,904 and gpt2_350m: 354,823,168 are the same layout at other sizes;
   // `trainer summary` prints them, and building them here would cost 20 s of drawing weights)
   const std::map<std::string, int64_t> counts = {{"gpt2_124m.toml", 124439808}, {"gpt2_d4.toml", 16090880}};
