@@ -152,9 +152,7 @@ void eval(const std::string& path, const std::string& checkpoint, const std::vec
   config::RunConfig c = config::load_run_config(path, overrides);
   c.log.progress = "none";
   train::Trainer t(c);
-  std::string w = checkpoint;
-  if (std::filesystem::is_directory(w)) w += std::string("/") + (ema ? train::kEmaFile : "model.safetensors");
-  t.load_weights(w);
+  t.load_weights(train::weights_file(checkpoint, ema));
   train::EvalResult r = t.evaluate();
   std::string accuracy = r.accuracy ? str(",\"accuracy\":", fmt_g9(*r.accuracy)) : "";
   std::printf("{\"split\":\"eval\",\"loss\":%s%s,\"count\":%lld}\n", fmt_g9(r.loss).c_str(), accuracy.c_str(),
@@ -286,11 +284,7 @@ void pack_tokens(const std::string& out, const std::vector<std::string>& inputs,
 void pack_bpe_tokens(const std::string& out, const std::vector<std::string>& inputs, const std::string& tokenizer_dir,
                      const std::string& format, double eval_fraction, int64_t shard_tokens) {
   data::GPT2Tokenizer tok(tokenizer_dir);
-  std::vector<std::string> files;
-  for (const std::string& p : inputs.empty() ? std::vector<std::string>{data::TextDataset::kFortunesGlob} : inputs) {
-    if (p.find_first_of("*?[") == std::string::npos) files.push_back(p);
-    else for (std::string& f : data::expand_text_glob(p)) files.push_back(std::move(f));
-  }
+  const std::vector<std::string> files = data::expand_text_paths(inputs, data::TextDataset::kFortunesGlob);
   std::vector<uint32_t> stream;
   size_t text_bytes = 0;
   double encode_s = 0;
@@ -365,12 +359,7 @@ void checkpoint_verify(const std::string& dir) {
 // weights), PyTorch's names. (--format gpt2_hf: Hugging Face's GPT-2, train/gpt2_hf_io.h.)
 void export_weights(const std::string& dir, const std::string& out, bool ema) {
   nlohmann::json state = io::load_checkpoint_state(dir);  // verified first
-  const std::string file = ema ? train::kEmaFile : "model.safetensors";
-  if (ema && !std::filesystem::exists(dir + "/" + file))
-    throw Error(str("trainer export --ema: checkpoint ", dir, " holds no EMA weights (", file,
-                    "); its run had [train] ema_decay = 0"));
-  std::map<std::string, std::string> meta;
-  io::NamedTensorList tensors = io::load_safetensors(dir + "/" + file, &meta);
+  io::NamedTensorList tensors = io::load_safetensors(train::weights_file(dir, ema));
   io::save_safetensors(out, tensors, {{"format", "pt"}, {"step", std::to_string(state.value("step", int64_t(0)))}});
   std::printf("wrote %zu tensors of %s%s to %s\n", tensors.size(), dir.c_str(), ema ? " (EMA weights)" : "", out.c_str());
 }

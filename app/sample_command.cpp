@@ -12,10 +12,10 @@
 #include "config/run_config.h"
 #include "core/cuda_hooks.h"
 #include "data/gpt2_tokenizer.h"
-#include "io/safetensors.h"
 #include "nn/generate.h"
 #include "nn/model_file.h"
 #include "ops/backends.h"
+#include "train/run_setup.h"
 
 namespace tr::app {
 
@@ -54,35 +54,21 @@ class TextCodec {
   std::unique_ptr<data::GPT2Tokenizer> bpe_;
 };
 
-// model.safetensors of a checkpoint directory, or the file given.
-std::string weights_path(const std::string& checkpoint) {
-  TR_CHECK(fs::exists(checkpoint), "trainer sample: --checkpoint ", checkpoint, ": no such file or directory");
-  if (!fs::is_directory(checkpoint)) return checkpoint;
-  const std::string w = (fs::path(checkpoint) / "model.safetensors").string();
-  TR_CHECK(fs::exists(w), "trainer sample: --checkpoint ", checkpoint, " holds no model.safetensors (expected a "
-           "checkpoint directory, runs/<name>/checkpoints/step_<N> or final, or a .safetensors file)");
-  return w;
-}
-
 // The run's model with the checkpoint's weights, in eval mode on the run's device and dtype.
 nn::Model load_model(const config::RunConfig& cfg, const std::string& checkpoint) {
-  nn::Model m = cfg.model.is_inline ? nn::build_model(config::inline_model_table(cfg))
-                                    : nn::load_model_file(cfg.model.file);
+  nn::Model m = train::build_model(cfg);
   TR_CHECK(m.input.dtype == DType::I64 && m.input.shape.size() == 1 && m.output.shape.size() == 2 &&
                m.output.shape[0] == m.input.shape[0] && is_floating(m.output.dtype),
            "trainer sample: ", cfg.path, ": the model is not a token model: it maps ", m.input.str(), " to ",
            m.output.str(), "; sampling needs token ids int64 [T] in and logits [T, vocab] out (a GPT)");
-  const std::string w = weights_path(checkpoint);
+  TR_CHECK(fs::exists(checkpoint), "trainer sample: --checkpoint ", checkpoint, ": no such file or directory");
   try {
-    m.net->load_state_dict(io::load_safetensors(w), true);
+    train::load_weights(*m.net, train::weights_file(checkpoint), cfg.path);
   } catch (const Error& e) {
-    throw Error(str("trainer sample: ", w, " does not fit the model of ", cfg.path, ": ", e.what()));
+    throw Error(str("trainer sample: ", e.what()));
   }
   if (cfg.run.dtype == "float64") m.net->to(DType::F64);
-  const std::string dev = cfg.run.device == "auto" ? (cuda::is_available() ? "cuda" : "cpu") : cfg.run.device;
-  const Device device(dev);
-  TR_CHECK(!device.is_cuda() || cuda::is_available(), "trainer sample: [run] device = \"", cfg.run.device, "\": ",
-           cuda::unavailable_reason());
+  const Device device = train::pick_device(cfg.run.device, distributed::DistEnv{}, cfg.path);
   if (device.is_cuda()) {
     cuda::set_device(device.index);
     m.net->to(device);

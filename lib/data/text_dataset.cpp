@@ -52,18 +52,18 @@ std::vector<uint8_t> TextDataset::read_files(const std::vector<std::string>& pat
   return out;
 }
 
-TextDataset::TextDataset(Options opts) : opts_(std::move(opts)) {
-  if (opts_.paths.empty()) {
-    files_ = expand_text_glob(opts_.glob);
-  } else {
-    for (const std::string& p : opts_.paths) {  // entries with wildcards expand in place
-      if (p.find_first_of("*?[") == std::string::npos) {
-        files_.push_back(p);
-      } else {
-        for (std::string& f : expand_text_glob(p)) files_.push_back(std::move(f));
-      }
-    }
+std::vector<std::string> expand_text_paths(const std::vector<std::string>& entries, const std::string& dflt) {
+  if (entries.empty()) return expand_text_glob(dflt);
+  std::vector<std::string> files;
+  for (const std::string& p : entries) {
+    if (p.find_first_of("*?[") == std::string::npos) files.push_back(p);
+    else for (std::string& f : expand_text_glob(p)) files.push_back(std::move(f));
   }
+  return files;
+}
+
+TextDataset::TextDataset(Options opts) : opts_(std::move(opts)) {
+  files_ = expand_text_paths(opts_.paths, opts_.glob);
   corpus_ = std::make_shared<const std::vector<uint8_t>>(read_files(files_));
   init();
 }

@@ -12,6 +12,9 @@ namespace tr::data {
 // The files a glob pattern (glob(3), sorted) names, skipping directories, fortune's binary
 // index files (*.dat) and paths that resolve to a file already listed (fortune's *.u8 symlinks).
 std::vector<std::string> expand_text_glob(const std::string& pattern);
+// The files of a list of paths in order, each entry with * ? or [ expanded in place by
+// expand_text_glob; an empty list is `dflt` expanded (Debian's fortunes).
+std::vector<std::string> expand_text_paths(const std::vector<std::string>& entries, const std::string& dflt);
 
 class TextDataset : public TokenWindows {
  public:

@@ -1,7 +1,6 @@
 // The rules of GPT2LMHeadModel's file and the two directions that read them.
 #include "train/gpt2_hf_format.h"
 #include <cstring>
-#include <filesystem>
 #include <map>
 #include <set>
 #include <string_view>
@@ -98,10 +97,6 @@ std::map<std::string, std::string> ties_of(const nn::Module& model) {
 }
 
 }  // namespace
-
-std::string weights_file(const std::string& path) {
-  return std::filesystem::is_directory(path) ? (std::filesystem::path(path) / "model.safetensors").string() : path;
-}
 
 io::NamedTensorList from_hf(io::NamedTensorList tensors, const std::string& file, const nn::Module& model) {
   std::map<std::string, Shape> ours;

@@ -12,10 +12,6 @@
 
 namespace tr::train::gpt2_hf {
 
-// The weights file of `path`: path/model.safetensors when path is a directory (as save_pretrained
-// writes one), else path itself.
-std::string weights_file(const std::string& path);
-
 // HF's tensors -> the model's state_dict names and layout: "transformer." added to the names of a
 // file saved from GPT2Model (OpenAI's file on the Hub: "h.0.attn.c_attn.weight", "wte.weight"),
 // Conv1D weights transposed, the mask buffers dropped. lm_head.weight follows the model's tie: when

@@ -4,16 +4,15 @@
 #include <fstream>
 #include "config/run_config.h"
 #include "io/checkpoint_dir.h"
-#include "nn/model_file.h"
 #include "train/gpt2_hf_format.h"
-#include "train/trainer.h"
+#include "train/run_setup.h"
 
 namespace tr::train::gpt2_hf {
 
 namespace fs = std::filesystem;
 
 io::NamedTensorList load_weights(const std::string& path, nn::Module& model, const std::string& what) {
-  const std::string file = weights_file(path);
+  const std::string file = train::weights_file(path);  // a save_pretrained directory's model.safetensors
   const fs::path config = fs::path(file).parent_path() / "config.json";
   if (fs::exists(config)) check_config_json(config.string(), gpt2_dims(model, what), what);
   return from_hf(io::load_safetensors(file), file, model);
@@ -36,9 +35,7 @@ Gpt2Dims save_pretrained(nn::Module& model, const std::string& out, const std::s
 
 void export_checkpoint(const std::string& checkpoint, const std::string& out, bool ema) {
   io::load_checkpoint_state(checkpoint);  // verified first
-  const std::string weights = (fs::path(checkpoint) / (ema ? kEmaFile : "model.safetensors")).string();
-  TR_CHECK(!ema || fs::exists(weights), "trainer export --ema: checkpoint ", checkpoint, " holds no EMA weights (",
-           kEmaFile, "); its run had [train] ema_decay = 0");
+  const std::string weights = train::weights_file(checkpoint, ema);
   // runs/<name>/checkpoints/step_<N> -> runs/<name>/config.toml
   const fs::path dir = fs::path(checkpoint).lexically_normal();
   const fs::path run_config = (dir.has_filename() ? dir : dir.parent_path()).parent_path().parent_path() / "config.toml";
@@ -47,16 +44,12 @@ void export_checkpoint(const std::string& checkpoint, const std::string& out, bo
            "needs the model file's n_head, which no weight's shape shows");
   const config::RunConfig cfg = config::load_run_config(run_config.string());
   const std::string what = cfg.model.is_inline ? cfg.path + " [model]" : cfg.model.file;
-  nn::Model m = cfg.model.is_inline ? nn::build_model(config::inline_model_table(cfg))
-                                    : nn::load_model_file(cfg.model.file);
-  nn::StateDict sd;
-  for (auto& [n, t] : io::load_safetensors(weights)) sd.emplace_back(n, std::move(t));
+  nn::Model m = build_model(cfg);
   try {
-    m.net->load_state_dict(sd, true);
+    train::load_weights(*m.net, weights, what);
   } catch (const Error& e) {
-    throw Error(str("trainer export: ", weights, " does not fit its run's model ", what, ": ", e.what()));
+    throw Error(str("trainer export: ", e.what()));
   }
-  sd.clear();
   const Gpt2Dims d = save_pretrained(*m.net, out, what);
   std::printf("wrote %s: Hugging Face's GPT2LMHeadModel (n_layer %lld, n_head %lld, n_embd %lld, vocab %lld, "
               "n_positions %lld) from %s%s\n", out.c_str(), (long long)d.n_layer, (long long)d.n_head,

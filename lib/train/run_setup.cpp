@@ -22,28 +22,6 @@ namespace tr::train {
 
 namespace {
 
-// [run] device for this process: "auto" is cuda when a GPU is visible; in a run of several ranks
-// "cuda" is cuda:LOCAL_RANK (torchrun's convention), and a fixed cuda:N, which would put every
-// rank of the node on one GPU, is refused.
-Device pick_device(const std::string& spec, const distributed::DistEnv& env, const std::string& path) {
-  const std::string s = spec == "auto" ? (cuda::is_available() ? "cuda" : "cpu") : spec;
-  if (s == "cpu" || !env.active() || env.local_world_size == 1) return Device(s);
-  TR_CHECK(s == "cuda", path, ": [run] device = \"", spec, "\" would put all ", env.local_world_size,
-           " ranks of this node on one GPU; use device = \"cuda\" (each rank takes cuda:LOCAL_RANK)");
-  const int n = cuda::device_count();
-  TR_CHECK(n > 0, path, ": [run] device = \"cuda\": ", cuda::unavailable_reason());
-  TR_CHECK(env.local_rank < n, "rank ", env.rank, " (local rank ", env.local_rank, ") has no GPU of its own: ", n,
-           " CUDA device(s) are visible to the ", env.local_world_size,
-           " ranks of this node; start at most one rank per GPU (--nproc ", n, ", or --nproc gpu)");
-  return Device(DeviceType::CUDA, env.local_rank);
-}
-
-nn::Model build_model(const config::RunConfig& cfg) {
-  nn::Model m = cfg.model.is_inline ? nn::build_model(config::inline_model_table(cfg))
-                                    : nn::load_model_file(cfg.model.file);
-  nn::apply_activation_checkpointing(*m.net, cfg.model.activation_checkpointing, cfg.path + ": [model]");
-  return m;
-}
 
 // [data] micro_batch_size and [train] tokens_per_step, as llm.c sizes a step (-b, -d): the global
 // micro-batch is micro_batch_size x ranks, and accumulate = tokens_per_step / (global micro-batch
@@ -236,6 +214,48 @@ RunLoss build_loss(config::RunConfig& cfg) {
 }
 
 }  // namespace
+
+// In a run of several ranks "cuda" is cuda:LOCAL_RANK (torchrun's convention), and a fixed cuda:N,
+// which would put every rank of the node on one GPU, is refused.
+Device pick_device(const std::string& spec, const distributed::DistEnv& env, const std::string& path) {
+  const std::string s = spec == "auto" ? (cuda::is_available() ? "cuda" : "cpu") : spec;
+  if (s == "cpu" || !env.active() || env.local_world_size == 1) return Device(s);
+  TR_CHECK(s == "cuda", path, ": [run] device = \"", spec, "\" would put all ", env.local_world_size,
+           " ranks of this node on one GPU; use device = \"cuda\" (each rank takes cuda:LOCAL_RANK)");
+  const int n = cuda::device_count();
+  TR_CHECK(n > 0, path, ": [run] device = \"cuda\": ", cuda::unavailable_reason());
+  TR_CHECK(env.local_rank < n, "rank ", env.rank, " (local rank ", env.local_rank, ") has no GPU of its own: ", n,
+           " CUDA device(s) are visible to the ", env.local_world_size,
+           " ranks of this node; start at most one rank per GPU (--nproc ", n, ", or --nproc gpu)");
+  return Device(DeviceType::CUDA, env.local_rank);
+}
+
+nn::Model build_model(const config::RunConfig& cfg) {
+  nn::Model m = cfg.model.is_inline ? nn::build_model(config::inline_model_table(cfg))
+                                    : nn::load_model_file(cfg.model.file);
+  nn::apply_activation_checkpointing(*m.net, cfg.model.activation_checkpointing, cfg.path + ": [model]");
+  return m;
+}
+
+std::string weights_file(const std::string& checkpoint, bool ema) {
+  namespace fs = std::filesystem;
+  TR_CHECK(fs::exists(checkpoint), "checkpoint ", checkpoint, ": no such file or directory");
+  if (!fs::is_directory(checkpoint)) return checkpoint;
+  const std::string w = (fs::path(checkpoint) / (ema ? kEmaFile : "model.safetensors")).string();
+  TR_CHECK(fs::exists(w), "checkpoint ", checkpoint, " holds no ",
+           ema ? str("EMA weights (", kEmaFile, "); its run had [train] ema_decay = 0")
+               : std::string("model.safetensors (expected a checkpoint directory, runs/<name>/checkpoints/step_<N> "
+                             "or final, or a .safetensors file)"));
+  return w;
+}
+
+void load_weights(nn::Module& net, const std::string& file, const std::string& what) {
+  try {
+    net.load_state_dict(io::load_safetensors(file), true);
+  } catch (const Error& e) {
+    throw Error(str(file, " does not fit the model of ", what, ": ", e.what()));
+  }
+}
 
 Run::Run(config::RunConfig c, int world_size) : cfg(std::move(c)), env(distributed::read_dist_env()) {
   if (cfg.run.threads > 0) omp_set_num_threads(int(cfg.run.threads));

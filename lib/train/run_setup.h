@@ -64,4 +64,24 @@ struct Run {
   bool is_main() const { return env.rank == 0; }  // rank 0 (or the only process) writes the run directory
 };
 
+// The parts of a run that commands without a training loop (sample, export) use too.
+
+// The EMA weights' file in a checkpoint directory ([train] ema_decay > 0), beside model.safetensors
+// and with its names: `trainer export --ema` and `trainer eval --ema` read it.
+inline constexpr const char* kEmaFile = "ema.safetensors";
+
+
+// [run] device for this process ("auto": cuda when a GPU is visible; a rank of several on a node
+// takes cuda:LOCAL_RANK). Errors name the config.
+Device pick_device(const std::string& spec, const distributed::DistEnv& env, const std::string& path);
+// The run's model: its model file or inline [model], [model] activation_checkpointing applied,
+// weights as the model file initialises them.
+nn::Model build_model(const config::RunConfig& cfg);
+// The weights file of `checkpoint`: a checkpoint directory's model.safetensors (ema.safetensors with
+// `ema`), or the .safetensors file itself. Errors say which is missing.
+std::string weights_file(const std::string& checkpoint, bool ema = false);
+// Loads a weights file into `net` strictly (a tied tensor under either name); errors name the file
+// and `what` (the model).
+void load_weights(nn::Module& net, const std::string& file, const std::string& what);
+
 }  // namespace tr::train

@@ -21,10 +21,6 @@
 
 namespace tr::train {
 
-// The EMA weights' file in a checkpoint directory ([train] ema_decay > 0), beside model.safetensors
-// and with its names: `trainer export --ema` and `trainer eval --ema` read it.
-inline constexpr const char* kEmaFile = "ema.safetensors";
-
 struct EvalResult {
   double loss = 0;
   std::optional<double> accuracy;  // for a classification loss
