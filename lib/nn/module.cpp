@@ -62,19 +62,11 @@ Tensor Module::operator()(const std::vector<Tensor>& xs) {
   return out;
 }
 
-Tensor& Module::register_parameter(const std::string& name, Tensor& field, bool requires_grad) {
+void Module::register_parameter(const std::string& name, Tensor& field, bool requires_grad) {
   check_name(name, "parameter");
   for (auto& p : params_) TR_CHECK(p.name != name, type_name_, ": parameter '", name, "' already exists");
   if (field.defined() && requires_grad && !field.requires_grad()) field.requires_grad_(true);
-  params_.push_back({name, &field, nullptr});
-  return field;
-}
-
-Tensor& Module::register_parameter(const std::string& name, Tensor&& t, bool requires_grad) {
-  auto owned = std::make_unique<Tensor>(std::move(t));
-  Tensor& r = register_parameter(name, *owned, requires_grad);
-  params_.back().owned = std::move(owned);
-  return r;
+  params_.push_back({name, &field});
 }
 
 void Module::tie_parameter(const std::string& name, const Tensor& shared) {

@@ -55,11 +55,9 @@ class Module : public std::enable_shared_from_this<Module> {
   bool activation_checkpointing() const { return checkpoint_; }
 
   // ---- registration ----
-  // `field` is the member of the derived module that its forward reads: the module list keeps a
-  // pointer to it, so that tie_parameter() rebinds what forward sees. A parameter with no member
-  // (owned by the module list alone) is registered from a temporary.
-  Tensor& register_parameter(const std::string& name, Tensor& field, bool requires_grad = true);
-  Tensor& register_parameter(const std::string& name, Tensor&& t, bool requires_grad = true);
+  // `field` is the member of the derived module that its forward reads: the module keeps a pointer
+  // to it, so that tie_parameter() rebinds what forward sees.
+  void register_parameter(const std::string& name, Tensor& field, bool requires_grad = true);
   Tensor& register_buffer(const std::string& name, Tensor t, bool persistent = true);
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
@@ -122,8 +120,7 @@ class Module : public std::enable_shared_from_this<Module> {
  private:
   struct Param {
     std::string name;
-    Tensor* slot;                  // the derived module's member, or `owned`
-    std::unique_ptr<Tensor> owned;
+    Tensor* slot;  // the derived module's member
   };
   struct Buffer {
     std::string name;
