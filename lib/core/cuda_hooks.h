@@ -23,4 +23,17 @@ void set_after_sync_hook(void (*hook)());
 // "NVIDIA H100 80GB HBM3, compute capability 9.0, 79.19 GiB (78.60 GiB free)" for cuda:index.
 std::string device_description(int index);
 
+// A named phase of the host's work (an NVTX range): Nsight Systems shows it on a GPU, and the CUDA
+// emulator counts the launches, copies and host waits of each (tests/cuda_emu/counters.cpp).
+// Ranges nest per thread; a build without CUDA ignores them.
+void range_push(const char* name);
+void range_pop();
+class Range {
+ public:
+  explicit Range(const char* name) { range_push(name); }
+  ~Range() { range_pop(); }
+  Range(const Range&) = delete;
+  Range& operator=(const Range&) = delete;
+};
+
 }  // namespace tr::cuda

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include "core/allocator.h"
+#include "core/cuda_hooks.h"
 #include "core/grad_mode.h"
 #include "io/checkpoint_dir.h"
 #include "io/safetensors.h"
@@ -110,6 +111,7 @@ Tensor Trainer::forward_backward(const std::vector<data::Batch>& micro, int64_t 
     Tensor x = r.to_run(b.input), y = r.to_run(b.target);
     Tensor loss;
     {
+      cuda::Range range("forward");
       amp::AutocastGuard autocast(r.device.type, r.amp_dtype(), r.cfg.amp.enabled);  // forward and loss only
       loss = r.loss((*r.model.net)(x), y).first;
     }
@@ -119,10 +121,16 @@ Tensor Trainer::forward_backward(const std::vector<data::Batch>& micro, int64_t 
     double w = n * world / double(global);
     if (w != 1.0) loss = loss * w;
     if (in_backward) *in_backward = true;
-    r.scaler.scale(loss).backward();
+    {
+      cuda::Range range("backward");
+      r.scaler.scale(loss).backward();
+    }
     if (in_backward) *in_backward = false;
   }
-  if (r.ddp && !local) r.ddp->finish();
+  if (r.ddp && !local) {
+    cuda::Range range("step");  // the gradients' reduction belongs to the step's phase, as in train_step
+    r.ddp->finish();
+  }
   return loss_part;
 }
 
@@ -148,6 +156,7 @@ StepResult Trainer::train_step(const std::vector<data::Batch>& micro) {
   r.optimizer->zero_grad();
   StepResult res;
   res.loss = forward_backward(micro, global);
+  cuda::Range range("step");  // clipping, the optimizer, the scaler, the schedule (profilers' phase)
   // [train] nonfinite: checked before the step is applied. With a loss scaler, inf/NaN gradients
   // are the scaler's to skip (fp16 overflows are expected), so only the loss line's check remains.
   // On a GPU the check is a device sync: "stop" leaves it to the loss line's check (the step is

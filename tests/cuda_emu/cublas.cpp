@@ -76,6 +76,7 @@ cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperat
       lda < std::max(1, ta == CUBLAS_OP_N ? m : k) || ldb < std::max(1, tb == CUBLAS_OP_N ? k : n))
     return CUBLAS_STATUS_INVALID_VALUE;
   if (!all_on_device(h->device, {A, B, C})) return CUBLAS_STATUS_INVALID_VALUE;
+  cuda_emu::count(cuda_emu::Counter::Kernel);
   cuda_emu::enqueue(cuda_emu::stream_of(h->stream), [=] {
     for (int b = 0; b < batch; ++b) {
       T* c = C + b * sc;
@@ -103,6 +104,7 @@ cublasStatus_t gemm_ex(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t
   if (elem_size(at) == 0 || elem_size(at) == 8 || at != bt || bt != ct) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (m < 0 || n < 0 || k < 0 || batch < 0 || ldc < std::max(1, m)) return CUBLAS_STATUS_INVALID_VALUE;
   if (!all_on_device(h->device, {A, B, C})) return CUBLAS_STATUS_INVALID_VALUE;
+  cuda_emu::count(cuda_emu::Counter::Kernel);
   const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
   cuda_emu::enqueue(cuda_emu::stream_of(h->stream), [=] {
     const size_t na = span(ta, m, k, lda), nb = span(tb, k, n, ldb);

@@ -267,6 +267,7 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void* alpha, cudnnT
   if (!all_on_device(h->device, {xp, wp, yp})) return CUDNN_STATUS_BAD_PARAM;
   const cudnnDataType_t t = x->type;
   const double al = scale(alpha, t), be = scale(beta, t);
+  count(Counter::Kernel);
   enqueue(stream_of(h->stream), [=] {
     const std::vector<double> x = to_doubles(xp, t, size_t(g.N) * g.C * g.H * g.W),
                               w = to_doubles(wp, t, size_t(g.K) * g.Cg() * g.R * g.S);
@@ -317,6 +318,7 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void* alpha, c
   if (!all_on_device(h->device, {wp, dyp, dxp})) return CUDNN_STATUS_BAD_PARAM;
   const cudnnDataType_t t = dx->type;
   const double al = scale(alpha, t), be = scale(beta, t);
+  count(Counter::Kernel);
   enqueue(stream_of(h->stream), [=] {
     const std::vector<double> dy = to_doubles(dyp, t, size_t(g.N) * g.K * g.P * g.Q),
                               w = to_doubles(wp, t, size_t(g.K) * g.Cg() * g.R * g.S);
@@ -368,6 +370,7 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void* alpha,
   if (!all_on_device(h->device, {xp, dyp, dwp})) return CUDNN_STATUS_BAD_PARAM;
   const cudnnDataType_t t = x->type;
   const double al = scale(alpha, t), be = scale(beta, t);
+  count(Counter::Kernel);
   enqueue(stream_of(h->stream), [=] {
     const std::vector<double> dy = to_doubles(dyp, t, size_t(g.N) * g.K * g.P * g.Q),
                               x = to_doubles(xp, t, size_t(g.N) * g.C * g.H * g.W);
@@ -397,6 +400,7 @@ cudnnStatus_t cudnnAddTensor(cudnnHandle_t h, const void* alpha, cudnnTensorDesc
   const cudnnDataType_t t = c->type;
   const double al = scale(alpha, t), be = scale(beta, t);
   const cudnnTensorStruct A = *a, Cd = *c;
+  count(Counter::Kernel);
   enqueue(stream_of(h->stream), [=] {
     for (int n = 0; n < Cd.n; ++n)
       for (int ch = 0; ch < Cd.c; ++ch)

@@ -147,6 +147,7 @@ ncclResult_t collective(ncclComm_t c, const void* in, size_t bytes, cudaStream_t
   CUstream_st* s = stream_of(stream);
   if (!s) return ncclUnhandledCudaError;
   const uint64_t k = ++c->issued;
+  count(Counter::Kernel);
   auto posted = std::make_shared<bool>(false);
   enqueue(s, [c, in, bytes, k, posted, finish] {
     if (c->aborted) return true;  // an aborted communicator's work ends (its outputs are undefined)

@@ -372,6 +372,7 @@ cudaError_t cudaDriverGetVersion(int* v) {
 }
 cudaError_t cudaDeviceSynchronize() {
   if (!valid_device(current_device)) return set_error(cudaErrorInvalidDevice);
+  count(Counter::HostWait);
   sync_device(current_device);
   return cudaSuccess;
 }
@@ -391,6 +392,7 @@ cudaError_t cudaMalloc(void** p, size_t n) {
     if (left) a.free_blocks[off + want] = left;
     a.used[off] = want;
     a.in_use += want;
+    note_device_bytes(current_device, a.in_use);
     if (off + want > a.top) {
       a.top = off + want;
       // the newly covered pages take the protection of the moment
@@ -407,6 +409,7 @@ cudaError_t cudaFree(void* p) {
   if (!p) return cudaSuccess;
   const int dev = device_of(p);
   if (dev < 0) return set_error(cudaErrorInvalidValue);
+  count(Counter::HostWait);
   sync_device(dev);  // cudaFree waits for the device, as CUDA's does
   std::lock_guard<std::recursive_mutex> g(exec_mutex());
   Arena& a = devices().arenas[size_t(dev)];
@@ -448,6 +451,7 @@ cudaError_t cudaFreeHost(void* p) {
     std::lock_guard<std::recursive_mutex> g(exec_mutex());
     if (!devices().pinned.erase(p)) return set_error(cudaErrorInvalidValue);
   }
+  count(Counter::HostWait);
   for (size_t i = 0; i < devices().visible.size(); ++i) sync_device(int(i));
   std::free(p);
   return cudaSuccess;
@@ -467,6 +471,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind
   CUstream_st* s = stream_of(stream);
   if (!s) return set_error(cudaErrorInvalidDevice);
   if (n == 0) return cudaSuccess;
+  count(Counter::Copy);
   if (device_of(src) < 0 && !is_pinned(src)) {
     // pageable source: the driver stages it before returning, so the caller may reuse it at once
     auto staged = std::make_shared<std::vector<unsigned char>>(static_cast<const unsigned char*>(src),
@@ -486,6 +491,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
   if (cudaError_t e = cudaMemcpyAsync(dst, src, n, kind, nullptr); e != cudaSuccess) return e;
+  count(Counter::HostWait);
   progress(stream_of(nullptr), true);  // synchronous: waits for the default stream's work before it
   return cudaSuccess;
 }
@@ -494,6 +500,7 @@ cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t stream) {
   if (n && device_of(p) < 0) return set_error(cudaErrorInvalidValue);
   CUstream_st* s = stream_of(stream);
   if (!s) return set_error(cudaErrorInvalidDevice);
+  count(Counter::Copy);
   enqueue(s, [p, value, n] {
     std::memset(p, value, n);
     return true;
@@ -502,6 +509,7 @@ cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t stream) {
 }
 cudaError_t cudaMemset(void* p, int value, size_t n) {
   if (cudaError_t e = cudaMemsetAsync(p, value, n, nullptr); e != cudaSuccess) return e;
+  count(Counter::HostWait);
   progress(stream_of(nullptr), true);
   return cudaSuccess;
 }
@@ -528,12 +536,14 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   CUstream_st* st = stream_of(s);
   if (!st) return set_error(cudaErrorInvalidDevice);
+  count(Counter::HostWait);
   progress(st, true);
   return cudaSuccess;
 }
 cudaError_t cudaStreamQuery(cudaStream_t s) {
   CUstream_st* st = stream_of(s);
   if (!st) return set_error(cudaErrorInvalidDevice);
+  count(Counter::Poll);
   return progress(st, false) ? cudaSuccess : cudaErrorNotReady;
 }
 
@@ -562,11 +572,13 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t stream) {
   return cudaSuccess;
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) {
+  count(Counter::Poll);
   if (e->state->completed >= e->recorded) return cudaSuccess;
   progress(e->stream, false);
   return e->state->completed >= e->recorded ? cudaSuccess : cudaErrorNotReady;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  count(Counter::HostWait);
   while (e->state->completed < e->recorded) {
     if (progress(e->stream, false)) continue;
     std::this_thread::sleep_for(std::chrono::microseconds(100));

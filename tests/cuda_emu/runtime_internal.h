@@ -58,4 +58,14 @@ cudaError_t set_error(cudaError_t e);
 // Fails the process with the emulator's message (a misuse the hardware would also punish).
 [[noreturn]] void fatal(const std::string& what);
 
+// What the emulator counts as proxies of GPU speed (counters.cpp), per innermost NVTX range:
+// kernels launched (a cuBLAS GEMM, a cuDNN call and an NCCL collective count one each), copies and
+// memsets queued on a stream, host waits (a call that blocks the host until device work is done:
+// the synchronizes, synchronous copies and memsets, cudaFree) and polls (stream or event queries).
+// TR_CUDA_EMU_COUNTS=file appends them as one JSON line per process at exit.
+enum class Counter { Kernel, Copy, HostWait, Poll };
+void count(Counter c);
+// Device bytes handed out by cudaMalloc on `device` after a change (for the peak).
+void note_device_bytes(int device, size_t in_use);
+
 }  // namespace cuda_emu

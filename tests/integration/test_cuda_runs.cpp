@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 #include "integration/cli_harness.h"
+#include "integration/cuda_devices.h"
 #include "integration/safetensors_file.h"
 #include "integration/tiny_gpt2.h"
 
@@ -23,24 +24,6 @@ std::string str_of(const A&... a) {
   (o << ... << a);
   return o.str();
 }
-
-// CUDA devices the trainer binary sees ("cuda devices: N" of `trainer info`).
-int cuda_devices() {
-  static const int n = [] {
-    Result r = trainer(fs::temp_directory_path(), "info");
-    std::smatch m;
-    return std::regex_search(r.out, m, std::regex("cuda devices: ([0-9]+)")) ? std::stoi(m[1].str()) : 0;
-  }();
-  return n;
-}
-
-#define REQUIRE_CUDA_DEVICES(n)                                                              \
-  do {                                                                                      \
-    if (cuda_devices() < (n)) {                                                             \
-      WARN("needs " << (n) << " CUDA device(s); the trainer binary sees " << cuda_devices()); \
-      return;                                                                               \
-    }                                                                                       \
-  } while (0)
 
 // The floating tensors of a safetensors file, as doubles, by name.
 std::map<std::string, std::vector<double>> load_weights(const fs::path& p) {
