@@ -180,7 +180,7 @@ void DistributedDataParallel::finish() {
   if (sharded()) return finish_sharded();
   NoGradGuard ng;
   for (auto& b : buckets_) {
-    b.work->wait();
+    b.work->synchronize_stream();  // on a GPU the optimizer's kernels wait for it, not the host
     for (size_t s = 0; s < b.params.size(); ++s) {
       Tensor& p = params_[b.params[s]];
       Tensor src = b.flat.narrow(0, b.offsets[s], b.offsets[s + 1] - b.offsets[s]).reshape(p.sizes());

@@ -64,7 +64,7 @@ std::vector<DistributedDataParallel::BucketLayout> DistributedDataParallel::buck
 
 void DistributedDataParallel::finish_sharded() {
   NoGradGuard ng;
-  for (auto& b : buckets_) b.work->wait();
+  for (auto& b : buckets_) b.work->synchronize_stream();
   if (opts_.shard == Shard::Gradients)
     for (auto& b : buckets_) b.flat = Tensor();  // its window is in shard_grad
   // A parameter gets a gradient where any rank had one (torch: unused everywhere stays None); the

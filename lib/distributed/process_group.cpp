@@ -83,6 +83,14 @@ class ThenWork : public Work {
     then_ = nullptr;  // (drops the tensors it held)
   }
   bool is_completed() override { return inner_->is_completed(); }
+  void synchronize_stream() override {
+    inner_->synchronize_stream();
+    std::lock_guard<std::mutex> g(mu_);
+    if (!then_) return;
+    NoGradGuard ng;
+    then_();  // device ops, queued behind the collective
+    then_ = nullptr;
+  }
 
  private:
   std::shared_ptr<Work> inner_;

@@ -27,6 +27,11 @@ class Work {
   virtual ~Work() = default;
   virtual void wait() = 0;
   virtual bool is_completed() = 0;
+  // Orders the device work queued after this call behind the collective, without the host waiting
+  // (what torch's ProcessGroupNCCL Work.wait() does): a GPU step then never stalls its host. A
+  // host-memory group has nothing to order, so it waits. A failure or a hang surfaces at the next
+  // wait() or host copy, or through the hang watchdog.
+  virtual void synchronize_stream() { wait(); }
 };
 
 class ProcessGroup {

@@ -1,7 +1,10 @@
 #include "optim/clip_grad.h"
 #include <cmath>
 #include "core/grad_mode.h"
+#include "ops/backends.h"
+#include "ops/fused_clip.h"
 #include "ops/ops.h"
+#include "ops/registry.h"
 
 namespace tr::optim {
 
@@ -39,6 +42,27 @@ std::vector<Tensor> grads_of(const std::vector<Tensor>& params, DType* dt) {
   return grads;
 }
 
+// The fused ops where they pay: on a GPU (launches per gradient become a few in all), with one
+// dtype and contiguous gradients; the CPU's composite has no launches to save.
+bool fused(const std::vector<Tensor>& grads, double norm_type) {
+  return backends::fusion().enabled && norm_type > 0 && !grads.empty() && !grads[0].device().is_cpu() &&
+         fusable_norm(grads) && has_kernel("_fused_total_norm", grads[0].device());
+}
+
+// The total norm of the gradients (the composite is torch's code).
+Tensor total_norm(const std::vector<Tensor>& grads, double norm_type, DType dt) {
+  const bool max_abs = std::isinf(norm_type) && norm_type > 0;
+  if (fused(grads, norm_type)) return fused_total_norm(grads, norm_type);
+  std::vector<Tensor> norms = norms_of(grads, norm_type, max_abs, dt);
+  if (max_abs) return norms.size() == 1 ? norms[0] : max(stack(norms));
+  return norm(stack(norms), norm_type);
+}
+
+void scale(std::vector<Tensor>& grads, const Tensor& total, double max_norm, double norm_type) {
+  if (fused(grads, norm_type)) fused_clip_scale_(grads, total, max_norm);
+  else scale_by_norm(grads, total, max_norm);
+}
+
 }  // namespace
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type, bool error_if_nonfinite) {
@@ -46,15 +70,21 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
   DType dt = DType::F32;
   std::vector<Tensor> grads = grads_of(params, &dt);
   if (grads.empty()) return 0.0;
-  const bool max_abs = std::isinf(norm_type) && norm_type > 0;
-  std::vector<Tensor> norms = norms_of(grads, norm_type, max_abs, dt);
-  Tensor total;
-  if (max_abs) total = norms.size() == 1 ? norms[0] : max(stack(norms));
-  else total = norm(stack(norms), norm_type);
-  double total_v = total.item();
+  const Tensor total = total_norm(grads, norm_type, dt);
+  const double total_v = total.item();
   check_finite(total_v, norm_type, error_if_nonfinite);
-  scale_by_norm(grads, total, max_norm);
+  scale(grads, total, max_norm, norm_type);
   return total_v;
+}
+
+Tensor clip_grad_norm_tensor(const std::vector<Tensor>& params, double max_norm, double norm_type) {
+  NoGradGuard ng;
+  DType dt = DType::F32;
+  std::vector<Tensor> grads = grads_of(params, &dt);
+  if (grads.empty()) return Tensor();
+  const Tensor total = total_norm(grads, norm_type, dt);
+  scale(grads, total, max_norm, norm_type);
+  return total;
 }
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type, bool error_if_nonfinite,
@@ -65,8 +95,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
   const bool max_abs = std::isinf(norm_type) && norm_type > 0;
   double partial = 0;
   if (!grads.empty()) {
-    std::vector<Tensor> norms = norms_of(grads, norm_type, max_abs, dt);
-    const double local = (max_abs ? max(stack(norms)) : norm(stack(norms), norm_type)).item();
+    const double local = total_norm(grads, norm_type, dt).item();
     partial = max_abs ? local : std::pow(local, norm_type);
   }
   const double reduced = reduce(partial, max_abs);

@@ -15,6 +15,11 @@ namespace tr::optim {
 // gradients are scaled by it anyway (torch's behaviour).
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0,
                       bool error_if_nonfinite = false);
+// The same without reading the total back (no host wait on a GPU; error_if_nonfinite would need
+// one): the total norm before clipping as a 0-dim tensor on the gradients' device (undefined
+// without gradients). On CUDA it is the fused ops of ops/fused_clip.h, a few launches for any
+// number of gradients; elsewhere, and with [run] fused_ops = false, the composite.
+Tensor clip_grad_norm_tensor(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0);
 
 // The same for gradients sharded over ranks (ZeRO), as torch FSDP's clip_grad_norm_: each rank's
 // partial result, sum_i ||g_i||_p^p (p = inf: max_i max|g_i|), goes through `reduce(partial,

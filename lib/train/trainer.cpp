@@ -180,11 +180,14 @@ StepResult Trainer::train_step(const std::vector<data::Batch>& micro) {
     if (!r.scaler.found_inf(*r.optimizer)) {  // an overflowed step is skipped below, unclipped
       std::vector<Tensor> params = r.optimizer->params();
       if (gc.value > 0) optim::clip_grad_value(params, gc.value);
+      const auto on_device = [&](double v) { return full({}, v, TensorOptions(DType::F64).device(r.device)); };
       if (gc.max_norm > 0 && r.sharded_optimizer)  // the shards' partial norms, combined over the ranks
-        res.grad_norm = optim::clip_grad_norm(params, gc.max_norm, gc.norm_type, gc.error_if_nonfinite,
-                                              [&](double partial, bool is_max) { return r.sharded_optimizer->reduce(partial, is_max); });
-      else if (gc.max_norm > 0)
-        res.grad_norm = optim::clip_grad_norm(params, gc.max_norm, gc.norm_type, gc.error_if_nonfinite);
+        res.grad_norm = on_device(optim::clip_grad_norm(params, gc.max_norm, gc.norm_type, gc.error_if_nonfinite,
+                                              [&](double partial, bool is_max) { return r.sharded_optimizer->reduce(partial, is_max); }));
+      else if (gc.max_norm > 0 && gc.error_if_nonfinite)  // the check reads the norm (a host wait)
+        res.grad_norm = on_device(optim::clip_grad_norm(params, gc.max_norm, gc.norm_type, true));
+      else if (gc.max_norm > 0)  // stays on the device until the log line reads it
+        res.grad_norm = optim::clip_grad_norm_tensor(params, gc.max_norm, gc.norm_type);
     }
   }
   res.lrs = r.optimizer->lrs();  // what this step uses: the line logged for it shows these
@@ -359,6 +362,9 @@ void Trainer::eval_and_log(Loop& l) {
 }
 
 namespace {
+// Between log lines, ranks on GPUs agree on a stop signal every this many steps: the agreement is
+// a collective the host waits for, and a preemption notice allows tens of seconds.
+constexpr int64_t kSignalCheckSteps = 10;
 // The signal every rank stops for, from the sum over the ranks of their signal numbers: this
 // rank's own, or SIGTERM for one that came to another rank.
 int agreed_signal(double summed, int local_signal) { return summed > 0 ? (local_signal ? local_signal : SIGTERM) : 0; }
@@ -373,16 +379,21 @@ int Trainer::agree_signal(int local_signal) {
 
 int Trainer::flush_steps(int local_signal) {
   if (pending_.empty() && local_signal == 0) return 0;  // every rank: pending steps are the same
-  std::vector<double> v;
+  std::vector<double> v, norms;  // the losses, then the defined gradient norms: one copy for both
   if (!pending_.empty()) {
-    std::vector<Tensor> losses;
-    for (const auto& p : pending_) losses.push_back(p.loss.reshape({1}));
-    v = cat(losses, 0).to(kCPU).tolist();
+    std::vector<Tensor> values;
+    for (const auto& p : pending_) values.push_back(p.loss.reshape({1}));
+    for (const auto& p : pending_)
+      if (p.grad_norm.defined()) values.push_back(cast(p.grad_norm, DType::F64).to(p.loss.device()).reshape({1}));
+    v = cat(values, 0).to(kCPU).tolist();
+    norms.assign(v.begin() + int64_t(pending_.size()), v.end());
+    v.resize(pending_.size());
   }
   // one small collective: the losses summed over the ranks, and whether any rank was signalled
   // (every rank must stop after the same step, or the others would wait in a collective)
   v.push_back(double(local_signal));
   allreduce_sum(v, "the steps' losses and the stop signal");
+  size_t n_norm = 0;
   for (size_t i = 0; i < pending_.size(); ++i) {
     const PendingStep& p = pending_[i];
     // the backstop of [train] nonfinite = "stop" (with a loss scaler, or with ranks, whose loss
@@ -393,7 +404,7 @@ int Trainer::flush_steps(int local_signal) {
       if (run_.cfg.train.nonfinite == "warn")
         progress_->message(str("warning: step ", p.step, ": the loss is ", json_num(v[i]), " ([train] nonfinite = \"warn\")"));
     }
-    progress_->step(p.step, p.epoch, v[i], p.samples, p.grad_norm);
+    progress_->step(p.step, p.epoch, v[i], p.samples, p.grad_norm.defined() ? norms[n_norm++] : -1.0);
   }
   pending_.clear();
   last_flush_ = std::chrono::steady_clock::now();
@@ -450,11 +461,11 @@ bool Trainer::after_step(Loop& l, const std::vector<data::Batch>& micro, const S
   const bool display_due = !run_.pg && progress_->live() &&
                            std::chrono::steady_clock::now() - last_flush_ > std::chrono::milliseconds(500);
   const int local_sig = stop.pending();
-  int sig;
+  int sig = 0;
   if (run_.device.is_cpu() || log_due || eval_due || checkpoint_due || l.step == stop_at_step_ || display_due) {
     sig = flush_steps(local_sig);
-  } else if ((sig = agree_signal(local_sig)) != 0) {
-    flush_steps(0);
+  } else if (!run_.pg || l.step % kSignalCheckSteps == 0) {
+    if ((sig = agree_signal(local_sig)) != 0) flush_steps(0);
   }
   const std::vector<double>& lrs = sr.lrs;  // the lrs the step used, as torch's get_last_lr() before scheduler.step()
   if (pending_.empty()) progress_->show(l.step, l.epoch, lrs, display_due);

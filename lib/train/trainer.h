@@ -39,7 +39,8 @@ struct FitResult {
 // What train_step did.
 struct StepResult {
   Tensor loss;            // this rank's part of the step's mean loss: f64, 0-dim, on the run's device
-  double grad_norm = -1;  // before clipping; -1 without norm clipping (or when the step overflowed)
+  Tensor grad_norm;       // before clipping, 0-dim on the run's device; undefined without norm clipping
+                          // (or when the step overflowed)
   bool stepped = true;    // false: the GradScaler skipped the optimizer step (inf/NaN gradients), or [train]
                           // nonfinite = "skip" did
   std::vector<double> lrs;  // the lr of each param group this step used (before the scheduler stepped)
@@ -126,7 +127,7 @@ class Trainer {
     int64_t step, epoch;
     Tensor loss;  // StepResult::loss
     int64_t samples;
-    double grad_norm;
+    Tensor grad_norm;  // StepResult::grad_norm, read back with the loss
   };
   // Reads the pending losses back (one copy), sums them and this rank's signal over the ranks,
   // checks them and feeds them to the progress window in order; returns the agreed signal.

@@ -2,6 +2,8 @@
 // memory obtained with cudaMalloc, written at exit to the file TR_CUDA_EMU_COUNTS names: one JSON
 // line per process, {"pid", "peak_device_bytes", "total": {...}, "ranges": {"forward": {...}, ...}}.
 // A range's counts are those made while it was the innermost open range of the calling thread.
+// TR_CUDA_EMU_TRACE=1 also prints each count to stderr as it happens (a kernel by its address).
+#include <dlfcn.h>
 #include <unistd.h>
 #include <array>
 #include <cstdio>
@@ -66,11 +68,20 @@ void write_counts() {
 
 }  // namespace
 
-void count(Counter c) {
+void count(Counter c, const void* what) {
   State& s = state();
   std::lock_guard<std::mutex> g(s.mu);
   ++s.total[size_t(c)];
   if (!open_ranges.empty()) ++s.ranges[open_ranges.back()][size_t(c)];
+  static const bool trace = std::getenv("TR_CUDA_EMU_TRACE") != nullptr;
+  if (trace) {
+    // a kernel as its offset in the object that holds it (`addr2line -f -C -e <binary> <offset>` names it)
+    Dl_info info{};
+    const uintptr_t off = what && dladdr(what, &info) && info.dli_fbase
+                              ? uintptr_t(what) - uintptr_t(info.dli_fbase) : uintptr_t(what);
+    std::fprintf(stderr, "cuda emulator: %s %s 0x%zx\n", open_ranges.empty() ? "-" : open_ranges.back().c_str(),
+                 kNames[size_t(c)], size_t(off));
+  }
 }
 
 void note_device_bytes(int device, size_t in_use) {

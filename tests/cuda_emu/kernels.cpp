@@ -331,7 +331,7 @@ cudaError_t enqueue_launch(Launch* l, cudaStream_t stream) {
     return set_error(cudaErrorInvalidValue);  // "invalid configuration argument"
   CUstream_st* s = stream_of(stream);
   if (!s) return set_error(cudaErrorInvalidDevice);
-  count(Counter::Kernel);
+  count(Counter::Kernel, l->kernel);
   enqueue(s, [owned] {
     run_launch(owned.get());
     return true;

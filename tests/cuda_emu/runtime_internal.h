@@ -64,7 +64,8 @@ cudaError_t set_error(cudaError_t e);
 // the synchronizes, synchronous copies and memsets, cudaFree) and polls (stream or event queries).
 // TR_CUDA_EMU_COUNTS=file appends them as one JSON line per process at exit.
 enum class Counter { Kernel, Copy, HostWait, Poll };
-void count(Counter c);
+// `what`: the kernel's address, for TR_CUDA_EMU_TRACE (counters.cpp)
+void count(Counter c, const void* what = nullptr);
 // Device bytes handed out by cudaMalloc on `device` after a change (for the peak).
 void note_device_bytes(int device, size_t in_use);
 

@@ -3,8 +3,8 @@
 // host waits (a synchronize, a synchronous copy, cudaFree) and polls, per phase of the step (the
 // NVTX ranges "forward", "backward", "step" that the Trainer opens), and the peak of device memory.
 // bench/gpt2_proxy.toml is GPT-2's graph and recipe at emulator size; a step's counts are the
-// difference of runs of 3 and 6 steps (start-up and the end cancel), a block's the difference of
-// runs at 2 and 4 blocks. The bench script bench/run_gpu_proxy.sh prints the table this prints.
+// difference of runs of 3 and 6 steps (start-up, the first step's state allocation and the end
+// cancel), a block's the difference of those differences at 2 and 4 blocks. The bench script bench/run_gpu_proxy.sh prints the table this prints.
 // On a real GPU the counts file is not written and the test says so.
 #include <nlohmann/json.hpp>
 #include <cstdio>
@@ -52,11 +52,12 @@ struct Run {
 
 // The proxy config at `blocks` transformer blocks for `steps` steps; nullopt: no counts (not the emulator).
 std::optional<Run> run_proxy(const fs::path& d, int blocks, int steps, const std::string& extra = "") {
+  static int runs = 0;
   std::string cfg = read(kRepo + "/bench/gpt2_proxy.toml");
   const std::string two = "times = 2,";
   REQUIRE(cfg.find(two) != std::string::npos);
   cfg.replace(cfg.find(two), two.size(), "times = " + std::to_string(blocks) + ",");
-  const std::string name = "b" + std::to_string(blocks) + "_s" + std::to_string(steps);
+  const std::string name = "r" + std::to_string(++runs) + "_b" + std::to_string(blocks) + "_s" + std::to_string(steps);
   write(d / (name + ".toml"), cfg);
   const fs::path counts = d / (name + ".counts.jsonl");
   Result r = shell(d, "TR_CUDA_EMU_COUNTS='" + counts.string() + "' '" TRAINER_BINARY "' run " + name +
@@ -98,9 +99,9 @@ TEST_CASE("cuda proxy: launches, host waits and device memory of a GPT-2 trainin
     WARN("no counts: the trainer binary is not the CUDA emulation build (counts come from tests/cuda_emu)");
     return;
   }
-  const Run b = *run_proxy(d, 2, 6), c = *run_proxy(d, 4, 6);
-  const Run step = (b - *a) / 3.0;       // one step at 2 blocks
-  const Run block = (c - b) / (2 * 6.0);  // what one block adds to one step
+  const Run b = *run_proxy(d, 2, 6), c3 = *run_proxy(d, 4, 3), c = *run_proxy(d, 4, 6);
+  const Run step = (b - *a) / 3.0;                     // one step at 2 blocks
+  const Run block = ((c - c3) - (b - *a)) / (3 * 2.0);  // what one block adds to one step
   const Counts outside = step.total - step.range("forward") - step.range("backward") - step.range("step");
   std::printf("| per training step (GPT-2 graph, bf16 autocast, AdamW, clip) | launches | kernels | copies | host waits | polls |\n");
   std::printf("| --- | ---: | ---: | ---: | ---: | ---: |\n");
@@ -114,6 +115,14 @@ TEST_CASE("cuda proxy: launches, host waits and device memory of a GPT-2 trainin
   print_row("outside the phases (data, zero_grad, logging) at 2 blocks", outside);
   std::printf("peak device bytes (emulator, 2 blocks, 4 x 64 tokens): %.0f\n", b.peak_device_bytes);
 
+  // two ranks over the emulator's NCCL (DDP): per rank (the counts of both processes, halved)
+  const std::string two = "--nproc 2 --set train.tokens_per_step=512";
+  const Run d3 = *run_proxy(d, 2, 3, two), d6 = *run_proxy(d, 2, 6, two);
+  const Run ddp = (d6 - d3) / (3 * 2.0);
+  print_row("DDP, 2 ranks: whole step per rank", ddp.total);
+  print_row("DDP, 2 ranks: step phase per rank", ddp.range("step"));
+  std::printf("(with 2 ranks, a rank's polls include its waits for the other at the end of the run, which vary)\n");
+
   // Held at the measured values + 10%: a change that adds launches or waits fails here. Lower
   // them when an optimisation lands (the issue's targets: <= 30 launches per block forward and
   // backward, <= 20 for the whole step phase, no host wait outside log lines).
@@ -123,10 +132,14 @@ TEST_CASE("cuda proxy: launches, host waits and device memory of a GPT-2 trainin
   };
   hold("launches per block, forward + backward",
        block.range("forward").launches() + block.range("backward").launches(), 92);
-  hold("launches per block, step phase", block.range("step").launches(), 78);
-  hold("launches of the step phase at 2 blocks", step.range("step").launches(), 190);
-  hold("launches per step at 2 blocks", step.total.launches(), 428);
-  hold("host waits per step", step.total.host_waits, 2);
-  hold("polls per step", step.total.polls, 4);
+  hold("launches per block, step phase", block.range("step").launches(), 0);
+  hold("launches of the step phase at 2 blocks", step.range("step").launches(), 9);
+  hold("launches per step at 2 blocks", step.total.launches(), 252);
+  hold("host waits per step", step.total.host_waits, 0);
+  // the pinned staging's event queries (one per staging block at each host-to-device copy); a
+  // poll never blocks
+  hold("polls per step", step.total.polls, 6);
   hold("peak device bytes at 2 blocks", b.peak_device_bytes, 140509184);
+  hold("DDP: launches of the step phase per rank", ddp.range("step").launches(), 9);
+  hold("DDP: host waits per step and rank", ddp.total.host_waits, 0);
 }

@@ -122,6 +122,16 @@ class NcclWork : public Work {
     std::lock_guard<std::mutex> g(mu_);
     return completed_ || cudaEventQuery(done_) == cudaSuccess;
   }
+  // the device's default stream waits for the collective's event; the host goes on
+  void synchronize_stream() override {
+    std::lock_guard<std::mutex> g(mu_);
+    if (completed_) {
+      if (err_) std::rethrow_exception(err_);
+      return;
+    }
+    DeviceGuard dg(im_->device);
+    TR_CUDA_CHECK(cudaStreamWaitEvent(nullptr, done_, 0));
+  }
 
  private:
   void poll() {
