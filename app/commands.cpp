@@ -70,8 +70,12 @@ void info() {
     for (int i = 0; i < n; ++i) {
       std::printf("  cuda:%d: %s\n", i, cuda::device_description(i).c_str());
       const MemoryStats m = memory_stats(Device(DeviceType::CUDA, i));  // this process's, as torch.cuda.memory_stats
-      std::printf("    allocated %s (peak %s), reserved %s\n", format_bytes(double(m.allocated)).c_str(),
-                  format_bytes(double(m.peak_allocated)).c_str(), format_bytes(double(m.reserved)).c_str());
+      std::printf("    allocated %s (peak %s), reserved %s (peak %s)\n", format_bytes(double(m.allocated)).c_str(),
+                  format_bytes(double(m.peak_allocated)).c_str(), format_bytes(double(m.reserved)).c_str(),
+                  format_bytes(double(m.peak_reserved)).c_str());
+      std::printf("    %lld segments, %s free in split segments, %lld of %lld allocations from the cache\n",
+                  (long long)m.segments, format_bytes(double(m.inactive_split)).c_str(), (long long)m.cache_hits,
+                  (long long)m.num_allocs);
     }
   } else std::printf("cuda devices: 0 (%s)\n", cuda::unavailable_reason().c_str());
 }

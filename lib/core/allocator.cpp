@@ -1,6 +1,7 @@
 #include "core/allocator.h"
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <new>
 #include <vector>
 #include "core/error.h"
@@ -16,8 +17,8 @@ std::function<Allocator&(int)>& factory(DeviceType t) {
 
 }  // namespace
 
-CachingAllocator::CachingAllocator(RawAlloc raw_alloc, RawFree raw_free, size_t min_cached_bytes,
-                                   std::function<std::string()> describe)
+ExactSizeCachingAllocator::ExactSizeCachingAllocator(RawAlloc raw_alloc, RawFree raw_free, size_t min_cached_bytes,
+                                                     std::function<std::string()> describe)
     : raw_alloc_(std::move(raw_alloc)),
       raw_free_(std::move(raw_free)),
       min_cached_(min_cached_bytes),
@@ -35,16 +36,31 @@ std::string format_bytes(double b) {
   return buf;
 }
 
-CachingAllocator::~CachingAllocator() { empty_cache(); }
+OutOfMemoryError out_of_memory_error(const std::string& where, size_t nbytes, const MemoryStats& s) {
+  return OutOfMemoryError(str("out of memory", where.empty() ? std::string() : " on " + where, ": tried to allocate ",
+                              format_bytes(double(nbytes)), "; ", format_bytes(double(s.allocated)),
+                              " held by tensors, ", format_bytes(double(s.reserved)),
+                              " reserved by the caching allocator (its free cache was released and the allocation "
+                              "retried), peak ",
+                              format_bytes(double(s.peak_allocated))));
+}
 
-size_t CachingAllocator::round_size(size_t nbytes) {
-  // 512-byte granularity below 1 MiB, 2 MiB granularity above (as torch's small/large pools).
+ExactSizeCachingAllocator::~ExactSizeCachingAllocator() { empty_cache(); }
+
+size_t ExactSizeCachingAllocator::round_size(size_t nbytes) {
+  // 512-byte granularity below 1 MiB, 2 MiB granularity above
   if (nbytes == 0) return 512;
   if (nbytes < (1u << 20)) return (nbytes + 511) / 512 * 512;
   return (nbytes + (2u << 20) - 1) / (2u << 20) * (2u << 20);
 }
 
-void* CachingAllocator::allocate(size_t nbytes) {
+void ExactSizeCachingAllocator::release(void* p, size_t rounded) {
+  raw_free_(p);
+  stats_.reserved -= int64_t(rounded);
+  stats_.segments--;
+}
+
+void* ExactSizeCachingAllocator::allocate(size_t nbytes) {
   size_t rs = round_size(nbytes);
   std::lock_guard<std::mutex> g(mu_);
   void* p = nullptr;
@@ -56,18 +72,14 @@ void* CachingAllocator::allocate(size_t nbytes) {
   } else {
     p = raw_alloc_(rs);
     if (!p) {  // free the cache and retry once before giving up
-      for (auto& [sz, b] : free_blocks_) { raw_free_(b); stats_.reserved -= int64_t(sz); }
+      for (auto& [sz, b] : free_blocks_) release(b, sz);
       free_blocks_.clear();
       p = raw_alloc_(rs);
     }
-    if (!p)
-      throw OutOfMemoryError(str("out of memory", describe_ ? " on " + describe_() : std::string(),
-                                 ": tried to allocate ", format_bytes(double(nbytes)), "; ",
-                                 format_bytes(double(stats_.allocated)), " held by tensors, ",
-                                 format_bytes(double(stats_.reserved)), " reserved by the caching allocator (its ",
-                                 "free cache was released and the allocation retried), peak ",
-                                 format_bytes(double(stats_.peak_allocated))));
+    if (!p) throw out_of_memory_error(describe_ ? describe_() : std::string(), nbytes, stats_);
     stats_.reserved += int64_t(rs);
+    stats_.segments++;
+    stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
   }
   live_blocks_[p] = rs;
   stats_.allocated += int64_t(rs);
@@ -76,7 +88,7 @@ void* CachingAllocator::allocate(size_t nbytes) {
   return p;
 }
 
-void CachingAllocator::deallocate(void* p, size_t) {
+void ExactSizeCachingAllocator::deallocate(void* p, size_t) {
   std::lock_guard<std::mutex> g(mu_);
   auto it = live_blocks_.find(p);
   if (it == live_blocks_.end()) return;
@@ -84,29 +96,26 @@ void CachingAllocator::deallocate(void* p, size_t) {
   live_blocks_.erase(it);
   stats_.allocated -= int64_t(rs);
   if (rs < min_cached_) {
-    raw_free_(p);
-    stats_.reserved -= int64_t(rs);
+    release(p, rs);
     return;
   }
   free_blocks_.emplace(rs, p);
 }
 
-MemoryStats CachingAllocator::stats() const {
+MemoryStats ExactSizeCachingAllocator::stats() const {
   std::lock_guard<std::mutex> g(mu_);
   return stats_;
 }
 
-void CachingAllocator::reset_peak() {
+void ExactSizeCachingAllocator::reset_peak() {
   std::lock_guard<std::mutex> g(mu_);
   stats_.peak_allocated = stats_.allocated;
+  stats_.peak_reserved = stats_.reserved;
 }
 
-void CachingAllocator::empty_cache() {
+void ExactSizeCachingAllocator::empty_cache() {
   std::lock_guard<std::mutex> g(mu_);
-  for (auto& [sz, b] : free_blocks_) {
-    raw_free_(b);
-    stats_.reserved -= int64_t(sz);
-  }
+  for (auto& [sz, b] : free_blocks_) release(b, sz);
   free_blocks_.clear();
 }
 
@@ -115,7 +124,7 @@ void register_allocator(DeviceType t, std::function<Allocator&(int)> get) { fact
 Allocator& allocator_for(Device d) {
   if (d.is_cpu()) {
     // 64-byte aligned; blocks of 1 MiB and more are cached for reuse
-    static CachingAllocator cpu([](size_t n) { return std::aligned_alloc(64, n); }, [](void* p) { std::free(p); },
+    static ExactSizeCachingAllocator cpu([](size_t n) { return std::aligned_alloc(64, n); }, [](void* p) { std::free(p); },
                                 size_t(1) << 20);
     return cpu;
   }

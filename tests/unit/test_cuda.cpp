@@ -1102,17 +1102,17 @@ TEST_CASE("cuda: cuda_info reports the cuBLAS, cuDNN and NCCL versions without a
   CHECK(s.find("CUDA runtime 13.") != std::string::npos);
 }
 
-// ---------------------------------------------------------------- caching allocator
+// ---------------------------------------------------------------- the CPU's exact-size caching allocator
 
 namespace {
-// malloc / free with counters, as the raw functions of a CachingAllocator.
+// malloc / free with counters, as the raw functions of an ExactSizeCachingAllocator.
 struct RawCounter {
   int allocs = 0, frees = 0;
   int64_t live_bytes = 0;
   int64_t limit = -1;  // raw allocations beyond this many live bytes fail (nullptr)
   std::map<void*, size_t> sizes;
-  CachingAllocator make() {
-    return CachingAllocator(
+  ExactSizeCachingAllocator make() {
+    return ExactSizeCachingAllocator(
         [this](size_t n) -> void* {
           if (limit >= 0 && live_bytes + int64_t(n) > limit) return nullptr;
           void* p = std::malloc(n);
@@ -1131,20 +1131,20 @@ struct RawCounter {
 };
 }  // namespace
 
-TEST_CASE("caching allocator: sizes round to 512 B below 1 MiB and to 2 MiB above", "[allocator]") {
-  CHECK(CachingAllocator::round_size(0) == 512);
-  CHECK(CachingAllocator::round_size(1) == 512);
-  CHECK(CachingAllocator::round_size(512) == 512);
-  CHECK(CachingAllocator::round_size(513) == 1024);
-  CHECK(CachingAllocator::round_size((1u << 20) - 1) == (1u << 20));
-  CHECK(CachingAllocator::round_size(1u << 20) == (2u << 20));
-  CHECK(CachingAllocator::round_size((2u << 20) + 1) == (4u << 20));
+TEST_CASE("exact-size caching allocator: sizes round to 512 B below 1 MiB and to 2 MiB above", "[allocator]") {
+  CHECK(ExactSizeCachingAllocator::round_size(0) == 512);
+  CHECK(ExactSizeCachingAllocator::round_size(1) == 512);
+  CHECK(ExactSizeCachingAllocator::round_size(512) == 512);
+  CHECK(ExactSizeCachingAllocator::round_size(513) == 1024);
+  CHECK(ExactSizeCachingAllocator::round_size((1u << 20) - 1) == (1u << 20));
+  CHECK(ExactSizeCachingAllocator::round_size(1u << 20) == (2u << 20));
+  CHECK(ExactSizeCachingAllocator::round_size((2u << 20) + 1) == (4u << 20));
 }
 
-TEST_CASE("caching allocator: freed blocks are reused for requests of the same rounded size", "[allocator]") {
+TEST_CASE("exact-size caching allocator: freed blocks are reused for requests of the same rounded size", "[allocator]") {
   RawCounter raw;
   {
-    CachingAllocator a = raw.make();
+    ExactSizeCachingAllocator a = raw.make();
     void* p = a.allocate(1000);
     CHECK(raw.allocs == 1);
     a.deallocate(p, 1000);
@@ -1173,9 +1173,9 @@ TEST_CASE("caching allocator: freed blocks are reused for requests of the same r
   CHECK(raw.live_bytes == 0);
 }
 
-TEST_CASE("caching allocator: current, peak and reserved statistics", "[allocator]") {
+TEST_CASE("exact-size caching allocator: current, peak and reserved statistics", "[allocator]") {
   RawCounter raw;
-  CachingAllocator a = raw.make();
+  ExactSizeCachingAllocator a = raw.make();
   void* p = a.allocate(1000);   // 1024
   void* q = a.allocate(3000);   // 3072
   MemoryStats s = a.stats();
@@ -1199,9 +1199,9 @@ TEST_CASE("caching allocator: current, peak and reserved statistics", "[allocato
   CHECK(a.stats().allocated == 0);
 }
 
-TEST_CASE("caching allocator: empty_cache returns cached blocks, live blocks stay", "[allocator]") {
+TEST_CASE("exact-size caching allocator: empty_cache returns cached blocks, live blocks stay", "[allocator]") {
   RawCounter raw;
-  CachingAllocator a = raw.make();
+  ExactSizeCachingAllocator a = raw.make();
   void* p = a.allocate(2000);
   void* q = a.allocate(3u << 20);
   a.deallocate(q, 3u << 20);
@@ -1219,10 +1219,10 @@ TEST_CASE("caching allocator: empty_cache returns cached blocks, live blocks sta
   CHECK(a.stats().reserved == 0);
 }
 
-TEST_CASE("caching allocator: out of memory frees the cache and retries, then throws", "[allocator]") {
+TEST_CASE("exact-size caching allocator: out of memory frees the cache and retries, then throws", "[allocator]") {
   RawCounter raw;
   raw.limit = 8192;
-  CachingAllocator a = raw.make();
+  ExactSizeCachingAllocator a = raw.make();
   void* p = a.allocate(4096);
   a.deallocate(p, 4096);  // 4096 cached
   void* q = a.allocate(6000);  // 6144: fits only after the cache is released
@@ -1248,7 +1248,7 @@ TEST_CASE("cuda: out of memory is one error naming the device, the request, the 
   CHECK(sum(x).item() == 1 << 20);  // the device is still usable
 }
 
-TEST_CASE("caching allocator: the CPU allocator keeps statistics too", "[allocator]") {
+TEST_CASE("exact-size caching allocator: the CPU allocator keeps statistics too", "[allocator]") {
   reset_peak_memory_stats(kCPU);
   MemoryStats before = memory_stats(kCPU);
   {

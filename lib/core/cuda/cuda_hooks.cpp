@@ -6,9 +6,10 @@
 #include <memory>
 #include <mutex>
 #include <vector>
-#include "core/allocator.h"
+#include "core/caching_allocator.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/device_guard.h"
+#include "core/cuda/device_memory.h"
 #include "core/cuda/pinned_staging.h"
 
 namespace tr::cuda {
@@ -36,48 +37,13 @@ const Probe& probe() {
   return p;
 }
 
-// Free and total bytes of cuda:index; false (and the error cleared) when the runtime cannot say.
-bool memory_info(int index, size_t& free_b, size_t& total_b) {
-  DeviceGuard g(index);
-  if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) return true;
-  cudaGetLastError();
-  return false;
-}
-
 Allocator& device_allocator(int index) {
   static std::mutex mu;
   static std::vector<std::unique_ptr<CachingAllocator>> allocs;
   std::lock_guard<std::mutex> g(mu);
   if (allocs.empty()) allocs.resize(size_t(std::max(probe().count, 1)));
   TR_CHECK(index >= 0 && index < int(allocs.size()), "cuda:", index, " does not exist");
-  if (!allocs[index]) {
-    allocs[index] = std::make_unique<CachingAllocator>(
-        [index](size_t n) -> void* {
-          void* p = nullptr;
-          cudaError_t e;
-          {
-            DeviceGuard g(index);
-            e = cudaMalloc(&p, n);
-          }
-          if (e == cudaErrorMemoryAllocation) {  // out of memory: the allocator frees its cache and retries
-            cudaGetLastError();
-            return nullptr;
-          }
-          if (e != cudaSuccess) {
-            cudaGetLastError();
-            throw Error(str("cudaMalloc of ", n, " bytes on cuda:", index, " failed: ", cudaGetErrorString(e),
-                            " (error ", int(e), ")"));
-          }
-          return p;
-        },
-        [](void* p) { cudaFree(p); }, 0,
-        [index] {
-          size_t free_b = 0, total_b = 0;
-          const bool ok = memory_info(index, free_b, total_b);
-          return str("cuda:", index, ok ? str(" (", format_bytes(double(free_b)), " free of ",
-                                                format_bytes(double(total_b)), ")") : std::string());
-        });
-  }
+  if (!allocs[index]) allocs[index] = std::make_unique<CachingAllocator>(device_memory(index));
   return *allocs[index];
 }
 
