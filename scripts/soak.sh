@@ -105,7 +105,7 @@ fi
 echo "soak: $((SECONDS - t0)) s; $landed SIGKILLs landed in a running trainer ($attempts tries), every restart succeeded: $([ $failed = 0 ] && echo yes || echo NO)"
 [ "$landed" -eq "$kills" ] || { echo "only $landed of $kills kills landed"; failed=1; }
 
-strip() { sed -E 's/,"(samples_per_s|tokens_per_s|startup_s|peak_flops|mfu|mem_peak_mb)":[-0-9.e+]+//g' "$1"; }
+strip() { sed -E 's/,"(samples_per_s|tokens_per_s|startup_s|peak_flops|mfu|mem_peak_mb|mem_reserved_mb|mem_peak_reserved_mb)":[-0-9.e+]+//g' "$1"; }
 if cmp -s runs/straight/checkpoints/final/model.safetensors runs/soak/checkpoints/final/model.safetensors; then
   echo "final weights: byte-identical to the uninterrupted run"
 else

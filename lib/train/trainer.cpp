@@ -415,7 +415,10 @@ std::string Trainer::memory_fields() {
   auto mb = [](double bytes) { return std::round(bytes / (1 << 20) * 10) / 10; };
   const double peak = double(max_memory_allocated(run_.device));
   const double state = double(optim::state_bytes(*run_.optimizer));
-  std::string r = str(",\"mem_peak_mb\":", json_num(mb(peak)), ",\"optimizer_state_mb\":", json_num(mb(state)));
+  const MemoryStats ms = memory_stats(run_.device);  // reserved: what the caching allocator holds, cache included
+  std::string r = str(",\"mem_peak_mb\":", json_num(mb(peak)), ",\"mem_reserved_mb\":", json_num(mb(double(ms.reserved))),
+                      ",\"mem_peak_reserved_mb\":", json_num(mb(double(ms.peak_reserved))),
+                      ",\"optimizer_state_mb\":", json_num(mb(state)));
   if (!run_.pg) return r;
   // every rank's, for sharding: each rank fills its two slots, the sum gathers them
   const int w = run_.env.world_size, me = run_.env.rank;

@@ -137,8 +137,9 @@ class Trainer {
   // ,"flops_per_step":..,"peak_flops":..,"mfu":.. for a train line (train/mfu.h); measures the peak
   // on its first call.
   std::string mfu_fields();
-  // ,"mem_peak_mb":..,"optimizer_state_mb":.. (this rank's peak memory since the last line and its
-  // optimizer state) and, with ranks, every rank's peak memory
+  // ,"mem_peak_mb":..,"mem_reserved_mb":..,"mem_peak_reserved_mb":..,"optimizer_state_mb":.. (this
+  // rank's peak memory since the last line, what its allocator reserves now and at most since the
+  // last line, and its optimizer state) and, with ranks, every rank's peak memory
   // and optimizer state: "mem_peak_mb_per_rank":[..],"optimizer_state_mb_per_rank":[..] (one
   // collective, on log lines, which every rank reaches alike)
   std::string memory_fields();

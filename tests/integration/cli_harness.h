@@ -71,9 +71,12 @@ inline std::string synthetic_config_without_dropout() {
 }
 
 // metrics.jsonl without its timing fields (samples_per_s, the first train line's startup_s, MFU)
-// and the peak memory (a resumed process has not seen the steps before it).
+// and the memory figures (a resumed process has not seen the steps before it).
 inline std::string strip_timing(const std::string& metrics) {
-  const std::string t = std::regex_replace(metrics, std::regex(",\"(samples_per_s|startup_s|peak_flops|mfu|mem_peak_mb)\":[-0-9.e+]+"), "");
+  const std::string t = std::regex_replace(
+      metrics,
+      std::regex(",\"(samples_per_s|startup_s|peak_flops|mfu|mem_peak_mb|mem_reserved_mb|mem_peak_reserved_mb)\":[-0-9.e+]+"),
+      "");
   return std::regex_replace(t, std::regex(",\"mem_peak_mb_per_rank\":\\[[^\\]]*\\]"), "");
 }
 
