@@ -12,10 +12,15 @@ namespace tr {
 
 namespace {
 
+// the broadcast shape in the inputs' common dtype (they differ only where the kernel reads mixed floats)
 std::vector<TensorSpec> broadcast_infer(const std::vector<Tensor>& in, const Attrs&) {
   Shape s = in[0].sizes();
-  for (size_t i = 1; i < in.size(); ++i) s = broadcast_shapes(s, in[i].sizes(), "");
-  return {{s, in.back().dtype()}};
+  DType t = in[0].dtype();
+  for (size_t i = 1; i < in.size(); ++i) {
+    s = broadcast_shapes(s, in[i].sizes(), "");
+    t = promote_types(t, in[i].dtype());
+  }
+  return {{s, t}};
 }
 std::vector<TensorSpec> bool_infer(const std::vector<Tensor>& in, const Attrs& a) {
   auto r = broadcast_infer(in, a);
@@ -44,6 +49,7 @@ void unary(OpDef& d, DtypeSet s, amp::CastPolicy autocast, BackwardFn bw, Keeps 
 void binary(OpDef& d, DtypeSet s, amp::CastPolicy autocast, BackwardFn bw, Keeps k) {
   d.num_inputs = 2;
   d.promote = s == DtypeSet::FLOAT ? Promote::CommonFloat : Promote::Common;
+  d.cuda_reads_mixed_floats = true;  // ops/cuda/pointwise.cpp: binary()
   d.autocast = autocast;
   d.infer = broadcast_infer;
   d.backward = bw;

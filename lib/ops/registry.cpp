@@ -154,10 +154,11 @@ std::vector<Tensor> dispatch(const char* name, std::vector<Tensor> inputs, const
   if (op.promote != Promote::None) {
     DType rt = result_type(inputs);
     if (op.promote == Promote::CommonFloat && !is_floating(rt)) rt = DType::F32;
+    const bool mixed = op.cuda_reads_mixed_floats && dev.is_cuda() && rt == DType::F32;
     for (auto& t : inputs) {
       if (t.dtype() == rt) continue;
       if (t.is_wrapped_number()) t = wrap_scalar(t.item(), rt);
-      else t = cast(t, rt);
+      else if (!(mixed && (t.dtype() == DType::F16 || t.dtype() == DType::BF16) && t.device() == dev)) t = cast(t, rt);
     }
   }
 

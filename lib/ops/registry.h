@@ -56,6 +56,9 @@ struct OpDef {
   BackwardFn backward = nullptr;
   bool differentiable = true;  // false: no backward by design (comparisons, argmax, masks)
   bool pointwise = false;  // kernel is an elementwise loop that may write into a strided output
+  // With promotion: the CUDA kernel reads an f16 / bf16 tensor beside f32 ones as it is, converting
+  // per element (exact), so dispatch skips that input's cast and its launch (x + y under autocast).
+  bool cuda_reads_mixed_floats = false;
   bool save_inputs = true;
   bool save_outputs = false;
   uint32_t unsaved_outputs = 0;  // with save_outputs: bit i set = output i is not kept (undefined in backward)

@@ -51,6 +51,8 @@ enum class PredicateOp : int32_t {
 void launch_unary(UnaryOp op, DType t, const PointwiseParams& p, const ElementwiseArgs& a);
 // y = op(x0, x1) for x0, x1, y of dtype `t`.
 void launch_binary(BinaryOp op, DType t, const PointwiseParams& p, const ElementwiseArgs& a);
+// f32 out of a (dtype ta) and b (tb), one f32 and the other f32, f16 or bf16, computed in f32
+void launch_binary_mixed(BinaryOp op, DType ta, DType tb, const PointwiseParams& p, const ElementwiseArgs& a);
 // bool y = x0 OP x1 for inputs of dtype `t`.
 void launch_compare(CompareOp op, DType t, const ElementwiseArgs& a);
 // bool y = pred(x) for x of dtype `t`.

@@ -36,8 +36,16 @@ void unary(const char* name, UnaryOp op, DtypeSet s, const Ins& in, Outs& out, c
 void binary(const char* name, BinaryOp op, DtypeSet s, const Ins& in, Outs& out, const PointwiseParams& p) {
   const DType t = out[0].dtype();
   check_dtype_set(name, s, t);
-  check_same_dtype(name, in, t);
   DeviceGuard g(out[0]);
+  if (in[0].dtype() != in[1].dtype()) {  // f32 beside f16 / bf16 (OpDef::cuda_reads_mixed_floats)
+    const auto f32_or_16bit = [](DType d) { return d == DType::F32 || d == DType::F16 || d == DType::BF16; };
+    TR_CHECK(t == DType::F32 && f32_or_16bit(in[0].dtype()) && f32_or_16bit(in[1].dtype()),
+             name, ": mixed inputs ", dtype_name(in[0].dtype()), " and ", dtype_name(in[1].dtype()),
+             " must be float32 beside float16 or bfloat16");
+    for (auto& a : elementwise_args(out[0], {in[0], in[1]})) launch_binary_mixed(op, in[0].dtype(), in[1].dtype(), p, a);
+    return;
+  }
+  check_same_dtype(name, in, t);
   for (auto& a : elementwise_args(out[0], {in[0], in[1]})) launch_binary(op, t, p, a);
 }
 

@@ -164,6 +164,16 @@ void launch_binary(BinaryOp op, DType t, const PointwiseParams& p, const Element
   });
 }
 
+void launch_binary_mixed(BinaryOp op, DType ta, DType tb, const PointwiseParams& p, const ElementwiseArgs& a) {
+  const BinaryFn<float> f{op, float(p.p0), float(p.p1), p.b0, p.b1};
+  // the 16-bit operand converts to f32 exactly inside BinaryFn<float>: the cast it replaces
+  if (ta == DType::F32 && tb == DType::BF16) launch_elementwise<float, float, BFloat16>("binary_kernel", a, f);
+  else if (ta == DType::BF16 && tb == DType::F32) launch_elementwise<float, BFloat16, float>("binary_kernel", a, f);
+  else if (ta == DType::F32 && tb == DType::F16) launch_elementwise<float, float, Half>("binary_kernel", a, f);
+  else if (ta == DType::F16 && tb == DType::F32) launch_elementwise<float, Half, float>("binary_kernel", a, f);
+  else throw Error(str("binary op: no mixed kernel for ", dtype_name(ta), " and ", dtype_name(tb)));
+}
+
 void launch_compare(CompareOp op, DType t, const ElementwiseArgs& a) {
   TR_DISPATCH_ALL(t, "comparison", [&] {
     launch_elementwise<bool, scalar_t, scalar_t>("compare_kernel", a, CompareFn<scalar_t>{op});
