@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <vector>
-#include "half_convert.h"
+#include "blas_elements.h"
 #include "runtime_internal.h"
 
 struct cublasContext {
@@ -22,49 +22,13 @@ using cuda_emu::all_on_device;
 
 CBLAS_TRANSPOSE cblas_op(cublasOperation_t t) { return t == CUBLAS_OP_N ? CblasNoTrans : CblasTrans; }
 
-using cuda_emu::bf16_to_float;
-using cuda_emu::float_to_bf16;
-using cuda_emu::float_to_half;
-using cuda_emu::half_to_float;
-
-size_t elem_size(cudaDataType_t t) {
-  switch (t) {
-    case CUDA_R_16F:
-    case CUDA_R_16BF: return 2;
-    case CUDA_R_32F: return 4;
-    case CUDA_R_64F: return 8;
-    default: return 0;
-  }
-}
-float load_as_float(const void* p, cudaDataType_t t, size_t i) {
-  const auto* b = static_cast<const unsigned char*>(p) + i * elem_size(t);
-  uint16_t u;
-  switch (t) {
-    case CUDA_R_16F: std::memcpy(&u, b, 2); return half_to_float(u);
-    case CUDA_R_16BF: std::memcpy(&u, b, 2); return bf16_to_float(u);
-    case CUDA_R_32F: {
-      float f;
-      std::memcpy(&f, b, 4);
-      return f;
-    }
-    default: return 0;
-  }
-}
-void store_from_float(void* p, cudaDataType_t t, size_t i, float v) {
-  auto* b = static_cast<unsigned char*>(p) + i * elem_size(t);
-  uint16_t u;
-  switch (t) {
-    case CUDA_R_16F: u = float_to_half(v); std::memcpy(b, &u, 2); break;
-    case CUDA_R_16BF: u = float_to_bf16(v); std::memcpy(b, &u, 2); break;
-    case CUDA_R_32F: std::memcpy(b, &v, 4); break;
-    default: break;
-  }
-}
+using cuda_emu::elem_size;
+using cuda_emu::load_as_float;
+using cuda_emu::store_from_float;
 
 // Elements a column-major operand op(X) of rows x cols spans with leading dimension ld.
 size_t span(cublasOperation_t t, int rows, int cols, int ld) {
-  const int r = t == CUBLAS_OP_N ? rows : cols, c = t == CUBLAS_OP_N ? cols : rows;
-  return c == 0 ? 0 : size_t(ld) * size_t(c - 1) + size_t(r);
+  return t == CUBLAS_OP_N ? cuda_emu::col_major_span(rows, cols, ld) : cuda_emu::col_major_span(cols, rows, ld);
 }
 
 template <typename T>
