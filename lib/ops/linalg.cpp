@@ -1,6 +1,7 @@
 // Matrix products: mm (2-D) and bmm (3-D) are kernels; matmul composes them. linear is the fused
 // addmm (bias + x W^T in one kernel: the bias, and a relu after it, as the product's epilogue) where
 // the device has it and fusion is on, else the composite matmul + add (+ relu), its spec.
+#include "core/grad_mode.h"
 #include "ops/autocast.h"
 #include "ops/backends.h"
 #include "ops/ops.h"
@@ -24,8 +25,23 @@ std::vector<Tensor> mm_backward(const Tensor& a, const Tensor& b, const Tensor& 
   return {ga, gb};
 }
 
+// Whether addmm's backward takes the weight and bias gradients from addmm_backward_weight_bias
+// (one kernel on CUDA, the bias gradient in the weight gradient's GEMM): both wanted, b = W^T as
+// linear passes it, fusion on, the device has the kernel, no graph of the gradient wanted (the op
+// is not differentiable; with create_graph the composite runs).
+bool fused_weight_bias_grad(const BackwardContext& c, const Tensor& g) {
+  const Tensor &a = c.inputs[1], &b = c.inputs[2];
+  return c.needs_input_grad[0] && c.needs_input_grad[2] && !GradMode::is_enabled() && backends::fusion().enabled &&
+         is_transposed_matrix(b) && g.dtype() == a.dtype() && has_kernel("addmm_backward_weight_bias", g.device());
+}
+
 // addmm's gradients from g, the gradient of bias + a b (after the relu mask, for addmm_relu)
 std::vector<Tensor> addmm_backward(const BackwardContext& c, const Tensor& g) {
+  if (fused_weight_bias_grad(c, g)) {
+    std::vector<Tensor> wb = dispatch("addmm_backward_weight_bias", {g, c.inputs[1]});
+    Tensor ga = c.needs_input_grad[1] ? mm_backward(c.inputs[1], c.inputs[2], g, true, false)[0] : Tensor();
+    return {wb[1], ga, wb[0].t()};
+  }
   std::vector<Tensor> r = mm_backward(c.inputs[1], c.inputs[2], g, c.needs_input_grad[1], c.needs_input_grad[2]);
   return {c.needs_input_grad[0] ? sum_to(g, c.input_specs[0].sizes) : Tensor(), r[0], r[1]};
 }
@@ -104,6 +120,25 @@ void def_addmm(OpDef& d, bool relu) {
 
 TR_REGISTER_OP(addmm) { def_addmm(d, false); }
 TR_REGISTER_OP(addmm_relu) { def_addmm(d, true); }
+
+// addmm_backward_weight_bias (g [M, N], mat1 [M, K]) -> (g^T mat1 [N, K], the column sums of g [N]):
+// linear's weight and bias gradients, W = mat2^T. The composite's mm and sum_to are its spec; on
+// CUDA it is one cuBLASLt GEMM whose epilogue writes the sums (CUBLASLT_EPILOGUE_BGRADB).
+TR_REGISTER_OP(addmm_backward_weight_bias) {
+  d.num_inputs = 2;
+  d.differentiable = false;  // runs only without create_graph (addmm's backward)
+  d.flops = [](const std::vector<Tensor>& in, const std::vector<Tensor>&, const Attrs&) {
+    return 2.0 * double(in[0].numel()) * double(in[1].size(1));
+  };
+  d.infer = [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<TensorSpec> {
+    const Tensor &g = in[0], &a = in[1];
+    TR_CHECK(g.dim() == 2 && a.dim() == 2 && g.size(0) == a.size(0) && g.dtype() == a.dtype() &&
+                 is_floating(g.dtype()),
+             "addmm_backward_weight_bias: expected floating grad [M, N] and mat1 [M, K] of one dtype, got ",
+             dtype_name(g.dtype()), " ", g.sizes(), " and ", dtype_name(a.dtype()), " ", a.sizes());
+    return {{{g.size(1), a.size(1)}, g.dtype()}, {{g.size(1)}, g.dtype()}};
+  };
+}
 
 Tensor mm(const Tensor& a, const Tensor& b) { return dispatch1("mm", {a, b}); }
 Tensor bmm(const Tensor& a, const Tensor& b) { return dispatch1("bmm", {a, b}); }

@@ -153,6 +153,15 @@ void addmm_relu_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out, con
 TR_REGISTER_KERNEL(addmm, CPU, addmm_plain_cpu);
 TR_REGISTER_KERNEL(addmm_relu, CPU, addmm_relu_cpu);
 
+// addmm_backward_weight_bias: gw = g^T a by the gemm mm runs, gb = the column sums of g by sum's
+// kernel, so that it equals the composite's mm and sum_to bit for bit.
+void addmm_backward_weight_bias_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
+  gemm(in[0].t(), in[1], out[0]);
+  std::vector<Tensor> gb{out[1]};
+  def_op("sum").kernels[int(DeviceType::CPU)]({in[0]}, gb, Attrs{{"dims", std::vector<int64_t>{0}}});
+}
+TR_REGISTER_KERNEL(addmm_backward_weight_bias, CPU, addmm_backward_weight_bias_cpu);
+
 void bmm_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
   int64_t B = in[0].size(0);
   // detached: worker threads start in grad mode, and these per-batch views need no history

@@ -1,8 +1,10 @@
 // CUDA launchers of mm, bmm and addmm: f32/f64 through cublas{S,D}gemm, f16/bf16 through cublasGemmEx
-// with f32 compute, integers through a plain kernel (int64 accumulation, as the CPU loop).
+// with f32 compute, integers through a plain kernel (int64 accumulation, as the CPU loop); addmm and
+// its weight and bias gradients through cuBLASLt's epilogues where it takes them (cublas_lt.h).
 // Row-major C = A B is computed as the column-major product C^T = B^T A^T.
-#include <climits>
 #include "ops/backends.h"
+#include "ops/cuda/cublas_lt.h"
+#include "ops/cuda/gemm_operand.h"
 #include "ops/cuda/library_check.h"
 #include "ops/cuda/tensor_args.h"
 #include "ops/ops.h"
@@ -18,55 +20,6 @@ cublasHandle_t cublas_handle(int device) {
     TR_CUBLAS_CHECK(cublasCreate(&h));
     return h;
   });
-}
-
-// The last two dims of a row-major matrix X[r, c] (batched or not) as the column-major operand
-// that yields X^T: unit column stride -> X^T stored with ld = row stride (op N); unit row stride
-// -> X stored with ld = column stride (op T); otherwise a contiguous copy.
-struct GemmOperand {
-  const void* p = nullptr;
-  cublasOperation_t op = CUBLAS_OP_N;
-  int64_t ld = 0;
-  int64_t batch_stride = 0;
-  Tensor keep;  // the contiguous copy, when one was needed
-};
-
-GemmOperand gemm_operand(const Tensor& x) {
-  const int64_t nd = x.dim(), r = x.size(nd - 2), c = x.size(nd - 1);
-  const int64_t s0 = x.stride(nd - 2), s1 = x.stride(nd - 1);
-  GemmOperand g;
-  g.batch_stride = nd == 3 ? x.stride(0) : 0;
-  if (s1 == 1 && (s0 >= std::max<int64_t>(c, 1) || r == 1)) {
-    g.p = x.raw_data();
-    g.op = CUBLAS_OP_N;
-    g.ld = std::max<int64_t>(s0, std::max<int64_t>(c, 1));
-  } else if (s0 == 1 && (s1 >= std::max<int64_t>(r, 1) || c == 1)) {
-    g.p = x.raw_data();
-    g.op = CUBLAS_OP_T;
-    g.ld = std::max<int64_t>(s1, std::max<int64_t>(r, 1));
-  } else {
-    g.keep = x.contiguous();
-    g.p = g.keep.raw_data();
-    g.op = CUBLAS_OP_N;
-    g.ld = std::max<int64_t>(c, 1);
-    g.batch_stride = nd == 3 ? r * c : 0;
-  }
-  return g;
-}
-
-int as_int(int64_t v, const char* what) {
-  TR_CHECK(v >= 0 && v <= INT_MAX, "mm/bmm on CUDA: ", what, " = ", v, " exceeds the 32-bit range of cuBLAS");
-  return int(v);
-}
-
-cudaDataType_t cuda_type(DType t) {
-  switch (t) {
-    case DType::F16: return CUDA_R_16F;
-    case DType::BF16: return CUDA_R_16BF;
-    case DType::F32: return CUDA_R_32F;
-    case DType::F64: return CUDA_R_64F;
-    default: throw_dtype_unsupported("mm (cuBLAS)", t);
-  }
 }
 
 // out[b] = a[b] @ bm[b] for b < batch; a [.., M, K], bm [.., K, N], out contiguous [.., M, N].
@@ -143,9 +96,12 @@ void mm_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attr
 void bmm_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
   gemm(in[0], in[1], out[0], in[0].size(0));
 }
-// addmm and addmm_relu: cuBLAS's product, then the bias added (and the relu applied) in place by
-// the pointwise kernels, each value rounded as the composite add (and relu) rounds it
+// addmm and addmm_relu: one cuBLASLt GEMM with the bias (and the relu) in its epilogue, the sum in
+// f32 rounded once; where cuBLASLt does not take the case (cublas_lt.h), cuBLAS's product and then
+// the bias added (and the relu applied) in place by the pointwise kernels, each value rounded as
+// the composite add (and relu) rounds it.
 void addmm_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out, bool relu) {
+  if (lt_gemm(in[1], in[2], out[0], relu ? LtEpilogue::ReluBias : LtEpilogue::Bias, in[0])) return;
   gemm(in[1], in[2], out[0], 1);
   Tensor o = out[0].detach();
   o.add_(in[0].detach());
@@ -157,9 +113,19 @@ void addmm_plain_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out, c
 void addmm_relu_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
   addmm_cuda(in, out, true);
 }
+// addmm_backward_weight_bias: gw = g^T a with gb = the column sums of g (the row sums of g^T) in the
+// GEMM's epilogue; else cuBLAS's product and sum's kernel writing gb.
+void addmm_backward_weight_bias_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
+  const Tensor gt = in[0].t();
+  if (lt_gemm(gt, in[1], out[0], LtEpilogue::BgradRows, out[1])) return;
+  gemm(gt, in[1], out[0], 1);
+  std::vector<Tensor> gb{out[1]};
+  def_op("sum").kernels[int(DeviceType::CUDA)]({in[0]}, gb, Attrs{{"dims", std::vector<int64_t>{0}}});
+}
 TR_REGISTER_KERNEL(mm, CUDA, mm_cuda);
 TR_REGISTER_KERNEL(addmm, CUDA, addmm_plain_cuda);
 TR_REGISTER_KERNEL(addmm_relu, CUDA, addmm_relu_cuda);
+TR_REGISTER_KERNEL(addmm_backward_weight_bias, CUDA, addmm_backward_weight_bias_cuda);
 TR_REGISTER_KERNEL(bmm, CUDA, bmm_cuda);
 
 }  // namespace
