@@ -1,9 +1,13 @@
 // The losses of torch.nn.functional: cross_entropy (class indices or probabilities, ignore_index,
 // label smoothing), mse_loss and binary_cross_entropy_with_logits, as compositions of ops. They
 // run in f32 under autocast (torch's fp32 list). The loss modules (nn/losses/) call these.
+// cross_entropy with class indices runs the fused op cross_entropy_rows (ops/cross_entropy.cpp)
+// where it can; the composition below it stays its spec ([run] fused_ops = false).
 #include "ops/autocast.h"
+#include "ops/backends.h"
 #include "ops/deferred_check.h"
 #include "ops/ops.h"
+#include "ops/registry.h"
 
 namespace tr {
 
@@ -52,17 +56,22 @@ Tensor cross_entropy_probs(const Tensor& input, const Tensor& target, double ls,
 
 }  // namespace
 
-Tensor cross_entropy(const Tensor& input_arg, const Tensor& target_arg, int64_t ignore_index, double ls,
-                          const std::string& reduction) {
+CrossEntropyOut cross_entropy_scored(const Tensor& input_arg, const Tensor& target_arg, int64_t ignore_index, double ls,
+                                     const std::string& reduction) {
   const char* fn = "cross_entropy";
-  // autocast: losses run in f32 (torch's fp32 op list)
-  const Tensor input = amp::autocast_arg(amp::CastPolicy::Fp32, input_arg), target = amp::autocast_arg(amp::CastPolicy::Fp32, target_arg);
   Reduction r = parse_reduction(reduction, fn);
-  check_float_input(input, fn);
-  TR_CHECK(input.dim() >= 1, fn, ": input must have the classes in dim 1 ([N, C], [C] or [N, C, d1, ...]), got a 0-dim tensor");
+  check_float_input(input_arg, fn);
+  TR_CHECK(input_arg.dim() >= 1, fn, ": input must have the classes in dim 1 ([N, C], [C] or [N, C, d1, ...]), got a 0-dim tensor");
   TR_CHECK(ls >= 0.0 && ls <= 1.0, fn, ": label_smoothing must be in [0, 1], got ", ls);
-  TR_CHECK(target.defined(), fn, ": target is undefined");
-  if (target.is_floating_point()) return cross_entropy_probs(input, target, ls, r);
+  TR_CHECK(target_arg.defined(), fn, ": target is undefined");
+  // Class indices go through the fused op where it runs: it takes the logits in their own dtype
+  // and computes in f32 itself, so autocast's f32 copy of [N, C] is never made.
+  const bool fused = !target_arg.is_floating_point() && backends::fusion().enabled &&
+                     has_kernel("cross_entropy_rows", input_arg.device());
+  // autocast: losses run in f32 (torch's fp32 op list)
+  const Tensor input = fused ? input_arg : amp::autocast_arg(amp::CastPolicy::Fp32, input_arg),
+               target = amp::autocast_arg(amp::CastPolicy::Fp32, target_arg);
+  if (target.is_floating_point()) return {cross_entropy_probs(input, target, ls, r), Tensor()};
   TR_CHECK(target.dtype() == DType::I64 || target.dtype() == DType::I32 || target.dtype() == DType::U8, fn,
            ": target must hold class indices (int64) or probabilities (floating), got ", dtype_name(target.dtype()));
   Shape want = index_target_shape(input);
@@ -78,6 +87,15 @@ Tensor cross_entropy(const Tensor& input_arg, const Tensor& target_arg, int64_t 
   Tensor t1 = target.to(DType::I64);
   if (input.dim() > 2) t1 = t1.transpose(1, -1).reshape({-1});
   else t1 = t1.reshape({-1});
+  // per-row values [M] back to the target's shape [N, d1, ...]
+  auto to_target_shape = [&](const Tensor& rows) {
+    if (input.dim() > 2) {
+      Shape s = target.sizes();
+      std::swap(s[1], s.back());
+      return rows.reshape(s).transpose(1, -1);
+    }
+    return rows.reshape(target.sizes());
+  };
 
   Tensor valid = t1 != double(ignore_index);  // bool [M]
   Tensor oob = logical_and(valid, logical_not(logical_and(t1 >= 0.0, t1 < double(C))));
@@ -94,6 +112,19 @@ Tensor cross_entropy(const Tensor& input_arg, const Tensor& target_arg, int64_t 
                                         "; valid: 0..", C - 1, " or ignore_index = ", ignore_index, ")",
                                         on_device ? " (found on the device, raised at the next wait for it)" : ""));
                   });
+  if (fused) {
+    // rows' losses in f32 (f64), reduced with ordinary ops, then in the dtype the composite's
+    // result has: the input's, f32 under autocast
+    auto o = dispatch("cross_entropy_rows", {x2, t1}, {{"ignore_index", ignore_index}, {"label_smoothing", ls}});
+    const DType res = amp::autocast_active(input.device().type) && input.dtype() != DType::F64 ? DType::F32 : input.dtype();
+    Tensor loss;
+    switch (r) {
+      case Reduction::None: loss = to_target_shape(o[0]); break;
+      case Reduction::Sum: loss = sum(o[0]); break;
+      case Reduction::Mean: loss = sum(o[0]) / sum(valid.to(o[0].dtype())); break;
+    }
+    return {loss.to(res), to_target_shape(o[2])};
+  }
   Tensor safe = where(valid, t1, zeros_like(t1));  // ignored rows pick class 0, then are zeroed
   Tensor logp = log_softmax(x2, 1);                // [M, C]
   Tensor zero = zeros({}, TensorOptions(logp.dtype()).device(logp.device()));
@@ -103,23 +134,21 @@ Tensor cross_entropy(const Tensor& input_arg, const Tensor& target_arg, int64_t 
 
   auto combine = [&](const Tensor& a, const Tensor& b) { return ls > 0.0 ? a * (1.0 - ls) + b * (ls / double(C)) : a; };
   switch (r) {
-    case Reduction::None: {
-      Tensor l = combine(nll, smooth);
-      if (input.dim() > 2) {  // back from rows to [N, d1, ...]
-        Shape s = target.sizes();
-        std::swap(s[1], s.back());
-        return l.reshape(s).transpose(1, -1);
-      }
-      return l.reshape(target.sizes());
-    }
+    case Reduction::None:
+      return {to_target_shape(combine(nll, smooth)), Tensor()};
     case Reduction::Sum:
-      return combine(sum(nll), ls > 0.0 ? sum(smooth) : Tensor());
+      return {combine(sum(nll), ls > 0.0 ? sum(smooth) : Tensor()), Tensor()};
     case Reduction::Mean: {
       Tensor count = sum(valid.to(logp.dtype()));
-      return combine(sum(nll) / count, ls > 0.0 ? sum(smooth) / count : Tensor());
+      return {combine(sum(nll) / count, ls > 0.0 ? sum(smooth) / count : Tensor()), Tensor()};
     }
   }
-  return Tensor();
+  return {};
+}
+
+Tensor cross_entropy(const Tensor& input, const Tensor& target, int64_t ignore_index, double ls,
+                     const std::string& reduction) {
+  return cross_entropy_scored(input, target, ignore_index, ls, reduction).loss;
 }
 
 Tensor mse_loss(const Tensor& input_arg, const Tensor& target_arg, const std::string& reduction) {

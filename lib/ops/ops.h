@@ -183,6 +183,15 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullpt
 // For a GPT, pass logits [B*T, V] and targets [B*T]. Out-of-range class indices are an error.
 Tensor cross_entropy(const Tensor& input, const Tensor& target, int64_t ignore_index = -100,
                      double label_smoothing = 0.0, const std::string& reduction = "mean");
+// cross_entropy, and where its fused op ran (class indices, backends::fusion() on, a kernel for the
+// input's device) whether argmax over each target's classes equals the target (ties to the lowest
+// index, a NaN wins, as argmax): bool of the target's shape, found in the loss's one pass over the
+// logits (the accuracy metric at no cost); undefined where the composite ran.
+struct CrossEntropyOut {
+  Tensor loss, correct;
+};
+CrossEntropyOut cross_entropy_scored(const Tensor& input, const Tensor& target, int64_t ignore_index = -100,
+                                     double label_smoothing = 0.0, const std::string& reduction = "mean");
 // (x - y)^2, same shapes.
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
 // Numerically stable -[pw y log s(x) + (1-y) log(1-s(x))], s = sigmoid, computed as torch does:

@@ -1,6 +1,7 @@
 // RunLoss: how a batch's output meets its targets for the registered loss of a run.
 #include "train/run_loss.h"
 #include "core/grad_mode.h"
+#include "nn/losses/cross_entropy_loss.h"
 #include "ops/ops.h"
 
 namespace tr::train {
@@ -15,11 +16,21 @@ std::pair<Tensor, Tensor> RunLoss::operator()(const Tensor& output, const Tensor
   Tensor tg = target.reshape({-1});
   TR_CHECK(lg.size(0) == tg.size(0), "the model output ", output.sizes(), " does not match the targets ", target.sizes(),
            " (expected [batch, classes] logits, or [batch, T, vocab] for a language model)");
-  Tensor loss = (*loss_)(lg, tg);
+  // The fused cross entropy finds each row's argmax in its one pass over the logits; otherwise
+  // (fusion off, no kernel, a loss with hooks) the metric takes its own argmax pass.
+  Tensor loss, hits;
+  auto* ce = dynamic_cast<nn::CrossEntropyLoss*>(loss_.get());
+  if (ce && !ce->has_hooks() && !ce->activation_checkpointing()) {
+    CrossEntropyOut o = ce->forward_scored(lg, tg);
+    loss = o.loss;
+    hits = o.correct;
+  } else {
+    loss = (*loss_)(lg, tg);
+  }
   Tensor correct;
   {
     NoGradGuard ng;
-    correct = sum(cast(argmax(lg, 1) == tg, DType::I64));
+    correct = sum(cast(hits.defined() ? hits : argmax(lg, 1) == tg, DType::I64));
   }
   return {loss, correct};
 }

@@ -13,6 +13,10 @@ Tensor CrossEntropyLoss::forward(const Tensor& input, const Tensor& target) {
   return cross_entropy(input, target, ignore_index, label_smoothing, reduction);
 }
 
+CrossEntropyOut CrossEntropyLoss::forward_scored(const Tensor& input, const Tensor& target) const {
+  return cross_entropy_scored(input, target, ignore_index, label_smoothing, reduction);
+}
+
 std::string CrossEntropyLoss::extra_repr() const {
   std::string s;
   if (ignore_index != -100) s += str("ignore_index=", ignore_index);

@@ -180,6 +180,19 @@ constexpr int64_t kLayerNormRowsPerPartial = 64;
 void launch_layer_norm_backward(DType t, int64_t R, int64_t N, const void* gy, const void* x, const void* w,
                                 const void* mean, const void* rstd, void* gx, void* gw, void* gb, double* partial);
 
+// ---- cross entropy over contiguous rows x [N, V] with int64 targets t [N] (ops/cross_entropy_math.h);
+// loss, lse and the row gradients of the compute type (f32, f64 for f64 rows) ----
+struct CrossEntropyArgs {
+  int64_t N = 0, V = 0, ignore_index = -100;
+  double label_smoothing = 0;
+  const void* x = nullptr;
+  const int64_t* t = nullptr;
+};
+void launch_cross_entropy(DType t, const CrossEntropyArgs& a, void* loss, void* lse, bool* correct);
+// dx [N, V] of x's dtype from g_loss, g_lse and lse [N]
+void launch_cross_entropy_backward(DType t, const CrossEntropyArgs& a, const void* g_loss, const void* g_lse,
+                                   const void* lse, void* dx);
+
 // ---- attention over packed qkv (ops/attention_math.h): one thread per query row, and in the
 // backward one per query row (dq) and one per key row (dk, dv) ----
 void launch_attention(DType t, const attn::Geometry& g, const void* qkv, void* y, void* lse);
