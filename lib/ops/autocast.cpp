@@ -5,6 +5,7 @@
 #include <utility>
 #include "core/grad_mode.h"
 #include "core/error.h"
+#include "ops/fused_cast.h"
 #include "ops/ops.h"
 
 namespace tr::amp {
@@ -137,6 +138,27 @@ std::vector<Tensor> autocast_inputs(CastPolicy p, std::vector<Tensor> inputs, De
 Tensor autocast_arg(CastPolicy p, const Tensor& t) {
   if (!t.defined() || !autocast_active(t.device().type)) return t;
   return autocast_inputs(p, {t}, t.device().type)[0];
+}
+
+std::vector<Tensor> cast_parameters() {
+  std::vector<Tensor> r;
+  for (const auto& [key, pc] : state().cache) r.push_back(pc.first);
+  return r;
+}
+
+void precast_parameters(const std::vector<Tensor>& params) {
+  if (params.empty() || !autocast_active(params[0].device().type) || !GradMode::is_enabled()) return;
+  State& s = state();
+  const DType to = s.dtype[int(params[0].device().type)];
+  std::vector<Tensor> todo;
+  for (const Tensor& p : params)
+    if (eligible(p) && p.dtype() != to && p.requires_grad() && !p.grad_fn() && p.device() == params[0].device() &&
+        !s.cache.count({static_cast<const TensorImpl*>(p.impl()), to}))
+      todo.push_back(p);
+  if (todo.empty()) return;
+  const std::vector<Tensor> casts = fused_cast(todo, to);
+  for (size_t i = 0; i < todo.size(); ++i)
+    s.cache.emplace(std::make_pair(static_cast<const TensorImpl*>(todo[i].impl()), to), std::make_pair(todo[i], casts[i]));
 }
 
 size_t autocast_cache_size() { return state().cache.size(); }

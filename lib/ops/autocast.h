@@ -82,6 +82,15 @@ std::vector<Tensor> autocast_inputs(CastPolicy p, std::vector<Tensor> inputs, De
 // itself when autocast is not active for its device.
 Tensor autocast_arg(CastPolicy p, const Tensor& t);
 
+// The parameters this thread's autocast region has cast so far: what the next region of a
+// training loop may hand to precast_parameters.
+std::vector<Tensor> cast_parameters();
+// Casts `params` to the autocast dtype of their device as one _fused_cast (one launch on CUDA for
+// them all, and one for their gradients) and caches the casts for this region, as their first uses
+// would have: same values, one graph node. Parameters already cached, not leaves requiring grad, or
+// of the autocast dtype already are left to their uses. A no-op outside an active region.
+void precast_parameters(const std::vector<Tensor>& params);
+
 // Number of cached parameter casts (tests) and clearing them (torch.clear_autocast_cache).
 size_t autocast_cache_size();
 void clear_autocast_cache();

@@ -14,6 +14,7 @@
 #include "io/checkpoint_dir.h"
 #include "io/safetensors.h"
 #include "ops/autocast.h"
+#include "ops/backends.h"
 #include "ops/flop_counter.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
@@ -113,7 +114,12 @@ Tensor Trainer::forward_backward(const std::vector<data::Batch>& micro, int64_t 
     {
       cuda::Range range("forward");
       amp::AutocastGuard autocast(r.device.type, r.amp_dtype(), r.cfg.amp.enabled);  // forward and loss only
+      // on a GPU the parameters the last forward cast are cast here in one launch (their
+      // gradients back in one), not one launch each at their first use
+      const bool precast = r.cfg.amp.enabled && r.device.is_cuda() && backends::fusion().enabled;
+      if (precast) amp::precast_parameters(cast_params_);
       loss = r.loss((*r.model.net)(x), y).first;
+      if (precast) cast_params_ = amp::cast_parameters();
     }
     const double n = double(x.size(0));
     Tensor part = cast(loss.detach(), DType::F64) * n / double(global);

@@ -182,6 +182,7 @@ class Trainer {
   std::optional<double> best_metric_;  // [checkpoint] keep_best: the best value so far ...
   std::string best_checkpoint_;        // ... and the checkpoint holding it
   int64_t nonfinite_skipped_ = 0;      // [train] nonfinite = "skip": steps not applied (checkpointed)
+  std::vector<Tensor> cast_params_;  // what autocast cast in the last forward (amp::precast_parameters)
   int64_t next_step_ = 1;              // the optimizer step train_step is running (for messages)
   double step_flops_ = -1;             // FLOPs of this process's first step (< 0: not counted yet)
   double peak_flops_ = 0;              // measured matmul FLOP/s (0: not measured yet)
