@@ -24,16 +24,8 @@ void fused_cast_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out, co
       ts.push_back({contiguous[i].raw_data(), out[i].raw_data(), in[i].numel()});
       for (int64_t s = 0; s < in[i].numel(); s += kCastChunk) cs.push_back({int32_t(ts.size() - 1), s});
     }
-    const size_t tb = ts.size() * sizeof(CastTensor), cb = cs.size() * sizeof(CastChunk);
-    std::vector<unsigned char> host(tb + cb);
-    std::memcpy(host.data(), ts.data(), tb);
-    if (cb) std::memcpy(host.data() + tb, cs.data(), cb);
-    const Device dev = out[0].device();
-    const Tensor buffer = workspace(host.size(), dev);
-    cuda::memcpy(buffer.raw_data(), dev, host.data(), kCPU, host.size());
-    const auto* base = static_cast<const unsigned char*>(buffer.raw_data());
-    launch_fused_cast(from, out[0].dtype(), reinterpret_cast<const CastTensor*>(base),
-                      reinterpret_cast<const CastChunk*>(base + tb), int64_t(cs.size()));
+    const auto t = upload_tables(ts, cs, out[0].device());
+    launch_fused_cast(from, out[0].dtype(), t.a, t.b, int64_t(cs.size()));
   }
 }
 TR_REGISTER_KERNEL(_fused_cast, CUDA, fused_cast_cuda);

@@ -30,19 +30,8 @@ Tables upload(const Ins& ts, size_t n) {
     tt.push_back({ts[i].raw_data(), ts[i].numel(), int64_t(cs.size())});
     for (int64_t s = 0; s < ts[i].numel(); s += clip_math::kNormChunk) cs.push_back({int32_t(i), s});
   }
-  const size_t tb = tt.size() * sizeof(NormTensor), cb = cs.size() * sizeof(NormChunk);
-  std::vector<unsigned char> host(tb + cb);
-  std::memcpy(host.data(), tt.data(), tb);
-  if (cb) std::memcpy(host.data() + tb, cs.data(), cb);
-  const Device dev = ts[0].device();
-  Tables t;
-  t.buffer = workspace(host.size(), dev);
-  cuda::memcpy(t.buffer.raw_data(), dev, host.data(), kCPU, host.size());
-  t.tensors = static_cast<const NormTensor*>(t.buffer.raw_data());
-  t.chunks = reinterpret_cast<const NormChunk*>(static_cast<const unsigned char*>(t.buffer.raw_data()) + tb);
-  t.n = int64_t(n);
-  t.n_chunks = int64_t(cs.size());
-  return t;
+  auto d = upload_tables(tt, cs, ts[0].device());
+  return {d.buffer, d.a, d.b, int64_t(n), int64_t(cs.size())};
 }
 
 void total_norm_cuda(const Ins& in, Outs& out, const Attrs& a) {

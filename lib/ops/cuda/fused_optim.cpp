@@ -27,17 +27,8 @@ Tables upload(const std::vector<FusedTensor>& ts, Device dev) {
   std::vector<FusedChunk> cs;
   for (size_t i = 0; i < ts.size(); ++i)
     for (int64_t s = 0; s < ts[i].numel; s += kFusedChunk) cs.push_back({int32_t(i), s});
-  const size_t tb = ts.size() * sizeof(FusedTensor), cb = cs.size() * sizeof(FusedChunk);
-  std::vector<unsigned char> host(tb + cb);
-  std::memcpy(host.data(), ts.data(), tb);
-  std::memcpy(host.data() + tb, cs.data(), cb);
-  Tables t;
-  t.buffer = workspace(host.size(), dev);
-  cuda::memcpy(t.buffer.raw_data(), dev, host.data(), kCPU, host.size());
-  t.tensors = static_cast<const FusedTensor*>(t.buffer.raw_data());
-  t.chunks = reinterpret_cast<const FusedChunk*>(static_cast<const unsigned char*>(t.buffer.raw_data()) + tb);
-  t.n_chunks = int64_t(cs.size());
-  return t;
+  auto d = upload_tables(ts, cs, dev);
+  return {d.buffer, d.a, d.b, int64_t(cs.size())};
 }
 
 // The tensors of `lists` lists of n, grouped by the parameter's dtype.

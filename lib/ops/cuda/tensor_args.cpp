@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include "core/cuda/cuda_check.h"
+#include "core/cuda_hooks.h"
 
 namespace tr::cuda {
 
@@ -166,6 +167,10 @@ bool reduce_args(const Tensor& x, const Shape& dims, ReduceArgs& a) {
 
 Tensor workspace(size_t bytes, Device device) {
   return empty({int64_t(std::max<size_t>(bytes, 1))}, TensorOptions(DType::U8).device(device));
+}
+
+void upload_bytes(void* device_dst, Device device, const std::vector<unsigned char>& host) {
+  cuda::memcpy(device_dst, device, host.data(), kCPU, host.size());
 }
 
 }  // namespace tr::cuda

@@ -1,8 +1,10 @@
 // Adapts Tensors to the raw kernel arguments of launch.h: broadcast strides with merged dims,
 // host scalars (0-dim CPU tensors next to CUDA tensors), reduction geometry, the current device.
 #pragma once
+#include <cstring>
 #include <map>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 #include "core/cuda/device_guard.h"
 #include "core/tensor.h"
@@ -42,5 +44,30 @@ Handle per_device_handle(int device, Create create) {
 // Bytes of scratch memory on `device` for one launch (freed to the caching allocator when the
 // returned tensor dies; stream order makes the reuse safe).
 Tensor workspace(size_t bytes, Device device);
+
+// A multi-tensor launch's two tables (its tensors, then their chunks) on the device: one
+// workspace, filled by one staged copy (no host wait).
+template <typename A, typename B>
+struct DeviceTables {
+  Tensor buffer;  // owns both
+  const A* a = nullptr;
+  const B* b = nullptr;
+};
+void upload_bytes(void* device_dst, Device device, const std::vector<unsigned char>& host);
+template <typename A, typename B>
+DeviceTables<A, B> upload_tables(const std::vector<A>& a, const std::vector<B>& b, Device device) {
+  static_assert(std::is_trivially_copyable_v<A> && std::is_trivially_copyable_v<B>);
+  const size_t na = a.size() * sizeof(A), nb = b.size() * sizeof(B);
+  const size_t off = (na + alignof(B) - 1) / alignof(B) * alignof(B);
+  std::vector<unsigned char> host(off + nb);
+  if (na) std::memcpy(host.data(), a.data(), na);
+  if (nb) std::memcpy(host.data() + off, b.data(), nb);
+  DeviceTables<A, B> t;
+  t.buffer = workspace(host.size(), device);
+  upload_bytes(t.buffer.raw_data(), device, host);
+  t.a = static_cast<const A*>(t.buffer.raw_data());
+  t.b = reinterpret_cast<const B*>(static_cast<const unsigned char*>(t.buffer.raw_data()) + off);
+  return t;
+}
 
 }  // namespace tr::cuda
