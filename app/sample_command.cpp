@@ -89,6 +89,7 @@ void sample(const SampleArgs& a) {
   config::RunConfig cfg = config::load_run_config(a.config, a.sets);
   if (cfg.run.threads > 0) omp_set_num_threads(int(cfg.run.threads));
   backends::fusion().enabled = cfg.run.fused_ops;
+  backends::fusion().attention = backends::attention_path(cfg.run.attention);
   backends::matmul().allow_tf32 = cfg.run.allow_tf32.value_or(false);
   const nn::Model m = load_model(cfg, a.checkpoint);
   const int64_t block_size = m.input.shape[0], vocab = m.output.shape[1];

@@ -37,6 +37,7 @@ bool harmless_change(const std::string& key) {
                                     "train.epochs",     "data.tokenizer",
                                     "train.eval_every", "train.eval_batches", "train.log_every", "train.nonfinite",
                                     "run.cudnn_benchmark", "run.deterministic", "run.allow_tf32", "run.fused_ops",
+                                    "run.attention",
                                     "model.activation_checkpointing"};  // bit-identical either way
   for (const char* h : kHarmless)
     if (key == h) return true;

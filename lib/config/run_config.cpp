@@ -71,6 +71,7 @@ void load_run(RunConfig& c, const TomlTable& t) {
   c.run.deterministic = t.get_bool("deterministic", c.run.deterministic);
   if (t.has("allow_tf32")) c.run.allow_tf32 = t.get_bool("allow_tf32", false);
   c.run.fused_ops = t.get_bool("fused_ops", c.run.fused_ops);
+  c.run.attention = t.get_choice("attention", {"auto", "fused", "composite"}, c.run.attention);
   TR_CHECK(!c.run.name.empty() && c.run.name.find('/') == std::string::npos, c.path, ": [run] name '", c.run.name,
            "' must be a non-empty name without '/'");
   t.finish();
@@ -364,7 +365,8 @@ std::string to_toml(const RunConfig& c) {
   toml::table run{{"name", c.run.name},       {"out_dir", c.run.out_dir},
                   {"seed", c.run.seed},       {"device", c.run.device},
                   {"threads", c.run.threads}, {"dtype", c.run.dtype}, {"cudnn_benchmark", c.run.cudnn_benchmark},
-                  {"deterministic", c.run.deterministic}, {"fused_ops", c.run.fused_ops}};
+                  {"deterministic", c.run.deterministic}, {"fused_ops", c.run.fused_ops},
+                  {"attention", c.run.attention}};
   if (c.run.allow_tf32) run.insert("allow_tf32", *c.run.allow_tf32);
   root.insert("run", std::move(run));
   if (c.model.is_inline) root.insert("model", *c.model.inline_model);

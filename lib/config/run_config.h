@@ -31,6 +31,10 @@ struct RunSection {
   bool deterministic = false;
   std::optional<bool> allow_tf32;
   bool fused_ops = true;  // fused kernels (false: their composite op chains, same math)
+  // attention's path (ops/backends.h): "auto" (the fused kernel on the CPU, the composite chain on
+  // CUDA until a GPU measures the flash kernels faster), "fused" or "composite"; fused_ops = false
+  // runs the composite chain whatever this says
+  std::string attention = "auto";
 };
 
 struct ModelSection {

@@ -6,10 +6,17 @@
 // each row's log-sum-exp of the scaled scores, which lets the backward recompute the probabilities
 // instead of keeping the [B, H, T, T] matrix (ops/attention_math.h states the formulas). The
 // composite chain (views, matmul, the causal mask, softmax, matmul) is the spec and runs where the
-// fused op cannot: fusion off, f16 / bf16 outside autocast, dropout, a device without the kernel.
-// Under autocast the fused op takes qkv cast to f32 and returns f32.
+// fused op does not: fusion off or [run] attention choosing it (backends::fused_attention: on CUDA
+// the composite chain until a GPU measures the fused kernel faster), dropout, a device without the
+// kernel, a dtype or head dim the device's kernel does not take.
+// dtypes: the CPU kernel takes f32 and f64 (under autocast, qkv cast to f32); CUDA's also takes f16
+// and bf16, accumulating in f32, with y in qkv's dtype and lse in f32 (under autocast, qkv cast to
+// the autocast dtype, as torch's scaled_dot_product_attention).
 #include <cmath>
 #include <limits>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include "core/grad_mode.h"
 #include "ops/attention_math.h"
 #include "ops/autocast.h"
@@ -34,12 +41,33 @@ attn::Geometry geometry_of(const char* op, const Tensor& qkv, const Attrs& a) {
   return geometry_of(op, qkv, a.i("n_head"), a.b("causal"), a.f("scale"));
 }
 
-// [T, T]: 0 where key j <= query i, -inf above the diagonal
+// Whether the device's attention kernel takes f16 and bf16 (accumulating in f32): CUDA's does;
+// the CPU's micro-kernels are f32 / f64.
+bool kernel_takes_16bit(Device d) { return d.is_cuda(); }
+bool is_16bit(DType t) { return t == DType::F16 || t == DType::BF16; }
+// lse's dtype: the kernels' accumulation type
+DType lse_dtype(DType t) { return is_16bit(t) ? DType::F32 : t; }
+
+// [T, T]: 0 where key j <= query i, -inf above the diagonal. The composite chain adds it in every
+// layer of every step, and building it is T^2 host work and a copy, so each (dtype, device) keeps
+// the largest mask built so far and gives its top-left [T, T] corner, which is the mask of T: no
+// host work per call, and one mask's memory (kept for the process, a few MiB at GPT sizes; leaked
+// so that none is released after the device's allocator at exit).
 Tensor causal_mask(int64_t T, const Tensor& like) {
-  std::vector<double> m(size_t(T * T), 0.0);
-  for (int64_t i = 0; i < T; ++i)
-    for (int64_t j = i + 1; j < T; ++j) m[size_t(i * T + j)] = -INFINITY;
-  return from_vector(m, {T, T}, like.dtype()).to(like.device());
+  using Key = std::tuple<DType, DeviceType, int>;
+  static std::mutex mu;
+  static auto* masks = new std::map<Key, Tensor>();
+  const Key key{like.dtype(), like.device().type, like.device().index};
+  std::lock_guard<std::mutex> lock(mu);
+  Tensor& mask = (*masks)[key];
+  if (!mask.defined() || mask.size(0) < T) {
+    std::vector<double> m(size_t(T * T), 0.0);
+    for (int64_t i = 0; i < T; ++i)
+      for (int64_t j = i + 1; j < T; ++j) m[size_t(i * T + j)] = -INFINITY;
+    NoGradGuard no_grad;
+    mask = from_vector(m, {T, T}, like.dtype()).to(like.device());
+  }
+  return mask.size(0) == T ? mask : mask.narrow(0, 0, T).narrow(1, 0, T);
 }
 
 // q, k or v (part 0, 1, 2) of packed qkv as [B, H, T, D]
@@ -63,9 +91,12 @@ TR_REGISTER_OP(attention_qkvpacked) {
   d.save_outputs = true;
   d.infer = [](const std::vector<Tensor>& in, const Attrs& a) -> std::vector<TensorSpec> {
     const attn::Geometry g = geometry_of("attention_qkvpacked", in[0], a);
-    TR_CHECK(in[0].dtype() == DType::F32 || in[0].dtype() == DType::F64,
-             "attention_qkvpacked: expected f32 or f64, got ", dtype_name(in[0].dtype()));
-    return {{{g.B, g.T, g.C()}, in[0].dtype()}, {{g.B, g.H, g.T}, in[0].dtype()}};
+    const DType t = in[0].dtype();
+    TR_CHECK(t == DType::F32 || t == DType::F64 || (is_16bit(t) && kernel_takes_16bit(in[0].device())),
+             "attention_qkvpacked: expected float32 or float64",
+             kernel_takes_16bit(in[0].device()) ? ", float16 or bfloat16" : "",
+             " on ", in[0].device().str(), ", got ", dtype_name(t));
+    return {{{g.B, g.T, g.C()}, t}, {{g.B, g.H, g.T}, lse_dtype(t)}};
   };
   d.flops = [](const std::vector<Tensor>& in, const std::vector<Tensor>&, const Attrs& a) -> double {
     const attn::Geometry g = geometry_of("attention_qkvpacked", in[0], a);
@@ -100,23 +131,27 @@ TR_REGISTER_OP(attention_qkvpacked_backward) {
     const Shape y{g.B, g.T, g.C()}, lse{g.B, g.H, g.T};
     const DType t = in[1].dtype();
     TR_CHECK(in[0].sizes() == y && in[2].sizes() == y && in[3].sizes() == lse && in[0].dtype() == t &&
-                 in[2].dtype() == t && in[3].dtype() == t,
-             op, ": expected dy and y ", y, " and lse ", lse, " of ", dtype_name(t), ", got ", in[0].sizes(), ", ",
-             in[2].sizes(), ", ", in[3].sizes());
+                 in[2].dtype() == t && in[3].dtype() == lse_dtype(t),
+             op, ": expected dy and y ", y, " of ", dtype_name(t), " and lse ", lse, " of ", dtype_name(lse_dtype(t)),
+             ", got ", in[0].sizes(), ", ", in[2].sizes(), ", ", in[3].sizes());
     return {{in[1].sizes(), t}};
   };
 }
 
 Tensor attention_qkvpacked(const Tensor& qkv, int64_t n_head, bool is_causal, double dropout_p, bool training) {
   const attn::Geometry g = geometry_of("attention_qkvpacked", qkv, n_head, is_causal);
-  // under autocast the fused op runs in f32 (as softmax does): its products are a small part of a
-  // transformer layer's, and f32 keeps the bf16 run's probabilities as exact as an f32 run's
-  const Tensor q32 = amp::autocast_arg(amp::CastPolicy::Fp32, qkv);
-  const bool fused_dtype = q32.dtype() == DType::F32 || q32.dtype() == DType::F64;
-  if (backends::fusion().enabled && fused_dtype && (dropout_p == 0.0 || !training) &&
-      has_kernel("attention_qkvpacked", qkv.device()))
-    return dispatch("attention_qkvpacked", {q32.contiguous()},
-                    {{"n_head", n_head}, {"causal", is_causal}, {"scale", g.scale}})[0];
+  const Device dev = qkv.device();
+  if (backends::fused_attention(dev.type) && (dropout_p == 0.0 || !training) &&
+      has_kernel("attention_qkvpacked", dev) && (!dev.is_cuda() || g.D <= attn::kMaxFlashHeadDim)) {
+    // Under autocast: on CUDA the kernel runs on the autocast dtype (f32 accumulation inside, as
+    // flash attention in torch); on the CPU in f32 (as softmax does), the dtype of its kernel.
+    const Tensor x = amp::autocast_arg(
+        kernel_takes_16bit(dev) ? amp::CastPolicy::LowerPrecision : amp::CastPolicy::Fp32, qkv);
+    const DType t = x.dtype();
+    if (t == DType::F32 || t == DType::F64 || (is_16bit(t) && kernel_takes_16bit(dev)))
+      return dispatch("attention_qkvpacked", {x.contiguous()},
+                      {{"n_head", n_head}, {"causal", is_causal}, {"scale", g.scale}})[0];
+  }
   Tensor p = probabilities(part(qkv, g, 0), part(qkv, g, 1), is_causal, g.scale);
   p = dropout(p, dropout_p, training);
   return merge_heads(matmul(p, part(qkv, g, 2)), g);

@@ -1,6 +1,8 @@
 // Scaled dot-product attention over packed q, k, v, one row at a time, compiled for host and device:
-// the CUDA kernels (ops/cuda/attention_kernels.cu) call these functions, and the CPU tests compare
-// the blocked CPU kernel (ops/cpu/attention.cpp) with them. For one batch b and head h:
+// the row formulas below are the spec the CPU tests hold the blocked CPU kernel
+// (ops/cpu/attention.cpp) to, and the CUDA kernels (ops/cuda/attention_kernels.cu, FlashAttention-2)
+// call the tile rules and the online softmax at the end, which the CPU tests run too. For one batch b
+// and head h:
 //   s_ij = scale q_i . k_j,  p_ij = exp(s_ij - lse_i),  lse_i = log S_j exp(s_ij),  y_i = S_j p_ij v_j
 // with j <= i when causal (the masked scores are -inf, so p_ij = 0). The backward, with D_i = dy_i . y_i:
 //   dp_ij = dy_i . v_j,  ds_ij = p_ij (dp_ij - D_i),
@@ -38,7 +40,19 @@ struct Geometry {
   TR_HD int64_t keys_end(int64_t i) const { return causal ? i + 1 : T; }
   // query rows that see key j: [queries_begin(j), T)
   TR_HD int64_t queries_begin(int64_t j) const { return causal ? j : 0; }
+  // the masking rule of a tile: whether query row i sees key j (rows and keys of a tile past T,
+  // its padding, see nothing and are seen by nothing; causal, a key past the diagonal is masked)
+  TR_HD bool visible(int64_t i, int64_t j) const { return i < T && j < T && (!causal || j <= i); }
+  // keys a tile of query rows [i0, i0 + n) sees: [0, tile_keys_end(i0, n))
+  TR_HD int64_t tile_keys_end(int64_t i0, int64_t n) const {
+    const int64_t e = keys_end(i0 + n - 1);
+    return e < T ? e : T;
+  }
 };
+
+// The CUDA kernels' largest head dim (their shared-memory tiles are sized for it); larger heads
+// run the composite chain on CUDA.
+constexpr int64_t kMaxFlashHeadDim = 128;
 
 template <typename A, typename T>
 TR_HD A dot(const T* x, const T* y, int64_t n) {
@@ -108,6 +122,90 @@ TR_HD void backward_kv_row(const Geometry& g, const T* dy, const T* qkv, const T
       dk[d] = T(A(dk[d]) + scale * ds * A(q[d]));
     }
   }
+}
+
+}  // namespace tr::attn
+
+namespace tr::attn {
+
+// ---- FlashAttention-2 (Dao, 2023): the scores of a query row arrive one tile of keys at a time ----
+// The softmax runs online (Milakov and Gimelshein, 2018): with m the running max of the scores met
+// and l the running S exp(s - m), a tile whose scores have max mt moves m to m' = max(m, mt), rescales
+// l and the row's output accumulator o by exp(m - m'), then adds S_tile exp(s_j - m') to l and
+// S_tile exp(s_j - m') v_j to o. After the last tile y = o / l and lse = m + log l. A tile whose
+// scores are all masked (-inf) leaves a row that has met none with m = -inf: its exponentials are
+// taken against 0 instead, so that they are exp(-inf) = 0 and never exp(-inf + inf) = NaN.
+template <typename A>
+struct OnlineSoftmax {
+  A m = A(-INFINITY);  // max of the scores met
+  A l = A(0);          // S exp(s - m) over the scores met
+
+  // the shift the exponentials of the current tile are taken against
+  TR_HD A base() const { return m == A(-INFINITY) ? A(0) : m; }
+  // Enters a tile whose scores have max tile_max: returns exp(m - m'), the factor o is rescaled by
+  // (l is rescaled here).
+  TR_HD A enter(A tile_max) {
+    using std::exp;
+    const A old = m;
+    m = tile_max > m ? tile_max : m;
+    const A alpha = exp(old - base());
+    l *= alpha;
+    return alpha;
+  }
+  // exp(s - m') of a score of the entered tile: 0 for a masked score (-inf)
+  TR_HD A p(A s) const {
+    using std::exp;
+    return exp(s - base());
+  }
+  // the entered tile's S exp(s - m')
+  TR_HD void add(A tile_sum) { l += tile_sum; }
+  TR_HD A lse() const {
+    using std::log;
+    return m + log(l);
+  }
+};
+
+// The backward's probability of a score s of row i against key j, recomputed from the row's lse
+// (0 where the mask hides the key), and ds = p (dp - D_i) with D_i = dy_i . y_i.
+template <typename A>
+TR_HD A probability(const Geometry& g, int64_t i, int64_t j, A s, A lse) {
+  using std::exp;
+  return g.visible(i, j) ? exp(s - lse) : A(0);
+}
+template <typename A>
+TR_HD A score_grad(A p, A dp, A delta) {
+  return p * (dp - delta);
+}
+
+// forward_row as the CUDA forward computes it: keys in tiles of `tile` with the online softmax, the
+// output accumulated in A (the CPU tests check it against forward_row).
+template <typename T, typename A>
+TR_HD void forward_row_tiled(const Geometry& g, const T* qkv, T* y, A* lse, int64_t b, int64_t h, int64_t i,
+                             int64_t tile, A* o /* g.D scratch */) {
+  const T* q = qkv + g.qkv_at(b, i, h, 0);
+  const A scale = A(g.scale);
+  OnlineSoftmax<A> st;
+  for (int64_t d = 0; d < g.D; ++d) o[d] = A(0);
+  for (int64_t j0 = 0; j0 < g.tile_keys_end(i, 1); j0 += tile) {
+    A mt = A(-INFINITY);
+    for (int64_t j = j0; j < j0 + tile; ++j)
+      if (g.visible(i, j)) {
+        const A s = scale * dot<A>(q, qkv + g.qkv_at(b, j, h, 1), g.D);
+        mt = s > mt ? s : mt;
+      }
+    const A alpha = st.enter(mt);
+    A sum = A(0);
+    for (int64_t d = 0; d < g.D; ++d) o[d] *= alpha;
+    for (int64_t j = j0; j < j0 + tile; ++j) {
+      if (!g.visible(i, j)) continue;  // p = 0
+      const A p = st.p(scale * dot<A>(q, qkv + g.qkv_at(b, j, h, 1), g.D));
+      sum += p;
+      for (int64_t d = 0; d < g.D; ++d) o[d] += p * A(qkv[g.qkv_at(b, j, h, 2) + d]);
+    }
+    st.add(sum);
+  }
+  for (int64_t d = 0; d < g.D; ++d) y[g.y_at(b, i, h) + d] = T(o[d] / st.l);
+  lse[g.lse_at(b, h, i)] = st.lse();
 }
 
 }  // namespace tr::attn

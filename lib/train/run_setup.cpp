@@ -266,6 +266,7 @@ Run::Run(config::RunConfig c, int world_size) : cfg(std::move(c)), env(distribut
   backends::cudnn().allow_tf32 = cfg.run.allow_tf32.value_or(true);
   backends::matmul().allow_tf32 = cfg.run.allow_tf32.value_or(false);
   backends::fusion().enabled = cfg.run.fused_ops;
+  backends::fusion().attention = backends::attention_path(cfg.run.attention);
   manual_seed(uint64_t(cfg.run.seed));
   model = build_model(cfg);
   resolve_batching(cfg, world_size > 0 ? world_size : env.world_size, model);

@@ -193,11 +193,12 @@ void launch_cross_entropy(DType t, const CrossEntropyArgs& a, void* loss, void* 
 void launch_cross_entropy_backward(DType t, const CrossEntropyArgs& a, const void* g_loss, const void* g_lse,
                                    const void* lse, void* dx);
 
-// ---- attention over packed qkv (ops/attention_math.h): one thread per query row, and in the
-// backward one per query row (dq) and one per key row (dk, dv) ----
+// ---- attention over packed qkv (ops/attention_math.h), FlashAttention-2: qkv, y, dy and dqkv of
+// dtype `t`, head dim up to attn::kMaxFlashHeadDim; lse and the backward's scratch `delta` ([B, H, T])
+// of acc_t (f32 for f16 / bf16) ----
 void launch_attention(DType t, const attn::Geometry& g, const void* qkv, void* y, void* lse);
 void launch_attention_backward(DType t, const attn::Geometry& g, const void* dy, const void* qkv, const void* y,
-                               const void* lse, void* dqkv);
+                               const void* lse, void* delta, void* dqkv);
 
 // ---- fused optimizer steps over many tensors in one launch ----
 // Tensor i of a launch: its lists' pointers (param, grad, state...), element count, and for Adam
