@@ -9,6 +9,7 @@
 #include <optional>
 #include "integration/cli_harness.h"
 #include "integration/cuda_devices.h"
+#include "integration/emulator_counts.h"
 
 using namespace it;
 
@@ -56,15 +57,10 @@ save_final = false
 progress = "none"
 )";
   const std::string run = name + "_s" + std::to_string(steps);
-  write(d / (run + ".toml"), cfg);
-  const fs::path counts = d / (run + ".counts.jsonl");
-  Result r = shell(d, "TR_CUDA_EMU_COUNTS='" + counts.string() + "' '" TRAINER_BINARY "' run " + run +
-                          ".toml --set run.name=" + run + " --set train.steps=" + std::to_string(steps) +
-                          " --set train.eval_batches=1 " + extra);
-  INFO(r.out);
-  REQUIRE(r.code == 0);
-  if (!fs::exists(counts)) return std::nullopt;
-  const auto j = nlohmann::json::parse(read(counts));
+  const auto lines =
+      run_counted(d, run, cfg, "--set train.steps=" + std::to_string(steps) + " --set train.eval_batches=1 " + extra);
+  if (!lines) return std::nullopt;
+  const nlohmann::json& j = lines->front();
   const auto kernels = [&](const char* range) {
     return j["ranges"].contains(range) ? j["ranges"][range].value("kernels", 0.0) : 0.0;
   };

@@ -11,6 +11,7 @@
 #include <map>
 #include "integration/cli_harness.h"
 #include "integration/cuda_devices.h"
+#include "integration/emulator_counts.h"
 
 using namespace it;
 
@@ -58,19 +59,10 @@ std::optional<Run> run_proxy(const fs::path& d, int blocks, int steps, const std
   REQUIRE(cfg.find(two) != std::string::npos);
   cfg.replace(cfg.find(two), two.size(), "times = " + std::to_string(blocks) + ",");
   const std::string name = "r" + std::to_string(++runs) + "_b" + std::to_string(blocks) + "_s" + std::to_string(steps);
-  write(d / (name + ".toml"), cfg);
-  const fs::path counts = d / (name + ".counts.jsonl");
-  Result r = shell(d, "TR_CUDA_EMU_COUNTS='" + counts.string() + "' '" TRAINER_BINARY "' run " + name +
-                          ".toml --set run.name=" + name + " --set train.steps=" + std::to_string(steps) +
-                          " --set train.eval_batches=1 " + extra);
-  INFO(r.out);
-  REQUIRE(r.code == 0);
-  if (!fs::exists(counts)) return std::nullopt;
-  std::ifstream f(counts);
-  std::string line;
+  const auto lines = run_counted(d, name, cfg, "--set train.steps=" + std::to_string(steps) + " --set train.eval_batches=1 " + extra);
+  if (!lines) return std::nullopt;
   Run out;
-  while (std::getline(f, line)) {  // one line per process (ranks): summed
-    const auto j = nlohmann::json::parse(line);
+  for (const auto& j : *lines) {  // one line per process (ranks): summed
     const Counts t = counts_of(j["total"]);
     out.total = {out.total.kernels + t.kernels, out.total.copies + t.copies, out.total.host_waits + t.host_waits,
                  out.total.polls + t.polls};
