@@ -21,7 +21,7 @@ class OpNode : public Node {
     for (size_t i = 0; i < ins.size(); ++i) ins[i] = saved_inputs_[i].unpack(who);
     for (size_t i = 0; i < outs.size(); ++i) outs[i] = saved_outputs_[i].unpack(who);
     for (size_t i = 0; i < grads.size(); ++i) {
-      if (!grads[i].defined()) {
+      if (!grads[i].defined() && !(i < 32 && (op_.unmaterialized_grads >> i & 1))) {
         auto& s = output_specs[i];
         grads[i] = zeros(s.first, TensorOptions(s.second).device(device_));
       }
@@ -67,7 +67,8 @@ void record_op(const OpDef& op, const Attrs& attrs, Device dev, const std::vecto
   }
   for (auto& o : outputs) node->output_specs.push_back({o.sizes(), o.dtype()});
   if (op.save_inputs)
-    for (auto& t : inputs) node->saved_inputs_.emplace_back(t, false);
+    for (uint32_t i = 0; i < inputs.size(); ++i)
+      node->saved_inputs_.emplace_back(i < 32 && (op.unsaved_inputs >> i & 1) ? Tensor() : inputs[i], false);
   for (uint32_t i = 0; i < outputs.size(); ++i)
     if (is_floating(outputs[i].dtype())) set_history(outputs[i], node, i);
   if (op.save_outputs)

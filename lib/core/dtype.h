@@ -23,6 +23,8 @@ inline constexpr size_t itemsize(DType t) {
 inline constexpr bool is_floating(DType t) {
   return t == DType::F16 || t == DType::BF16 || t == DType::F32 || t == DType::F64;
 }
+// f16 or bf16: the low-precision floats that autocast runs products in
+inline constexpr bool is_16bit(DType t) { return t == DType::F16 || t == DType::BF16; }
 inline constexpr bool is_integral(DType t, bool include_bool = false) {
   return t == DType::U8 || t == DType::I32 || t == DType::I64 || (include_bool && t == DType::Bool);
 }

@@ -44,7 +44,6 @@ attn::Geometry geometry_of(const char* op, const Tensor& qkv, const Attrs& a) {
 // Whether the device's attention kernel takes f16 and bf16 (accumulating in f32): CUDA's does;
 // the CPU's micro-kernels are f32 / f64.
 bool kernel_takes_16bit(Device d) { return d.is_cuda(); }
-bool is_16bit(DType t) { return t == DType::F16 || t == DType::BF16; }
 // lse's dtype: the kernels' accumulation type
 DType lse_dtype(DType t) { return is_16bit(t) ? DType::F32 : t; }
 
@@ -89,6 +88,7 @@ Tensor probabilities(const Tensor& q, const Tensor& k, bool causal, double scale
 TR_REGISTER_OP(attention_qkvpacked) {
   d.num_inputs = 1;
   d.save_outputs = true;
+  d.unmaterialized_grads = 1u << 1;  // lse is the backward's, no gradient
   d.infer = [](const std::vector<Tensor>& in, const Attrs& a) -> std::vector<TensorSpec> {
     const attn::Geometry g = geometry_of("attention_qkvpacked", in[0], a);
     const DType t = in[0].dtype();

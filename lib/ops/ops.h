@@ -120,6 +120,14 @@ Tensor attention_qkvpacked(const Tensor& qkv, int64_t n_head, bool is_causal, do
 // (x - E[x]) / sqrt(Var[x] + eps) * weight + bias over the trailing normalized_shape dims.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
+// layer_norm(...).to(out_dtype) as one kernel where there is one: f16 / bf16 beside f32 rows, the
+// norm rounded once (what reads it under autocast is a low-precision product)
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias, double eps,
+                  DType out_dtype);
+// s = x + h and layer_norm(s).to(out_dtype), the residual add fused into the norm's pass where x, h
+// and the kernels allow (llm.c's fused residual): {s, y}
+std::pair<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& h, const Shape& normalized_shape,
+                                         const Tensor& weight, const Tensor& bias, double eps, DType out_dtype);
 // torch.nn.functional.batch_norm over dim 1 of x [N, C, *]: y = (x - mean) / sqrt(var + eps) * weight + bias.
 // training: mean and biased var of the batch, returned (detached, [C]) for the caller's running
 // statistics; otherwise running_mean / running_var (and the statistics come back undefined).

@@ -62,6 +62,11 @@ struct OpDef {
   bool save_inputs = true;
   bool save_outputs = false;
   uint32_t unsaved_outputs = 0;  // with save_outputs: bit i set = output i is not kept (undefined in backward)
+  uint32_t unsaved_inputs = 0;   // with save_inputs: bit i set = input i is not kept (undefined in backward)
+  // bit i set: when output i gets no gradient, backward sees grads[i] undefined instead of zeros
+  // (torch's ctx.set_materialize_grads(False)): no zero tensor is made for statistics such as
+  // mean, rstd or lse that only the backward reads
+  uint32_t unmaterialized_grads = 0;
   std::string grad_name;  // torch's name of the backward node: "AddBackward0"
   FlopsFn flops = nullptr;  // 2 x multiply-adds of one call (matrix products, convolutions): ops/flop_counter.h
 

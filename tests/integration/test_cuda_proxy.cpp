@@ -107,6 +107,14 @@ TEST_CASE("cuda proxy: launches, host waits and device memory of a GPT-2 trainin
   print_row("outside the phases (data, zero_grad, logging) at 2 blocks", outside);
   std::printf("peak device bytes (emulator, 2 blocks, 4 x 64 tokens): %.0f\n", b.peak_device_bytes);
 
+  // the flash path ([run] attention = "fused"): the same block with FlashAttention-2's kernels
+  const std::string flash = "--set 'run.attention=\"fused\"'";
+  const Run fa = *run_proxy(d, 2, 3, flash), fb = *run_proxy(d, 2, 6, flash), fc3 = *run_proxy(d, 4, 3, flash),
+            fc = *run_proxy(d, 4, 6, flash);
+  const Run fblock = ((fc - fc3) - (fb - fa)) / (3 * 2.0);
+  print_row("flash attention: one block, forward", fblock.range("forward"));
+  print_row("flash attention: one block, backward", fblock.range("backward"));
+
   // two ranks over the emulator's NCCL (DDP): per rank (the counts of both processes, halved)
   const std::string two = "--nproc 2 --set train.tokens_per_step=512";
   const Run d3 = *run_proxy(d, 2, 3, two), d6 = *run_proxy(d, 2, 6, two);
@@ -123,10 +131,13 @@ TEST_CASE("cuda proxy: launches, host waits and device memory of a GPT-2 trainin
     CHECK(measured <= held * 1.1 + 1e-9);
   };
   hold("launches per block, forward + backward",
-       block.range("forward").launches() + block.range("backward").launches(), 66);
+       block.range("forward").launches() + block.range("backward").launches(), 55);
+  const double flash_block = fblock.range("forward").launches() + fblock.range("backward").launches();
+  hold("flash attention: launches per block, forward + backward", flash_block, 29);
+  CHECK(flash_block <= 30);  // the issue's target
   hold("launches per block, step phase", block.range("step").launches(), 0);
   hold("launches of the step phase at 2 blocks", step.range("step").launches(), 9);
-  hold("launches per step at 2 blocks", step.total.launches(), 202);
+  hold("launches per step at 2 blocks", step.total.launches(), 178);
   hold("host waits per step", step.total.host_waits, 0);
   // the pinned staging's event queries (one per staging block at each host-to-device copy: the
   // multi-tensor kernels' tables); a poll never blocks

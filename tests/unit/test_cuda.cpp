@@ -769,6 +769,34 @@ TEST_CASE("cuda: the fused layer norm matches the CPU, with gradients", "[gpu]")
   }
 }
 
+TEST_CASE("cuda: layer norm to bf16 and the fused residual add match the CPU, with gradients", "[gpu]") {
+  TR_REQUIRE_GPU();
+  for (DType ht : {DType::F32, DType::BF16}) {
+    for (Shape s : {Shape{5, 7}, Shape{3, 40, 96}, Shape{0, 6}}) {
+      const int64_t n = s.back();
+      const std::string w = shape_str(s) + " h " + dtype_name(ht);
+      Tensor x = data(s, DType::F32, 240, -3.0, 5.0), h = data(s, DType::F32, 241).to(ht),
+             wt = data({n}, DType::F32, 242), b = data({n}, DType::F32, 243), gs = data(s, DType::F32, 244),
+             gy = data(s, DType::F32, 245);
+      auto train = [&](const Inputs& in) {
+        Tensor xi = in[0].detach().requires_grad_(true), hi = in[1].detach().requires_grad_(true),
+               wi = in[2].detach().requires_grad_(true), bi = in[3].detach().requires_grad_(true);
+        auto [si, yi] = add_layer_norm(xi, hi, {n}, wi, bi, 1e-5, DType::BF16);
+        Tensor zi = layer_norm(xi, {n}, wi, bi, 1e-5, DType::BF16);
+        (sum(si * in[4]) + sum(yi.to(DType::F32) * in[5]) + sum(zi.to(DType::F32) * in[5])).backward();
+        return std::vector<Tensor>{si.detach(), yi.detach(), zi.detach(), xi.grad(), hi.grad(), wi.grad(), bi.grad()};
+      };
+      auto c = train({x, h, wt, b, gs, gy}), g = train(to_gpu({x, h, wt, b, gs, gy}));
+      const char* names[] = {"s", "y", "layer_norm to bf16", "dx", "dh", "dw", "db"};
+      for (size_t i = 0; i < c.size(); ++i) {
+        CHECK(c[i].dtype() == g[i].dtype());
+        check_close(std::string("add_layer_norm ") + names[i] + " " + w, c[i], g[i],
+                    scaled(tol_for(c[i].dtype()), 8.0));
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------- fused optimizer steps
 
 TEST_CASE("cuda: the fused SGD and Adam steps match the CPU's", "[gpu]") {

@@ -22,6 +22,7 @@
 #include "nn/losses/bce_with_logits_loss.h"
 #include "nn/losses/cross_entropy_loss.h"
 #include "nn/losses/mse_loss.h"
+#include "ops/autocast.h"
 #include "ops/ops.h"
 
 using json = nlohmann::json;
@@ -195,6 +196,41 @@ TEST_CASE("TransformerBlock gradcheck (f64, B=2 T=3 C=4 nh=2), both gelu forms",
 
 // ---------------------------------------------------------------------------------------------
 // TokenPositionEmbedding
+
+TEST_CASE("TransformerBlock under bf16 autocast: the fused norms give the composite chain's numbers bit for bit",
+          "[layers][transformer]") {
+  // under autocast the block's norms write bf16 and ln_2 takes in the residual add; the chain they
+  // replace is h = x + attn(ln_1(x)), y = h + mlp(ln_2(h)) through the block's own modules
+  manual_seed(5);
+  nn::TransformerBlock b(32, 4, 0.0, true, "tanh");
+  Generator g(6);
+  const Tensor x0 = randn({2, 9, 32}, DType::F32, &g), gy = randn({2, 9, 32}, DType::F32, &g);
+  auto run = [&](bool fused) {
+    b.zero_grad();
+    Tensor x = x0.detach().requires_grad_(true);
+    Tensor y;
+    {
+      amp::AutocastGuard ac(DeviceType::CPU, DType::BF16);
+      if (fused) {
+        y = b(x);
+      } else {
+        Tensor h = x + (*b.attn)((*b.ln_1)(x));
+        y = h + (*b.mlp)((*b.ln_2)(h));
+      }
+    }
+    y.backward(gy);
+    std::vector<Tensor> r{y.detach(), x.grad()};
+    for (const Tensor& p : b.parameters()) r.push_back(p.grad());
+    return r;
+  };
+  const auto fused = run(true), comp = run(false);
+  REQUIRE(fused.size() == comp.size());
+  for (size_t i = 0; i < fused.size(); ++i) {
+    INFO("result " << i << " (0: y, 1: dx, then the parameters' gradients)");
+    CHECK(fused[i].dtype() == comp[i].dtype());
+    CHECK(equal(fused[i], comp[i]));
+  }
+}
 
 TEST_CASE("TokenPositionEmbedding: ids [T] and [B, T], N(0, 0.02) init, block_size limit", "[layers][transformer]") {
   manual_seed(1);

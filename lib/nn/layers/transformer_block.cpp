@@ -1,5 +1,6 @@
 #include "nn/layers/transformer_block.h"
 #include "nn/layer_registry.h"
+#include "ops/autocast.h"
 #include "ops/ops.h"
 
 namespace tr::nn {
@@ -19,9 +20,24 @@ class BlockLayerNorm : public Module {
     }
   }
   Tensor forward(const Tensor& x) override {
+    check(x);
+    return layer_norm(x, {n_}, weight_, bias_, 1e-5);
+  }
+  // forward(x).to(out), in one kernel where there is one
+  Tensor forward_to(const Tensor& x, DType out) {
+    check(x);
+    return layer_norm(x, {n_}, weight_, bias_, 1e-5, out);
+  }
+  // {x + h, forward(x + h).to(out)}, the add in the norm's kernel where there is one
+  std::pair<Tensor, Tensor> add_forward_to(const Tensor& x, const Tensor& h, DType out) {
+    check(x);
+    return add_layer_norm(x, h, {n_}, weight_, bias_, 1e-5, out);
+  }
+  // whether a call may skip Module's call path (no hooks, no activation checkpointing to honour)
+  bool plain() const { return !has_hooks() && !activation_checkpointing(); }
+  void check(const Tensor& x) const {
     TR_CHECK(x.dim() >= 1 && x.size(-1) == n_, "LayerNorm((", n_, ",)): input of shape ", x.sizes(),
              " does not end with ", n_);
-    return layer_norm(x, {n_}, weight_, bias_, 1e-5);
   }
   std::string extra_repr() const override {
     return str("(", n_, ",), eps=1e-05, elementwise_affine=True", bias_.defined() ? "" : ", bias=False");
@@ -60,9 +76,20 @@ TransformerBlock::TransformerBlock(int64_t n_embd, int64_t n_head, double dropou
   mlp = register_module("mlp", std::make_shared<TransformerMLP>(n_embd, dropout, bias, std::move(gelu)));
 }
 
+// Under autocast the norms' results go only to low-precision products (c_attn, c_fc), so the norms
+// write them in the autocast dtype, and ln_2 takes in the residual add before it: the same numbers
+// as the composite chain (norm in f32, rounded once; the add in f32), fewer kernels and bytes.
 Tensor TransformerBlock::forward(const Tensor& x) {
-  Tensor h = x + (*attn)((*ln_1)(x));
-  return h + (*mlp)((*ln_2)(h));
+  auto& n1 = static_cast<BlockLayerNorm&>(*ln_1);
+  auto& n2 = static_cast<BlockLayerNorm&>(*ln_2);
+  const DeviceType dev = x.device().type;
+  if (!amp::autocast_active(dev) || !n1.plain() || !n2.plain()) {
+    Tensor h = x + (*attn)((*ln_1)(x));
+    return h + (*mlp)((*ln_2)(h));
+  }
+  const DType low = amp::get_autocast_dtype(dev);
+  auto [h, a] = n2.add_forward_to(x, (*attn)(n1.forward_to(x, low)), low);
+  return h + (*mlp)(a);
 }
 
 namespace {

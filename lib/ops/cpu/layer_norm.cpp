@@ -1,4 +1,5 @@
-// CPU kernels of native_layer_norm and native_layer_norm_backward over rows [R, N]: row statistics
+// CPU kernels of native_layer_norm, _add_native_layer_norm and their backward over rows [R, N]
+// (y and gy in the rows' dtype or a low one beside f32 rows, ops/layer_norm_math.h): row statistics
 // in double (mean, then squared deviations: two passes, each summed in vector lanes), the elementwise parts in the compute type
 // with ops/layer_norm_math.h; parallel over rows, and the weight and bias gradients (sums over
 // rows) parallel over column blocks, each column summed in row order (no dependence on threads).
@@ -15,17 +16,25 @@ namespace {
 using Ins = std::vector<Tensor>;
 using Outs = std::vector<Tensor>;
 
-template <typename T, typename S>
-void layer_norm_kernel(const T* x, const T* w, const T* b, T* y, S* mean_out, S* rstd_out, int64_t R, int64_t N,
-                       double eps) {
+// y = norm(v) of type Y per row, v = x (h null) or s = x + h written to s (the residual add fused in)
+template <typename T, typename Y, typename H, typename S>
+void layer_norm_kernel(const T* x, const H* h, T* s, const T* w, const T* b, Y* y, S* mean_out, S* rstd_out, int64_t R,
+                       int64_t N, double eps) {
   using A = acc_t<T>;
   parallel_for(R, std::max<int64_t>(1, kGrain / std::max<int64_t>(N, 1)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const T* xr = x + r * N;
-      double s = 0;
-#pragma omp simd reduction(+ : s)
-      for (int64_t j = 0; j < N; ++j) s += double(A(xr[j]));
-      const double mean = s / double(N);
+      if (h) {
+        const H* hr = h + r * N;
+        T* sr = s + r * N;
+#pragma omp simd
+        for (int64_t j = 0; j < N; ++j) sr[j] = ln::residual_add(xr[j], hr[j]);
+        xr = sr;
+      }
+      double sum = 0;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t j = 0; j < N; ++j) sum += double(A(xr[j]));
+      const double mean = sum / double(N);
       double q = 0;
 #pragma omp simd reduction(+ : q)
       for (int64_t j = 0; j < N; ++j) {
@@ -36,9 +45,9 @@ void layer_norm_kernel(const T* x, const T* w, const T* b, T* y, S* mean_out, S*
       mean_out[r] = S(mean);
       rstd_out[r] = S(rstd);
       const A m = A(mean), rs = A(rstd);
-      T* yr = y + r * N;
+      Y* yr = y + r * N;
 #pragma omp simd
-      for (int64_t j = 0; j < N; ++j) yr[j] = T(ln::normalize(A(xr[j]), m, rs, A(w[j]), A(b[j])));
+      for (int64_t j = 0; j < N; ++j) yr[j] = Y(T(ln::normalize(A(xr[j]), m, rs, A(w[j]), A(b[j]))));
     }
   });
 }
@@ -85,13 +94,15 @@ void column_grads_f32(const float* gy, const float* x, const float* mean, const 
   }
 }
 
-template <typename T, typename S>
-void layer_norm_backward_kernel(const T* gy, const T* x, const T* w, const S* mean, const S* rstd, T* gx, T* gw, T* gb,
-                                int64_t R, int64_t N) {
+// gx = gs + d(norm)/dx of type T (gs null: 0), gh = gx rounded to G where asked; gw, gb
+template <typename T, typename G, typename S>
+void layer_norm_backward_kernel(const G* gy, const T* x, const T* w, const S* mean, const S* rstd, const T* gs, T* gx,
+                                G* gh, T* gw, T* gb, int64_t R, int64_t N) {
   using A = acc_t<T>;
   parallel_for(R, std::max<int64_t>(1, kGrain / std::max<int64_t>(N, 1)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      const T *gr = gy + r * N, *xr = x + r * N;
+      const G* gr = gy + r * N;
+      const T* xr = x + r * N;
       const A m = A(mean[r]), rs = A(rstd[r]);
       double sg = 0, sgx = 0;
 #pragma omp simd reduction(+ : sg, sgx)
@@ -104,10 +115,20 @@ void layer_norm_backward_kernel(const T* gy, const T* x, const T* w, const S* me
       T* gxr = gx + r * N;
 #pragma omp simd
       for (int64_t j = 0; j < N; ++j) gxr[j] = T(ln::grad_input(A(gr[j]), A(xr[j]), A(w[j]), m, rs, a, c));
+      if (gs) {
+        const T* gsr = gs + r * N;
+#pragma omp simd
+        for (int64_t j = 0; j < N; ++j) gxr[j] = T(A(gsr[j]) + A(gxr[j]));
+      }
+      if (gh) {
+        G* ghr = gh + r * N;
+#pragma omp simd
+        for (int64_t j = 0; j < N; ++j) ghr[j] = G(A(gxr[j]));
+      }
     }
   });
   // gw[j] = S_r gy[r, j] xhat[r, j], gb[j] = S_r gy[r, j], each column in row order
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<G, float>) {
     column_grads_f32(gy, x, mean, rstd, gw, gb, R, N);
     return;
   }
@@ -119,7 +140,8 @@ void layer_norm_backward_kernel(const T* gy, const T* x, const T* w, const S* me
       const int64_t c0 = blk * kCols, wd = std::min(kCols, N - c0);
       for (int64_t j = 0; j < kCols; ++j) sw[j] = sb[j] = 0.0;
       for (int64_t r = 0; r < R; ++r) {
-        const T *gr = gy + r * N + c0, *xr = x + r * N + c0;
+        const G* gr = gy + r * N + c0;
+        const T* xr = x + r * N + c0;
         const A m = A(mean[r]), rs = A(rstd[r]);
 #pragma omp simd
         for (int64_t j = 0; j < wd; ++j) {
@@ -135,30 +157,62 @@ void layer_norm_backward_kernel(const T* gy, const T* x, const T* w, const S* me
   });
 }
 
-void native_layer_norm_cpu(const Ins& in, Outs& out, const Attrs& a) {
-  const Tensor x = in[0].contiguous(), w = in[1].contiguous(), b = in[2].contiguous();
+template <typename T> using stat_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// out: {y, mean, rstd}, or {s, y, mean, rstd} with h
+void layer_norm_rows(const Tensor& x_in, const Tensor& h_in, const Tensor& w_in, const Tensor& b_in, Outs& out,
+                     double eps) {
+  const Tensor x = x_in.contiguous(), w = w_in.contiguous(), b = b_in.contiguous();
+  const Tensor h = h_in.defined() ? h_in.contiguous() : Tensor();
+  const size_t o = h.defined() ? 1 : 0;
   const int64_t R = x.size(0), N = x.size(1);
-  TR_DISPATCH_FLOAT(x.dtype(), "native_layer_norm", [&] {
-    using S = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
-    layer_norm_kernel<scalar_t, S>(x.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(), b.data_ptr<scalar_t>(),
-                                   out[0].data_ptr<scalar_t>(), out[1].data_ptr<S>(), out[2].data_ptr<S>(), R, N,
-                                   a.f("eps"));
+  ln::dispatch_rows(x.dtype(), out[o].dtype(), "native_layer_norm", [&](auto rows, auto low) {
+    using T = typename decltype(rows)::type;
+    using L = typename decltype(low)::type;
+    using S = stat_t<T>;
+    T* s = h.defined() ? out[0].data_ptr<T>() : nullptr;
+    auto run = [&](auto* hp) {
+      layer_norm_kernel(x.data_ptr<T>(), hp, s, w.data_ptr<T>(), b.data_ptr<T>(), out[o].data_ptr<L>(),
+                        out[o + 1].data_ptr<S>(), out[o + 2].data_ptr<S>(), R, N, eps);
+    };
+    if (h.defined() && h.dtype() != x.dtype()) {
+      TR_CHECK(h.dtype() == out[o].dtype(), "_add_native_layer_norm: h of ", dtype_name(h.dtype()), " beside ",
+               dtype_name(x.dtype()), " rows and a ", dtype_name(out[o].dtype()), " result");
+      run(h.data_ptr<L>());
+    } else {
+      run(h.defined() ? h.data_ptr<T>() : static_cast<const T*>(nullptr));
+    }
   });
+}
+
+void native_layer_norm_cpu(const Ins& in, Outs& out, const Attrs& a) {
+  layer_norm_rows(in[0], Tensor(), in[1], in[2], out, a.f("eps"));
 }
 TR_REGISTER_KERNEL(native_layer_norm, CPU, native_layer_norm_cpu);
 
+void add_native_layer_norm_cpu(const Ins& in, Outs& out, const Attrs& a) {
+  layer_norm_rows(in[0], in[1], in[2], in[3], out, a.f("eps"));
+}
+TR_REGISTER_KERNEL(_add_native_layer_norm, CPU, add_native_layer_norm_cpu);
+
+// in: gy, x, w, mean, rstd[, gs]; out: gx, gw, gb[, gh]
 void native_layer_norm_backward_cpu(const Ins& in, Outs& out, const Attrs&) {
   const Tensor gy = in[0].contiguous(), x = in[1].contiguous(), w = in[2].contiguous(), m = in[3].contiguous(),
                rs = in[4].contiguous();
+  const Tensor gs = in.size() > 5 && in[5].defined() ? in[5].contiguous() : Tensor();
   const int64_t R = x.size(0), N = x.size(1);
-  TR_DISPATCH_FLOAT(x.dtype(), "native_layer_norm_backward", [&] {
-    using S = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
-    layer_norm_backward_kernel<scalar_t, S>(gy.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(),
-                                            m.data_ptr<S>(), rs.data_ptr<S>(), out[0].data_ptr<scalar_t>(),
-                                            out[1].data_ptr<scalar_t>(), out[2].data_ptr<scalar_t>(), R, N);
+  ln::dispatch_rows(x.dtype(), gy.dtype(), "native_layer_norm_backward", [&](auto rows, auto low) {
+    using T = typename decltype(rows)::type;
+    using G = typename decltype(low)::type;
+    using S = stat_t<T>;
+    layer_norm_backward_kernel<T, G, S>(gy.data_ptr<G>(), x.data_ptr<T>(), w.data_ptr<T>(), m.data_ptr<S>(),
+                                        rs.data_ptr<S>(), gs.defined() ? gs.data_ptr<T>() : nullptr,
+                                        out[0].data_ptr<T>(), out.size() > 3 ? out[3].data_ptr<G>() : nullptr,
+                                        out[1].data_ptr<T>(), out[2].data_ptr<T>(), R, N);
   });
 }
 TR_REGISTER_KERNEL(native_layer_norm_backward, CPU, native_layer_norm_backward_cpu);
+TR_REGISTER_KERNEL(_add_native_layer_norm_backward, CPU, native_layer_norm_backward_cpu);
 
 }  // namespace
 

@@ -314,8 +314,6 @@ void backward(const Geometry& g, const void* dy, const void* qkv, const void* ls
   TR_CUDA_CHECK_LAUNCH("flash_backward_q_kernel");
 }
 
-bool is_16bit(DType t) { return t == DType::F16 || t == DType::BF16; }
-
 }  // namespace
 
 void launch_attention(DType t, const attn::Geometry& g, const void* qkv, void* y, void* lse) {

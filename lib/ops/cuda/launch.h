@@ -172,13 +172,28 @@ void launch_batch_norm_backward(DType t, const BatchNormGeom& g, const void* gy,
 void launch_batch_norm_elemt(DType t, const BatchNormGeom& g, const void* x, const void* w, const void* b,
                              const void* mean, const void* var, void* y, double* coef);
 
-// ---- layer norm over contiguous rows [R, N]; mean / rstd of type `st` (f32 for f16 / bf16 rows) ----
-void launch_layer_norm(DType t, int64_t R, int64_t N, double eps, const void* x, const void* w, const void* b, void* y,
-                       void* mean, void* rstd);
-// gx, gw, gb; `partial` is device scratch of 2 N ceil(R / kLayerNormRowsPerPartial) doubles.
+// ---- layer norm over contiguous rows [R, N] of dtype t; mean / rstd f32 (f64 for f64 rows);
+// y of dtype yt: t, or f16 / bf16 beside f32 rows (ops/layer_norm_math.h). With h (dtype ht: t or
+// yt) the rows normalised are x + h, written to s. ----
+struct LayerNormArgs {
+  DType t, yt, ht;
+  int64_t R, N;
+  double eps;
+  const void *x, *h, *w, *b;  // h may be null
+  void *s, *y, *mean, *rstd;  // s only with h
+};
+void launch_layer_norm(const LayerNormArgs& a);
+// gx = gs + d(norm)/dx (gs may be null), gh = gx in gy's dtype gt where gh is not null; gw, gb.
+// `partial` is device scratch of 2 N ceil(R / kLayerNormRowsPerPartial) doubles.
 constexpr int64_t kLayerNormRowsPerPartial = 64;
-void launch_layer_norm_backward(DType t, int64_t R, int64_t N, const void* gy, const void* x, const void* w,
-                                const void* mean, const void* rstd, void* gx, void* gw, void* gb, double* partial);
+struct LayerNormBackwardArgs {
+  DType t, gt;
+  int64_t R, N;
+  const void *gy, *x, *w, *mean, *rstd, *gs;
+  void *gx, *gh, *gw, *gb;
+  double* partial;
+};
+void launch_layer_norm_backward(const LayerNormBackwardArgs& a);
 
 // ---- cross entropy over contiguous rows x [N, V] with int64 targets t [N] (ops/cross_entropy_math.h);
 // loss, lse and the row gradients of the compute type (f32, f64 for f64 rows) ----

@@ -1,6 +1,6 @@
-// CUDA kernels of native_layer_norm and native_layer_norm_backward over rows [R, N]: one warp per
-// row sums its statistics in double (mean, then squared deviations, as the CPU kernel) and writes
-// the row with ops/layer_norm_math.h; the weight and bias gradients sum over rows in two passes
+// CUDA kernels of native_layer_norm, _add_native_layer_norm and their backward over rows [R, N]:
+// one warp per row sums its statistics in double (mean, then squared deviations, as the CPU
+// kernel) and writes the row with ops/layer_norm_math.h (y and gy in the rows' or a low dtype); the weight and bias gradients sum over rows in two passes
 // (blocks of kLayerNormRowsPerPartial rows, then the blocks in order), so no atomics and a fixed order.
 #include "ops/cuda/loops.cuh"
 #include "ops/layer_norm_math.h"
@@ -19,17 +19,24 @@ __device__ __forceinline__ double warp_sum(double v) {
 // the stats type: float for f16 / bf16 / f32 rows, double for f64
 template <typename T> using stat_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
-template <typename T>
-__global__ void layer_norm_kernel(int64_t R, int64_t N, double eps, const T* x, const T* w, const T* b, T* y,
-                                  stat_t<T>* mean_out, stat_t<T>* rstd_out) {
+// y = norm(v) of type Y per row, v = x (h null) or s = x + h written to s (the residual add fused in)
+template <typename T, typename Y, typename H>
+__global__ void layer_norm_kernel(int64_t R, int64_t N, double eps, const T* x, const H* h, T* s, const T* w,
+                                  const T* b, Y* y, stat_t<T>* mean_out, stat_t<T>* rstd_out) {
   using A = acc_t<T>;
   const int lane = threadIdx.x & 31;
   const int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   if (r >= R) return;
   const T* xr = x + r * N;
-  double s = 0;
-  for (int64_t j = lane; j < N; j += 32) s += double(A(xr[j]));
-  const double mean = warp_sum(s) / double(N);
+  if (h) {  // each lane reads back below only the values it wrote here
+    const H* hr = h + r * N;
+    T* sr = s + r * N;
+    for (int64_t j = lane; j < N; j += 32) sr[j] = ln::residual_add(xr[j], hr[j]);
+    xr = sr;
+  }
+  double sum = 0;
+  for (int64_t j = lane; j < N; j += 32) sum += double(A(xr[j]));
+  const double mean = warp_sum(sum) / double(N);
   double q = 0;
   for (int64_t j = lane; j < N; j += 32) {
     const double d = double(A(xr[j])) - mean;
@@ -41,18 +48,20 @@ __global__ void layer_norm_kernel(int64_t R, int64_t N, double eps, const T* x, 
     rstd_out[r] = stat_t<T>(rstd);
   }
   const A m = A(stat_t<T>(mean)), rs = A(stat_t<T>(rstd));
-  T* yr = y + r * N;
-  for (int64_t j = lane; j < N; j += 32) yr[j] = T(ln::normalize(A(xr[j]), m, rs, A(w[j]), A(b[j])));
+  Y* yr = y + r * N;
+  for (int64_t j = lane; j < N; j += 32) yr[j] = Y(T(ln::normalize(A(xr[j]), m, rs, A(w[j]), A(b[j]))));
 }
 
-template <typename T>
-__global__ void layer_norm_grad_input_kernel(int64_t R, int64_t N, const T* gy, const T* x, const T* w,
-                                             const stat_t<T>* mean, const stat_t<T>* rstd, T* gx) {
+// gx = gs + d(norm)/dx of type T (gs null: 0), and gh = gx rounded to G where asked
+template <typename T, typename G>
+__global__ void layer_norm_grad_input_kernel(int64_t R, int64_t N, const G* gy, const T* x, const T* w,
+                                             const stat_t<T>* mean, const stat_t<T>* rstd, const T* gs, T* gx, G* gh) {
   using A = acc_t<T>;
   const int lane = threadIdx.x & 31;
   const int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   if (r >= R) return;
-  const T *gr = gy + r * N, *xr = x + r * N;
+  const G* gr = gy + r * N;
+  const T* xr = x + r * N;
   const A m = A(mean[r]), rs = A(rstd[r]);
   double sg = 0, sgx = 0;
   for (int64_t j = lane; j < N; j += 32) {
@@ -61,13 +70,18 @@ __global__ void layer_norm_grad_input_kernel(int64_t R, int64_t N, const T* gy, 
     sgx += g * double((A(xr[j]) - m) * rs);
   }
   const A a = A(warp_sum(sg) / double(N)), c = A(warp_sum(sgx) / double(N));
-  T* gxr = gx + r * N;
-  for (int64_t j = lane; j < N; j += 32) gxr[j] = T(ln::grad_input(A(gr[j]), A(xr[j]), A(w[j]), m, rs, a, c));
+  const int64_t o = r * N;
+  for (int64_t j = lane; j < N; j += 32) {
+    T v = T(ln::grad_input(A(gr[j]), A(xr[j]), A(w[j]), m, rs, a, c));
+    if (gs) v = T(A(gs[o + j]) + A(v));
+    gx[o + j] = v;
+    if (gh) gh[o + j] = G(A(v));
+  }
 }
 
 // partial[p][j] = S over rows [p P, (p + 1) P) of gy xhat, and partial[chunks + p][j] of gy
-template <typename T>
-__global__ void layer_norm_grad_partial_kernel(int64_t R, int64_t N, const T* gy, const T* x, const stat_t<T>* mean,
+template <typename T, typename G>
+__global__ void layer_norm_grad_partial_kernel(int64_t R, int64_t N, const G* gy, const T* x, const stat_t<T>* mean,
                                                const stat_t<T>* rstd, double* partial, int64_t chunks) {
   using A = acc_t<T>;
   const int64_t p = blockIdx.y;
@@ -100,39 +114,52 @@ __global__ void layer_norm_grad_sum_kernel(int64_t N, const double* partial, int
 
 }  // namespace
 
-void launch_layer_norm(DType t, int64_t R, int64_t N, double eps, const void* x, const void* w, const void* b, void* y,
-                       void* mean, void* rstd) {
-  if (R == 0) return;
-  const unsigned blocks = unsigned((R + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  TR_DISPATCH_FLOAT(t, "native_layer_norm", [&] {
-    using T = scalar_t;
-    launch_kernel(layer_norm_kernel<T>, blocks, 32 * kWarpsPerBlock, R, N, eps, static_cast<const T*>(x), static_cast<const T*>(w),
-                                                          static_cast<const T*>(b), static_cast<T*>(y),
-                                                          static_cast<stat_t<T>*>(mean), static_cast<stat_t<T>*>(rstd));
+void launch_layer_norm(const LayerNormArgs& a) {
+  if (a.R == 0) return;
+  const unsigned blocks = unsigned((a.R + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  ln::dispatch_rows(a.t, a.yt, "native_layer_norm", [&](auto rows, auto low) {
+    using T = typename decltype(rows)::type;
+    using L = typename decltype(low)::type;
+    const T *x = static_cast<const T*>(a.x), *w = static_cast<const T*>(a.w), *b = static_cast<const T*>(a.b);
+    T* s = static_cast<T*>(a.s);
+    L* y = static_cast<L*>(a.y);
+    auto* mean = static_cast<stat_t<T>*>(a.mean);
+    auto* rstd = static_cast<stat_t<T>*>(a.rstd);
+    if (a.h && a.ht != a.t) {
+      TR_CHECK(a.ht == a.yt, "_add_native_layer_norm: h of ", dtype_name(a.ht), " beside ", dtype_name(a.t),
+               " rows and a ", dtype_name(a.yt), " result");
+      launch_kernel(layer_norm_kernel<T, L, L>, blocks, 32 * kWarpsPerBlock, a.R, a.N, a.eps, x,
+                    static_cast<const L*>(a.h), s, w, b, y, mean, rstd);
+    } else {
+      launch_kernel(layer_norm_kernel<T, L, T>, blocks, 32 * kWarpsPerBlock, a.R, a.N, a.eps, x,
+                    static_cast<const T*>(a.h), s, w, b, y, mean, rstd);
+    }
     TR_CUDA_CHECK_LAUNCH("layer_norm_kernel");
   });
 }
 
-void launch_layer_norm_backward(DType t, int64_t R, int64_t N, const void* gy, const void* x, const void* w,
-                                const void* mean, const void* rstd, void* gx, void* gw, void* gb, double* partial) {
-  if (N == 0) return;
-  const int64_t chunks = (R + kLayerNormRowsPerPartial - 1) / kLayerNormRowsPerPartial;
-  TR_DISPATCH_FLOAT(t, "native_layer_norm_backward", [&] {
-    using T = scalar_t;
+void launch_layer_norm_backward(const LayerNormBackwardArgs& a) {
+  if (a.N == 0) return;
+  const int64_t chunks = (a.R + kLayerNormRowsPerPartial - 1) / kLayerNormRowsPerPartial;
+  ln::dispatch_rows(a.t, a.gt, "native_layer_norm_backward", [&](auto rows, auto low) {
+    using T = typename decltype(rows)::type;
+    using G = typename decltype(low)::type;
     using S = stat_t<T>;
-    const T *pgy = static_cast<const T*>(gy), *px = static_cast<const T*>(x);
-    const S *pm = static_cast<const S*>(mean), *pr = static_cast<const S*>(rstd);
-    if (R > 0) {
-      const unsigned blocks = unsigned((R + kWarpsPerBlock - 1) / kWarpsPerBlock);
-      launch_kernel(layer_norm_grad_input_kernel<T>, blocks, 32 * kWarpsPerBlock, R, N, pgy, px, static_cast<const T*>(w), pm, pr,
-                                                                       static_cast<T*>(gx));
+    const G* gy = static_cast<const G*>(a.gy);
+    const T* x = static_cast<const T*>(a.x);
+    const S *pm = static_cast<const S*>(a.mean), *pr = static_cast<const S*>(a.rstd);
+    if (a.R > 0) {
+      const unsigned blocks = unsigned((a.R + kWarpsPerBlock - 1) / kWarpsPerBlock);
+      launch_kernel(layer_norm_grad_input_kernel<T, G>, blocks, 32 * kWarpsPerBlock, a.R, a.N, gy, x,
+                    static_cast<const T*>(a.w), pm, pr, static_cast<const T*>(a.gs), static_cast<T*>(a.gx),
+                    static_cast<G*>(a.gh));
       TR_CUDA_CHECK_LAUNCH("layer_norm_grad_input_kernel");
-      const dim3 grid(unsigned(std::min<int64_t>((N + kThreads - 1) / kThreads, 65535)), unsigned(chunks));
-      launch_kernel(layer_norm_grad_partial_kernel<T>, grid, kThreads, R, N, pgy, px, pm, pr, partial, chunks);
+      const dim3 grid(unsigned(std::min<int64_t>((a.N + kThreads - 1) / kThreads, 65535)), unsigned(chunks));
+      launch_kernel(layer_norm_grad_partial_kernel<T, G>, grid, kThreads, a.R, a.N, gy, x, pm, pr, a.partial, chunks);
       TR_CUDA_CHECK_LAUNCH("layer_norm_grad_partial_kernel");
     }
-    launch_kernel(layer_norm_grad_sum_kernel<T>, grid_for(N), kThreads, N, partial, chunks, static_cast<T*>(gw),
-                                                             static_cast<T*>(gb));
+    launch_kernel(layer_norm_grad_sum_kernel<T>, grid_for(a.N), kThreads, a.N, a.partial, chunks,
+                  static_cast<T*>(a.gw), static_cast<T*>(a.gb));
     TR_CUDA_CHECK_LAUNCH("layer_norm_grad_sum_kernel");
   });
 }
