@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -109,6 +110,7 @@ struct RunArgs {
   std::string nproc = "1";  // a count, or "gpu": as many as CUDA devices are visible
   int nnodes = 1, node_rank = 0, master_port = 0, max_restarts = 0;
   std::string master_addr = "127.0.0.1";
+  std::string bind_addr;
 };
 
 // --nproc N or --nproc gpu (one rank per visible CUDA device, torchrun's --nproc_per_node gpu).
@@ -135,6 +137,7 @@ void run(const RunArgs& a) {
     lo.node_rank = a.node_rank;
     lo.master_addr = a.master_addr;
     lo.master_port = a.master_port;
+    lo.bind_addr = a.bind_addr;
     lo.max_restarts = a.max_restarts;
     // each rank runs this same command without the launcher's options
     lo.argv = {"trainer", "run", a.config};
@@ -145,6 +148,8 @@ void run(const RunArgs& a) {
     if (status != 0) throw ExitStatus{status};
     return;
   }
+  // a rank that torchrun, srun or mpirun started: --bind-addr reaches it as our launcher passes it
+  if (is_rank && !a.bind_addr.empty()) ::setenv("TRAINER_BIND_ADDR", a.bind_addr.c_str(), 1);
   train::Trainer t(config::load_run_config(a.config, a.sets));
   if (!a.resume.empty()) t.resume_from(a.resume);
   if (a.stop_at > 0) t.stop_at_step(a.stop_at);
@@ -386,6 +391,9 @@ void register_commands(CLI::App& app) {
     c->add_option("--node-rank", a.node_rank, "this node's index")->check(CLI::NonNegativeNumber);
     c->add_option("--master-addr", a.master_addr, "address of node 0 (its launcher serves the rendezvous store)");
     c->add_option("--master-port", a.master_port, "port of the rendezvous store (0: a free one, single node)");
+    c->add_option("--bind-addr", a.bind_addr,
+                  "address this node's ranks listen on for the other ranks (default: the one that routes to "
+                  "--master-addr; or TRAINER_SOCKET_IFNAME=<interface>)");
     c->add_option("--max-restarts", a.max_restarts, "restart all ranks from the newest checkpoint up to K times")
         ->check(CLI::NonNegativeNumber);
     c->callback([] { run(a); });

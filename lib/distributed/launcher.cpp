@@ -551,6 +551,7 @@ int launch(const LaunchOptions& o) {
           {"TRAINER_RESTART_COUNT", std::to_string(restart)},
       };
       if (!omp.empty()) vars.push_back({"OMP_NUM_THREADS", omp});
+      if (!o.bind_addr.empty()) vars.push_back({"TRAINER_BIND_ADDR", o.bind_addr});
       ExecPlan& p = plans[size_t(lr)];
       p.executable = o.executable;
       p.argv = argv;

@@ -48,6 +48,9 @@ struct LaunchOptions {
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0: a free port on node 0 (nnodes == 1 only)
+  // The address this node's ranks bind and advertise (TRAINER_BIND_ADDR); "": the one that routes
+  // to master_addr (distributed/bind_address.h).
+  std::string bind_addr;
   int max_restarts = 0;
   // The child's argv (argv[0] first): the same binary with the run arguments minus --nproc etc.
   std::vector<std::string> argv;

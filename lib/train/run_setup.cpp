@@ -3,8 +3,10 @@
 #include <omp.h>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
+#include "distributed/bind_address.h"
 #include "io/safetensors.h"
 #include "nn/activation_checkpoint.h"
 #include "nn/layers/embedding.h"
@@ -117,7 +119,15 @@ void init_distributed(Run& r) {
   po.size = r.env.world_size;
   po.timeout = std::chrono::milliseconds(int64_t(dc.timeout_s * 1000));
   po.prefix = str("run", r.env.restart_count);
-  po.hostname = r.env.master_addr == "127.0.0.1" || r.env.master_addr == "localhost" ? "127.0.0.1" : "";
+  // the address the other ranks reach this one at (never Gloo's default, the machine's name, which
+  // /etc/hosts often maps to 127.0.0.1); TRAINER_BIND_ADDR is --bind-addr passed on by the launcher
+  if (po.backend == "gloo") {  // NCCL finds its own interface (NCCL_SOCKET_IFNAME)
+    const char* given = std::getenv("TRAINER_BIND_ADDR");
+    const distributed::BindAddress bind = distributed::choose_bind_address(r.env.master_addr, given ? given : "");
+    po.hostname = bind.address;
+    if (r.env.local_rank == 0 && (r.env.local_world_size < r.env.world_size || bind.by_user))
+      std::fprintf(stderr, "%s\n", distributed::describe(bind).c_str());  // once per node
+  }
   if (r.device.is_cuda()) po.cuda_device = r.device.index;
   r.pg = distributed::make_process_group(*r.store, po);
   distributed::DDPOptions o;
