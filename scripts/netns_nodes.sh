@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# A multi-node run on one machine, each node in its own network namespace (its own interfaces and
+# loopback, as separate hosts have), the namespaces joined by a bridge: tests what a cluster would
+# without one. Needs root and iproute2.
+#   scripts/netns_nodes.sh N -- <trainer args>
+#   e.g. scripts/netns_nodes.sh 2 -- run configs/fmnist_mlp.toml --nproc 1 --set train.steps=50
+# Node i (at 10.213.0.<i+1>) runs `trainer <args> --nnodes N --node-rank i --master-addr 10.213.0.1
+# --master-port $PORT`; node 0's output is shown, every node's is in $LOGDIR/node<i>.log.
+# TR_DIST_SHM=0 by default: the namespaces share /dev/shm, which separate hosts would not.
+# Environment: TRAINER (default build/trainer), TIMEOUT (seconds per node, default 600),
+# PORT (default 29555), LOGDIR (default netns_nodes_logs).
+set -euo pipefail
+n=${1:?usage: $0 N -- <trainer args>}
+shift
+[[ ${1:-} == -- ]] && shift
+[[ $n =~ ^[0-9]+$ ]] && ((n >= 1 && n <= 250)) || { echo "$0: N must be 1..250, got '$n'" >&2; exit 2; }
+trainer=$(realpath "${TRAINER:-build/trainer}")
+logs=${LOGDIR:-netns_nodes_logs}
+tag=trn$$  # unique per run: the switch is $tag-sw, node i is $tag-i
+pids=()
+
+cleanup() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done  # timeout forwards it to the node
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  for ((i = 0; i < n; i++)); do ip netns del "$tag-$i" 2>/dev/null || true; done  # takes the veths along
+  ip netns del "$tag-sw" 2>/dev/null || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+ip netns add "$tag-sw"
+ip -n "$tag-sw" link add br0 type bridge
+ip -n "$tag-sw" link set br0 up
+for ((i = 0; i < n; i++)); do
+  ns=$tag-$i
+  ip netns add "$ns"
+  ip link add "v$tag-$i" type veth peer name "b$tag-$i"
+  ip link set "v$tag-$i" netns "$ns"
+  ip link set "b$tag-$i" netns "$tag-sw"
+  ip -n "$tag-sw" link set "b$tag-$i" master br0 up
+  ip -n "$ns" addr add "10.213.0.$((i + 1))/24" dev "v$tag-$i"
+  ip -n "$ns" link set "v$tag-$i" up
+  ip -n "$ns" link set lo up
+done
+
+mkdir -p "$logs"
+export TRAINER_STORE_TOKEN=${TRAINER_STORE_TOKEN:-netns$$} TR_DIST_SHM=${TR_DIST_SHM:-0}
+for ((i = 0; i < n; i++)); do
+  : > "$logs/node$i.log"
+  timeout -k 10 "${TIMEOUT:-600}" ip netns exec "$tag-$i" "$trainer" "$@" --nnodes "$n" --node-rank "$i" \
+    --master-addr 10.213.0.1 --master-port "${PORT:-29555}" > "$logs/node$i.log" 2>&1 &
+  pids+=($!)
+done
+tail -n +1 -f --pid="${pids[0]}" "$logs/node0.log" &
+
+status=0
+for ((i = 0; i < n; i++)); do
+  rc=0
+  wait "${pids[$i]}" || rc=$?
+  note=""
+  ((rc == 124)) && note=" (timed out after ${TIMEOUT:-600} s)"
+  echo "node $i: exit status $rc$note ($logs/node$i.log)"
+  ((rc == 0)) || status=1
+done
+pids=()
+exit $status
