@@ -14,6 +14,11 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// wall-clock seconds since the epoch: what dates a status across processes and hosts
+double wall_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 std::string key(const std::string& prefix, int rank) { return str(prefix, "/", rank); }
 
 std::string fixed1(double v) {
@@ -60,7 +65,9 @@ std::string HangWatchdog::status_json() {
     j["phase"] = phase_;
     j["phase_s"] = seconds_since(since_);
     j["last_step"] = last_done_;
+    j["seq"] = ++published_;
   }
+  j["time"] = wall_now();
   j["rank"] = pg_.rank();
   j["pid"] = int64_t(::getpid());
   j["host"] = host_;
@@ -68,17 +75,31 @@ std::string HangWatchdog::status_json() {
   return j.dump();
 }
 
-std::string HangWatchdog::report(const std::vector<std::string>& statuses, double timeout_s, const std::string& phase) {
-  std::string r = str("hang watchdog: '", phase, "' has run for more than hang_timeout_s = ", fixed1(timeout_s),
-                      " s; the ranks' last status (each published once a second):");
-  for (size_t i = 0; i < statuses.size(); ++i) {
+std::string HangWatchdog::report(const std::vector<std::string>& statuses, double timeout_s, const std::string& phase,
+                                 double now_s, const std::vector<bool>& stopped) {
+  std::string r = str("hang watchdog: '", phase, "' has run for more than hang_timeout_s = ", fixed1(timeout_s), " s");
+  std::vector<size_t> order, quiet;  // the ranks that stopped publishing first
+  for (size_t i = 0; i < statuses.size(); ++i)
+    (i < stopped.size() && stopped[i] ? quiet : order).push_back(i);
+  if (!quiet.empty()) {
+    std::string names;
+    for (size_t i : quiet) names += str(names.empty() ? "" : ", ", i);
+    r += str("; rank", quiet.size() > 1 ? "s " : " ", names, " stopped publishing (stopped, dead or cut off): ",
+             quiet.size() > 1 ? "the suspects" : "the suspect");
+  }
+  r += "; the ranks' last status (each published once a second):";
+  order.insert(order.begin(), quiet.begin(), quiet.end());
+  for (size_t i : order) {
     if (statuses[i].empty()) {
       r += str("\n  rank ", i, ": no status (its watchdog never reported: it died or is stuck before it started)");
       continue;
     }
     const nlohmann::json j = nlohmann::json::parse(statuses[i]);
     const std::string coll = j.value("collective", "");
-    r += str("\n  rank ", i, " (pid ", j.value("pid", 0), " on ", j.value("host", "?"), "): in ", j.value("phase", "?"),
+    const double age = std::max(0.0, now_s - j.value("time", now_s));
+    const bool quiet_rank = i < stopped.size() && stopped[i];
+    r += str("\n  rank ", i, " (pid ", j.value("pid", 0), " on ", j.value("host", "?"), "): ",
+             quiet_rank ? "STOPPED PUBLISHING; " : "", "status ", fixed1(age), " s old: in ", j.value("phase", "?"),
              " for ", fixed1(j.value("phase_s", 0.0)), " s, last completed step ", j.value("last_step", 0), "; ",
              coll.empty() ? std::string("in no collective (computing, or stuck outside the process group)")
                           : "in " + coll);
@@ -86,22 +107,56 @@ std::string HangWatchdog::report(const std::vector<std::string>& statuses, doubl
   return r + str("\n  stopping every rank (exit status ", kHangExitStatus, ")");
 }
 
+void HangWatchdog::publish() {
+  try {
+    const std::string s = status_json();
+    store_->set(key(o_.key_prefix + "/status", pg_.rank()), Bytes(s.begin(), s.end()));
+  } catch (...) {
+    // the store gone (rank 0 exited): the launcher or the collectives' timeout takes over
+  }
+}
+
 void HangWatchdog::stop_group(const std::string& phase, double elapsed) {
   const int rank = pg_.rank(), size = pg_.size();
   if (rank == 0) {
-    std::vector<std::string> statuses(static_cast<size_t>(size));
-    for (int r = 0; r < size; ++r) {
-      try {
-        store_->wait({key(o_.key_prefix + "/status", r)}, std::chrono::milliseconds(2000));
-        const Bytes b = store_->get(key(o_.key_prefix + "/status", r));
-        statuses[size_t(r)] = std::string(b.begin(), b.end());
-      } catch (...) {
+    // every rank's status, read twice a few periods apart: a rank whose status did not move on
+    // (its "seq") stopped publishing
+    auto read = [&](std::chrono::milliseconds wait) {
+      std::vector<std::string> statuses(static_cast<size_t>(size));
+      for (int r = 0; r < size; ++r) {
+        try {
+          store_->wait({key(o_.key_prefix + "/status", r)}, wait);
+          const Bytes b = store_->get(key(o_.key_prefix + "/status", r));
+          statuses[size_t(r)] = std::string(b.begin(), b.end());
+        } catch (...) {
+        }
       }
-    }
-    std::fprintf(stderr, "error: %s\n", report(statuses, o_.timeout_s, phase).c_str());
+      return statuses;
+    };
+    auto seq = [](const std::string& s) {
+      if (s.empty()) return int64_t(-1);
+      try {
+        return nlohmann::json::parse(s).value("seq", int64_t(-1));
+      } catch (...) {
+        return int64_t(-1);
+      }
+    };
+    const std::vector<std::string> first = read(std::chrono::milliseconds(2000));
+    std::this_thread::sleep_for(o_.period * 5 / 2);
+    std::vector<std::string> statuses = read(std::chrono::milliseconds(100));
+    statuses[0] = status_json();  // this rank's, as of now (its thread stopped publishing to report)
+    std::vector<bool> stopped(static_cast<size_t>(size), false);
+    for (size_t r = 1; r < stopped.size(); ++r)  // rank 0 is this process, publishing until now
+      stopped[r] = statuses[r].empty() || seq(statuses[r]) == seq(first[r]);
+    std::fprintf(stderr, "error: %s\n", report(statuses, o_.timeout_s, phase, wall_now(), stopped).c_str());
   } else {
-    // rank 0 reads every status and reports; wait for it a little so the lines do not interleave
-    std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+    // rank 0 reads every status and reports; wait for it a little so the lines do not interleave,
+    // publishing meanwhile, so that rank 0 does not take this rank for one that stopped
+    for (auto waited = std::chrono::milliseconds(0); waited < o_.period * 5 / 2 + std::chrono::milliseconds(3000);
+         waited += o_.period) {
+      publish();
+      std::this_thread::sleep_for(o_.period);
+    }
     std::fprintf(stderr, "error: rank %d: the hang watchdog stopped this rank after %.1f s in %s (rank 0 reports every rank)\n",
                  rank, elapsed, phase.c_str());
   }
@@ -121,12 +176,7 @@ void HangWatchdog::loop() {
       median = s[s.size() / 2];
     }
     l.unlock();
-    try {
-      const std::string s = status_json();
-      store_->set(key(o_.key_prefix + "/status", pg_.rank()), Bytes(s.begin(), s.end()));
-    } catch (...) {
-      // the store gone (rank 0 exited): the launcher or the collectives' timeout takes over
-    }
+    publish();
     if (elapsed > o_.timeout_s && elapsed > o_.factor * median) stop_group(phase, elapsed);
     l.lock();
   }

@@ -4,7 +4,9 @@
 // (sum) of 4.0 MiB f32, DDP bucket 1 of 2 (tag 40), running for 12.1 s"; the last completed step)
 // to the rendezvous store, and watches the phase's time. When a phase has run longer than
 // hang_timeout_s (and, for a step, longer than hang_factor times the median step), every rank
-// stops: rank 0 prints the report of every rank's last published status, the others one line,
+// stops: rank 0 prints the report of every rank's last published status with its age, the ranks
+// that stopped publishing first (a stopped, dead or cut-off rank's status is stale, not news),
+// the others one line,
 // and each process exits with kHangExitStatus (a stuck collective cannot be interrupted; a
 // launcher, ours or another, then sees every rank gone). torch's NCCL watchdog does the same
 // with its heartbeat and TORCH_NCCL_DUMP_ON_TIMEOUT.
@@ -43,12 +45,16 @@ class HangWatchdog {
   void begin(std::string phase, int64_t step = 0);
 
   // The report's text from the ranks' published statuses (JSON objects, one per rank, empty where
-  // none arrived), for rank 0's message and its test.
-  static std::string report(const std::vector<std::string>& statuses, double timeout_s, const std::string& phase);
+  // none arrived), for rank 0's message and its test. now_s: rank 0's wall clock (seconds since
+  // the epoch), which dates each status (its "time"); stopped[r]: rank r published nothing new
+  // while rank 0 watched for a few periods (stopped, dead or cut off), named first as the suspect.
+  static std::string report(const std::vector<std::string>& statuses, double timeout_s, const std::string& phase,
+                            double now_s, const std::vector<bool>& stopped);
 
  private:
   void loop();
   std::string status_json();
+  void publish();  // this rank's status to the store
   [[noreturn]] void stop_group(const std::string& phase, double elapsed);
 
   std::unique_ptr<Store> store_;
@@ -58,7 +64,7 @@ class HangWatchdog {
   std::condition_variable cv_;
   bool stop_ = false;
   std::string phase_ = "start-up";
-  int64_t step_ = 0, last_done_ = 0;
+  int64_t step_ = 0, last_done_ = 0, published_ = 0;
   std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();
   std::vector<double> step_seconds_;  // the last completed steps' times, for the median
   std::string host_;

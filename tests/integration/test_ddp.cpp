@@ -257,6 +257,37 @@ TEST_CASE("a frozen param group on two ranks: no bucket for it, the run equals o
   CHECK(metric_lrs(m1).front().size() == 1);
 }
 
+TEST_CASE("a stopped rank: the hang watchdog names it as the one that stopped publishing, with its status's age",
+          "[integration][dist][errors]") {
+  fs::path d = fresh_dir("ddp_sigstop");
+  write(d / "ddp.toml", kDdpConfig);
+  // rank 1 SIGSTOPped once the run has logged 20 steps and its watchdog has published (once a
+  // second) for a while: rank 0 waits in the next allreduce until
+  // hang_timeout_s = 3, and its report must name rank 1 first, its status seconds old
+  const auto t0 = std::chrono::steady_clock::now();
+  Result r = shell(d,
+                   "timeout 120 '" TRAINER_BINARY "' run ddp.toml --nproc 2 --set run.name=stop --set train.epochs=1000 "
+                   "--set dist.hang_timeout_s=3 > out.txt 2>&1 & L=$!; "
+                   "for i in $(seq 300); do grep -q '\"step\":20,' runs/stop/metrics.jsonl 2>/dev/null && break; sleep 0.1; done; sleep 2; "
+                   "for p in $(pgrep -f 'run.name=sto[p]'); do tr '\\0' '\\n' < /proc/$p/environ | grep -qx RANK=1 && kill -STOP $p && echo stopped; done; "
+                   "wait $L; echo rc=$?; cat out.txt");
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(r.out);
+  CHECK_THAT(r.out, Contains("stopped\n") && Contains("rc=3"));
+  CHECK_THAT(r.out, Contains("rank 1 stopped publishing (stopped, dead or cut off): the suspect"));
+  const size_t r1 = r.out.find("rank 1 (pid"), r0 = r.out.find("rank 0 (pid");
+  REQUIRE(r1 != std::string::npos);
+  REQUIRE(r0 != std::string::npos);
+  CHECK(r1 < r0);
+  CHECK_THAT(r.out, Contains("STOPPED PUBLISHING; status "));
+  // the stale status is at least the timeout old (rank 1 stopped before rank 0's phase began)
+  const size_t age_at = r.out.find("STOPPED PUBLISHING; status ") + std::string("STOPPED PUBLISHING; status ").size();
+  CHECK(std::stod(r.out.substr(age_at)) >= 3.0);
+  CHECK(secs < 60);
+  Result left = shell(d, "pgrep -f 'run.name=sto[p]' | wc -l");
+  CHECK(left.out == "0\n");
+}
+
 TEST_CASE("a rank stuck inside a collective: the hang watchdog names it, every rank stops", "[integration][dist][errors]") {
   fs::path d = fresh_dir("ddp_hang");
   write(d / "ddp.toml", kDdpConfig);

@@ -1,0 +1,43 @@
+// The hang watchdog's report (distributed/hang_watchdog.h) from given statuses: each status dated
+// by its age, and the ranks that stopped publishing named first as the suspects.
+#include <catch2/catch.hpp>
+#include "distributed/hang_watchdog.h"
+
+using namespace tr::distributed;
+using Catch::Matchers::Contains;
+
+namespace {
+
+std::string status(int rank, const char* phase, double time, int64_t last_step, const char* collective = "") {
+  return tr::str(R"({"rank":)", rank, R"(,"pid":)", 100 + rank, R"(,"host":"h","phase":")", phase,
+                 R"(","phase_s":0.5,"last_step":)", last_step, R"(,"seq":7,"time":)", time, R"(,"collective":")",
+                 collective, R"("})");
+}
+
+}  // namespace
+
+TEST_CASE("hang watchdog report: ages of the statuses, the ranks that stopped publishing first", "[dist][watchdog]") {
+  const double now = 1000.0;
+  const std::vector<std::string> statuses{status(0, "step 1106", 999.6, 1105, "allreduce (sum) of 4.0 KiB f32"),
+                                          status(1, "eval after step 938", 989.8, 938), status(2, "step 1106", 999.9, 1105), ""};
+  const std::string r = HangWatchdog::report(statuses, 10.0, "step 1106", now, {false, true, false, true});
+  INFO(r);
+  CHECK_THAT(r, Contains("hang_timeout_s = 10.0 s"));
+  CHECK_THAT(r, Contains("ranks 1, 3 stopped publishing (stopped, dead or cut off): the suspects"));
+  // the suspects come first, the stale status with its age
+  const size_t r1 = r.find("\n  rank 1 (pid 101"), r3 = r.find("\n  rank 3:"), r0 = r.find("\n  rank 0 (pid 100");
+  REQUIRE(r1 != std::string::npos);
+  REQUIRE(r3 != std::string::npos);
+  REQUIRE(r0 != std::string::npos);
+  CHECK(r1 < r0);
+  CHECK(r3 < r0);
+  CHECK_THAT(r, Contains("rank 1 (pid 101 on h): STOPPED PUBLISHING; status 10.2 s old: in eval after step 938"));
+  CHECK_THAT(r, Contains("rank 0 (pid 100 on h): status 0.4 s old: in step 1106 for 0.5 s, last completed step 1105; "
+                         "in allreduce (sum) of 4.0 KiB f32"));
+  CHECK_THAT(r, Contains("rank 3: no status"));
+
+  // nobody quiet: no suspect line, ranks in order
+  const std::string q = HangWatchdog::report({statuses[0], statuses[2]}, 3.0, "step 5", now, {false, false});
+  CHECK_THAT(q, !Contains("stopped publishing") && !Contains("STOPPED"));
+  CHECK(q.find("rank 0 (pid") < q.find("rank 1 (pid"));
+}
