@@ -6,7 +6,6 @@
 #   e.g. scripts/netns_nodes.sh 2 -- run configs/fmnist_mlp.toml --nproc 1 --set train.steps=50
 # Node i (at 10.213.0.<i+1>) runs `trainer <args> --nnodes N --node-rank i --master-addr 10.213.0.1
 # --master-port $PORT`; node 0's output is shown, every node's is in $LOGDIR/node<i>.log.
-# TR_DIST_SHM=0 by default: the namespaces share /dev/shm, which separate hosts would not.
 # Environment: TRAINER (default build/trainer), TIMEOUT (seconds per node, default 600),
 # PORT (default 29555), LOGDIR (default netns_nodes_logs).
 set -euo pipefail
@@ -44,7 +43,7 @@ for ((i = 0; i < n; i++)); do
 done
 
 mkdir -p "$logs"
-export TRAINER_STORE_TOKEN=${TRAINER_STORE_TOKEN:-netns$$} TR_DIST_SHM=${TR_DIST_SHM:-0}
+export TRAINER_STORE_TOKEN=${TRAINER_STORE_TOKEN:-netns$$}
 for ((i = 0; i < n; i++)); do
   : > "$logs/node$i.log"
   timeout -k 10 "${TIMEOUT:-600}" ip netns exec "$tag-$i" "$trainer" "$@" --nnodes "$n" --node-rank "$i" \

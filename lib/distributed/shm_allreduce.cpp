@@ -32,12 +32,22 @@ long futex(uint32_t* addr, int op, uint32_t val, const timespec* ts) {
   return syscall(SYS_futex, addr, op, val, ts, nullptr, 0);
 }
 
+// What ranks must share to reduce through one segment: the machine (hostname and boot id), and
+// its network and mount namespaces. Ranks in separate network namespaces are separate hosts to
+// the user (containers, or the multi-node tests' nodes), and a separate mount namespace may have
+// its own /dev/shm.
 std::string host_identity() {
   char host[256] = {0};
   ::gethostname(host, sizeof host - 1);
   std::string boot;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
-  return std::string(host) + " " + boot;
+  std::string id = std::string(host) + " " + boot;
+  for (const char* ns : {"/proc/self/ns/net", "/proc/self/ns/mnt"}) {
+    char link[128] = {0};
+    const ssize_t n = ::readlink(ns, link, sizeof link - 1);
+    id += " " + (n > 0 ? std::string(link, size_t(n)) : std::string("?"));
+  }
+  return id;
 }
 
 size_t slot_bytes_for(int size) {

@@ -29,7 +29,8 @@ class ShmAllreduce {
   static constexpr size_t kSlotBytes = size_t(4) << 20;
 
   // Run by every rank of the group at the end of its rendezvous (collective over `store`). Null on
-  // every rank unless all of them are on one machine (hostname and boot id), none sets
+  // every rank unless all of them are on one machine (hostname and boot id, in one network and
+  // mount namespace), none sets
   // TR_DIST_SHM=0, and all could map the segment (e.g. /dev/shm too small: Gloo's TCP is used).
   static std::unique_ptr<ShmAllreduce> create(Store& store, const std::string& prefix, int rank, int size,
                                               std::chrono::milliseconds timeout);

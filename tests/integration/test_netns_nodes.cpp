@@ -54,19 +54,20 @@ TEST_CASE("two nodes in two network namespaces (a veth pair) equal --nproc 2 on 
   }
   fs::path d = fresh_dir("netns_nodes");
   const std::string run = "'" TRAINER_BINARY "' run '" + kRepo + "/configs/fmnist_mlp.toml' --set train.steps=30 " +
-                          "--set train.log_every=1 --set train.eval_batches=2 --set log.progress=none " +
+                          "--set train.log_every=1 --set train.eval_batches=2 --set log.progress=lines " +
                           "--set checkpoint.save_final=false ";
   Result one = shell(d, run + "--set run.name=one --nproc 2");
   INFO(one.out);
   REQUIRE(one.code == 0);
+  CHECK_THAT(one.out, Contains("through shared memory"));  // one host: the ranks share a segment
 
   // node 1 in the background, node 0 (which serves the store) in the foreground, each bounded by
-  // `timeout`; TR_DIST_SHM=0: the namespaces share /dev/shm and the boot id, so without it the
-  // ranks would sum gradients through shared memory instead of over the veth, as two hosts cannot
+  // `timeout`; the namespaces share /dev/shm and the boot id, but not a network namespace, so the
+  // gradients go over the veth as between two hosts
   const auto t0 = std::chrono::steady_clock::now();
   const std::string node = "timeout -k 5 60 ip netns exec ";
   const std::string args = "--set run.name=nodes --nproc 1 --nnodes 2 --master-addr 10.213.0.1 --master-port 29555 ";
-  Result r = shell(d, "export TRAINER_STORE_TOKEN=t$$ TR_DIST_SHM=0; (" + node + net.b + " " + run + args +
+  Result r = shell(d, "export TRAINER_STORE_TOKEN=t$$; (" + node + net.b + " " + run + args +
                           "--node-rank 1 > node1.log 2>&1; echo $? > node1.rc) & " + node + net.a + " " + run + args +
                           "--node-rank 0; rc=$?; wait; exit $rc");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -77,6 +78,7 @@ TEST_CASE("two nodes in two network namespaces (a veth pair) equal --nproc 2 on 
   // each node says once which address it chose: its end of the veth, never loopback
   CHECK_THAT(r.out, Contains("gloo: binding 10.213.0.1 (" + net.va + "): the interface that routes to the master"));
   CHECK_THAT(node1, Contains("gloo: binding 10.213.0.2 (" + net.vb + "): the interface that routes to the master"));
+  CHECK_THAT(r.out, Contains("gloo over tcp"));
 
   const std::string m1 = read(d / "runs/one/metrics.jsonl"), m2 = read(d / "runs/nodes/metrics.jsonl");
   for (const char* split : {"train", "eval"}) {
