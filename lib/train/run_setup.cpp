@@ -197,6 +197,10 @@ std::unique_ptr<data::DataLoader> build_loader(const Run& r, std::vector<data::T
   lo.rank = r.env.rank;
   TR_CHECK(d.batch_size % r.env.world_size == 0, r.cfg.path, ": [data] batch_size = ", d.batch_size,
            " is the global batch and must be divisible by the number of ranks (", r.env.world_size, ")");
+  // checked here, not at the first eval, so that a run does not train until then for nothing
+  const int64_t eval_bs = d.eval_batch_size > 0 ? d.eval_batch_size : d.batch_size;
+  TR_CHECK(!r.data.eval || eval_bs % r.env.world_size == 0, r.cfg.path, ": [data] eval_batch_size = ", eval_bs,
+           " must be divisible by the number of ranks (", r.env.world_size, ")");
   lo.transforms = std::move(transforms);
   auto loader = std::make_unique<data::DataLoader>(r.data.train, lo);
   TR_CHECK(loader->size() > 0, r.cfg.path, ": the training set (", r.data.train->size(), " samples) gives no batch of ",

@@ -257,6 +257,18 @@ TEST_CASE("a frozen param group on two ranks: no bucket for it, the run equals o
   CHECK(metric_lrs(m1).front().size() == 1);
 }
 
+TEST_CASE("an eval batch the ranks cannot split is an error before the first step, not at the first eval",
+          "[integration][dist][errors]") {
+  fs::path d = fresh_dir("ddp_eval_split");
+  write(d / "ddp.toml", kDdpConfig);
+  Result r = trainer(d, "run ddp.toml --nproc 2 --set run.name=split --set data.eval_batch_size=201");
+  INFO(r.out);
+  CHECK(r.code != 0);
+  CHECK_THAT(r.out, Contains("ddp.toml: [data] eval_batch_size = 201 must be divisible by the number of ranks (2)"));
+  const fs::path metrics = d / "runs/split/metrics.jsonl";
+  CHECK((!fs::exists(metrics) || read(metrics).find("\"step\"") == std::string::npos));  // nothing trained
+}
+
 TEST_CASE("a stopped rank: the hang watchdog names it as the one that stopped publishing, with its status's age",
           "[integration][dist][errors]") {
   fs::path d = fresh_dir("ddp_sigstop");

@@ -1,5 +1,5 @@
-// Many machines tested as many machines (issue 30): two nodes as two network namespaces joined by
-// a veth pair, so each node has its own interfaces and loopback, as two hosts do. Node 0's ranks
+// Many machines tested as many machines (issue 30): nodes as network namespaces joined by a bridge,
+// so each node has its own interfaces and loopback, as separate hosts do. Node 0's ranks
 // must advertise the veth address, not the 127.0.0.1 that Gloo's default (the machine's name)
 // gives where /etc/hosts maps it to loopback. Needs root and `ip`; skipped, visibly, without them.
 #include <unistd.h>
@@ -11,16 +11,20 @@ using namespace it;
 
 namespace {
 
-// Two namespaces joined by a veth pair (A at 10.213.0.1, B at 10.213.0.2); deleted, with the pair,
-// when it goes out of scope, also after a failed REQUIRE. Names carry the pid, so runs side by
-// side do not meet (the addresses live inside the namespaces only).
-struct NetnsPair {
+// n namespaces, node i at 10.213.0.<i + 1>, each joined by a veth pair to a bridge in one more
+// namespace (the switch); deleted, with the veths, when it goes out of scope, also after a failed
+// REQUIRE. Names carry the pid, so runs side by side do not meet (the addresses live inside the
+// namespaces only).
+struct NetnsNodes {
   const std::string tag = std::to_string(getpid());
-  const std::string a = "trainer_it_" + tag + "a", b = "trainer_it_" + tag + "b";
-  const std::string va = "trv" + tag + "a", vb = "trv" + tag + "b";  // at most 15 characters
-  std::string why_not;  // "" once made
+  std::vector<std::string> ns, veth;  // node i's namespace and its end of the link
+  std::string why_not;                // "" once made
 
-  NetnsPair() {
+  explicit NetnsNodes(int n) {
+    for (int i = 0; i < n; ++i) {
+      ns.push_back("trainer_it_" + tag + "_" + std::to_string(i));
+      veth.push_back("v" + tag + "-" + std::to_string(i));  // at most 15 characters
+    }
     if (geteuid() != 0) {
       why_not = "not root (network namespaces need CAP_SYS_ADMIN)";
       return;
@@ -29,65 +33,110 @@ struct NetnsPair {
       why_not = "no `ip` command (iproute2)";
       return;
     }
-    const std::string make = "set -e; ip netns add " + a + "; ip netns add " + b + "; ip link add " + va +
-                             " type veth peer name " + vb + "; ip link set " + va + " netns " + a + "; ip link set " +
-                             vb + " netns " + b + "; ip -n " + a + " addr add 10.213.0.1/24 dev " + va + "; ip -n " + b +
-                             " addr add 10.213.0.2/24 dev " + vb + "; for n in " + a + " " + b +
-                             "; do ip -n $n link set lo up; done; ip -n " + a + " link set " + va + " up; ip -n " + b +
-                             " link set " + vb + " up";
+    const std::string sw = switch_ns();
+    std::string make = "set -e; ip netns add " + sw + "; ip -n " + sw + " link add br0 type bridge; ip -n " + sw +
+                       " link set br0 up";
+    for (int i = 0; i < n; ++i) {
+      const std::string peer = "b" + tag + "-" + std::to_string(i);
+      make += "; ip netns add " + ns[size_t(i)] + "; ip link add " + veth[size_t(i)] + " type veth peer name " + peer +
+              "; ip link set " + veth[size_t(i)] + " netns " + ns[size_t(i)] + "; ip link set " + peer + " netns " + sw +
+              "; ip -n " + sw + " link set " + peer + " master br0 up; ip -n " + ns[size_t(i)] + " addr add " +
+              address(i) + "/24 dev " + veth[size_t(i)] + "; ip -n " + ns[size_t(i)] + " link set " + veth[size_t(i)] +
+              " up; ip -n " + ns[size_t(i)] + " link set lo up";
+    }
     Result r = shell("/", make);
     if (r.code != 0) why_not = "cannot make network namespaces here: " + r.out;
   }
-  ~NetnsPair() {
-    // a veth pair goes with its namespace; it is deleted by name too in case moving it failed
-    shell("/", "ip netns del " + a + "; ip netns del " + b + "; ip link del " + va + "; true");
+  ~NetnsNodes() {
+    // a veth goes with its namespace; deleted by name too in case moving it failed
+    std::string del = "ip netns del " + switch_ns();
+    for (size_t i = 0; i < ns.size(); ++i) del += "; ip netns del " + ns[i] + "; ip link del " + veth[i];
+    shell("/", del + "; true");
   }
+  std::string switch_ns() const { return "trainer_it_" + tag + "_sw"; }
+  static std::string address(int i) { return "10.213.0." + std::to_string(i + 1); }
 };
 
-}  // namespace
-
-TEST_CASE("two nodes in two network namespaces (a veth pair) equal --nproc 2 on one host", "[integration][dist][netns]") {
-  NetnsPair net;
-  if (!net.why_not.empty()) {
-    WARN("skipped: " << net.why_not);
-    return;
-  }
-  fs::path d = fresh_dir("netns_nodes");
-  const std::string run = "'" TRAINER_BINARY "' run '" + kRepo + "/configs/fmnist_mlp.toml' --set train.steps=30 " +
-                          "--set train.log_every=1 --set train.eval_batches=2 --set log.progress=lines " +
-                          "--set checkpoint.save_final=false ";
-  Result one = shell(d, run + "--set run.name=one --nproc 2");
-  INFO(one.out);
-  REQUIRE(one.code == 0);
-  CHECK_THAT(one.out, Contains("through shared memory"));  // one host: the ranks share a segment
-
-  // node 1 in the background, node 0 (which serves the store) in the foreground, each bounded by
-  // `timeout`; the namespaces share /dev/shm and the boot id, but not a network namespace, so the
-  // gradients go over the veth as between two hosts
-  const auto t0 = std::chrono::steady_clock::now();
+// `trainer <run>` as node i of the namespaces' nodes, 1 rank each, the master on node 0: node 0's
+// output (it serves the store, in the foreground) and every node's exit status; each bounded by
+// `timeout`. Node i > 0 writes node<i>.log and node<i>.rc in d.
+Result run_nodes(const fs::path& d, const NetnsNodes& net, const std::string& run) {
+  const int n = int(net.ns.size());
   const std::string node = "timeout -k 5 60 ip netns exec ";
-  const std::string args = "--set run.name=nodes --nproc 1 --nnodes 2 --master-addr 10.213.0.1 --master-port 29555 ";
-  Result r = shell(d, "export TRAINER_STORE_TOKEN=t$$; (" + node + net.b + " " + run + args +
-                          "--node-rank 1 > node1.log 2>&1; echo $? > node1.rc) & " + node + net.a + " " + run + args +
-                          "--node-rank 0; rc=$?; wait; exit $rc");
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const std::string node1 = read(d / "node1.log");
-  INFO(r.out << "\nnode 1:\n" << node1 << "\n(" << seconds << " s)");
-  REQUIRE(r.code == 0);
-  CHECK(read(d / "node1.rc") == "0\n");
-  // each node says once which address it chose: its end of the veth, never loopback
-  CHECK_THAT(r.out, Contains("gloo: binding 10.213.0.1 (" + net.va + "): the interface that routes to the master"));
-  CHECK_THAT(node1, Contains("gloo: binding 10.213.0.2 (" + net.vb + "): the interface that routes to the master"));
-  CHECK_THAT(r.out, Contains("gloo over tcp"));
+  const std::string args = " --nproc 1 --nnodes " + std::to_string(n) + " --master-addr " + NetnsNodes::address(0) +
+                           " --master-port 29555";
+  std::string cmd = "export TRAINER_STORE_TOKEN=t$$; ";
+  for (int i = 1; i < n; ++i) {
+    const std::string k = std::to_string(i);
+    cmd += "(" + node + net.ns[size_t(i)] + " " + run + args + " --node-rank " + k + " > node" + k + ".log 2>&1; echo $? > node" +
+           k + ".rc) & ";
+  }
+  return shell(d, cmd + node + net.ns[0] + " " + run + args + " --node-rank 0; rc=$?; wait; exit $rc");
+}
 
-  const std::string m1 = read(d / "runs/one/metrics.jsonl"), m2 = read(d / "runs/nodes/metrics.jsonl");
+// the train and eval losses of two metrics files, equal to rtol 1e-5
+void check_same_losses(const std::string& m1, const std::string& m2, size_t train_lines) {
   for (const char* split : {"train", "eval"}) {
     const std::vector<double> a = metric_values(m1, split, "loss"), b = metric_values(m2, split, "loss");
-    REQUIRE(a.size() == (split == std::string("train") ? 30u : 1u));
+    REQUIRE(a.size() == (split == std::string("train") ? train_lines : 1u));
     REQUIRE(b.size() == a.size());
     for (size_t i = 0; i < a.size(); ++i) {
       INFO(split << " line " << i);
       CHECK(b[i] == Approx(a[i]).epsilon(1e-5));
     }
   }
+}
+
+const std::string kRun = "'" TRAINER_BINARY "' run '" + kRepo + "/configs/fmnist_mlp.toml' --set train.steps=30 " +
+                         "--set train.log_every=1 --set train.eval_batches=2 --set log.progress=lines " +
+                         "--set checkpoint.save_final=false";
+
+}  // namespace
+
+TEST_CASE("two nodes in two network namespaces equal --nproc 2 on one host", "[integration][dist][netns]") {
+  NetnsNodes net(2);
+  if (!net.why_not.empty()) {
+    WARN("skipped: " << net.why_not);
+    return;
+  }
+  fs::path d = fresh_dir("netns_nodes");
+  Result one = shell(d, kRun + " --set run.name=one --nproc 2");
+  INFO(one.out);
+  REQUIRE(one.code == 0);
+  CHECK_THAT(one.out, Contains("through shared memory"));  // one host: the ranks share a segment
+
+  // the namespaces share /dev/shm and the boot id, but not a network namespace, so the gradients
+  // go over the link as between two hosts
+  const auto t0 = std::chrono::steady_clock::now();
+  Result r = run_nodes(d, net, kRun + " --set run.name=nodes");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string node1 = read(d / "node1.log");
+  INFO(r.out << "\nnode 1:\n" << node1 << "\n(" << seconds << " s)");
+  REQUIRE(r.code == 0);
+  CHECK(read(d / "node1.rc") == "0\n");
+  // each node says once which address it chose: its end of the link, never loopback
+  CHECK_THAT(r.out, Contains("gloo: binding 10.213.0.1 (" + net.veth[0] + "): the interface that routes to the master"));
+  CHECK_THAT(node1, Contains("gloo: binding 10.213.0.2 (" + net.veth[1] + "): the interface that routes to the master"));
+  CHECK_THAT(r.out, Contains("gloo over tcp"));
+  check_same_losses(read(d / "runs/one/metrics.jsonl"), read(d / "runs/nodes/metrics.jsonl"), 30);
+}
+
+TEST_CASE("three nodes in three network namespaces equal --nproc 3 on one host", "[integration][dist][netns]") {
+  NetnsNodes net(3);
+  if (!net.why_not.empty()) {
+    WARN("skipped: " << net.why_not);
+    return;
+  }
+  fs::path d = fresh_dir("netns_nodes3");
+  const std::string run = kRun + " --set data.batch_size=96 --set data.eval_batch_size=999";  // divisible by 3
+  Result one = shell(d, run + " --set run.name=one --nproc 3");
+  INFO(one.out);
+  REQUIRE(one.code == 0);
+  Result r = run_nodes(d, net, run + " --set run.name=nodes");
+  INFO(r.out << "\nnode 1:\n" << read(d / "node1.log") << "\nnode 2:\n" << read(d / "node2.log"));
+  REQUIRE(r.code == 0);
+  CHECK(read(d / "node1.rc") == "0\n");
+  CHECK(read(d / "node2.rc") == "0\n");
+  CHECK_THAT(r.out, Contains("3 ranks (gloo over tcp)"));
+  check_same_losses(read(d / "runs/one/metrics.jsonl"), read(d / "runs/nodes/metrics.jsonl"), 30);
 }
