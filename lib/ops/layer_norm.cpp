@@ -191,40 +191,42 @@ NormArgs norm_args(const Tensor& x_arg, const Shape& normalized_shape, const Ten
 // whether the kernels write y of dtype out beside rows of dtype rows: out is rows', or f16 / bf16 beside f32
 bool kernel_writes(DType rows, DType out) { return out == rows || (rows == DType::F32 && is_16bit(out)); }
 
-}  // namespace
-
-// (x - E[x]) / sqrt(Var[x] + eps) * weight + bias over the trailing normalized_shape dims
-// (biased variance, as torch.nn.functional.layer_norm).
-Tensor layer_norm(const Tensor& x_arg, const Shape& normalized_shape, const Tensor& weight_arg, const Tensor& bias_arg,
-                  double eps) {
-  const NormArgs a = norm_args(x_arg, normalized_shape, weight_arg, bias_arg);
+// the norm of prepared arguments with y of dtype `out`: native_layer_norm where its kernels take
+// them (writing `out` itself where they can and fusion is on), else the composite; a cast after
+// either where y is not yet `out`
+Tensor layer_norm_of(const NormArgs& a, size_t k, double eps, DType out) {
   const Tensor& x = a.x;
   if (a.fusable("native_layer_norm")) {
+    Attrs attrs{{"eps", eps}};
+    if (out != x.dtype() && backends::fusion().enabled && kernel_writes(x.dtype(), out))
+      attrs.set("out_dtype", int64_t(out));
     Tensor rows = x.reshape({-1, a.n}).contiguous();
-    Tensor y = dispatch("native_layer_norm", {rows, a.weight.reshape({a.n}), a.bias.reshape({a.n})}, {{"eps", eps}})[0];
-    return y.reshape(x.sizes());
+    Tensor y = dispatch("native_layer_norm", {rows, a.weight.reshape({a.n}), a.bias.reshape({a.n})}, attrs)[0];
+    return y.reshape(x.sizes()).to(out);
   }
-  const int64_t k = int64_t(normalized_shape.size());
   Shape dims;
-  for (int64_t i = x.dim() - k; i < x.dim(); ++i) dims.push_back(i);
+  for (int64_t i = x.dim() - int64_t(k); i < x.dim(); ++i) dims.push_back(i);
   Tensor mu = mean(x, dims, true);
   Tensor v = var(x, dims, 0.0, true);
   Tensor y = (x - mu) * rsqrt(v + eps);
   if (a.weight.defined()) y = y * a.weight;
   if (a.bias.defined()) y = y + a.bias;
-  return y;
+  return y.to(out);
 }
 
-Tensor layer_norm(const Tensor& x_arg, const Shape& normalized_shape, const Tensor& weight_arg, const Tensor& bias_arg,
-                  double eps, DType out_dtype) {
-  const NormArgs a = norm_args(x_arg, normalized_shape, weight_arg, bias_arg);
-  if (out_dtype == a.x.dtype() || !backends::fusion().enabled || !a.fusable("native_layer_norm") ||
-      !kernel_writes(a.x.dtype(), out_dtype))
-    return layer_norm(x_arg, normalized_shape, weight_arg, bias_arg, eps).to(out_dtype);
-  Tensor rows = a.x.reshape({-1, a.n}).contiguous();
-  Tensor y = dispatch("native_layer_norm", {rows, a.weight.reshape({a.n}), a.bias.reshape({a.n})},
-                      {{"eps", eps}, {"out_dtype", int64_t(out_dtype)}})[0];
-  return y.reshape(a.x.sizes());
+}  // namespace
+
+// (x - E[x]) / sqrt(Var[x] + eps) * weight + bias over the trailing normalized_shape dims
+// (biased variance, as torch.nn.functional.layer_norm).
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  const NormArgs a = norm_args(x, normalized_shape, weight, bias);
+  return layer_norm_of(a, normalized_shape.size(), eps, a.x.dtype());
+}
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias, double eps,
+                  DType out_dtype) {
+  return layer_norm_of(norm_args(x, normalized_shape, weight, bias), normalized_shape.size(), eps, out_dtype);
 }
 
 std::pair<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& h, const Shape& normalized_shape,

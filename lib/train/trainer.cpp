@@ -63,8 +63,6 @@ EvalResult Trainer::evaluate(nn::Module& net) {
   lo.seed = uint64_t(cfg.run.seed);
   lo.world_size = run_.env.world_size;  // each rank scores its slice of every eval batch; sums are reduced
   lo.rank = run_.env.rank;
-  TR_CHECK(bs % run_.env.world_size == 0, cfg.path, ": [data] eval_batch_size = ", bs,
-           " must be divisible by the number of ranks (", run_.env.world_size, ")");
   data::DataLoader loader(run_.data.eval, lo);
   loader.begin_epoch(0);
   double loss_sum = 0;

@@ -256,12 +256,7 @@ __global__ void flash_backward_q_kernel(Geometry g, const T* dy, const T* qkv, c
   load_rows<T, Bq, kD, LD>(q_s, qkv + g.qkv_at(b, i0, h, 0), ld, g.T - i0, g.D, tid, NT);
   load_rows<T, Bq, kD, LD>(dy_s, dy + g.y_at(b, i0, h), g.C(), g.T - i0, g.D, tid, NT);
   A row_lse[RM], row_delta[RM];
-#pragma unroll
-  for (int a = 0; a < RM; ++a) {
-    const bool in = r0 + a < g.T;
-    row_lse[a] = in ? lse[g.lse_at(b, h, r0 + a)] : A(0);
-    row_delta[a] = in ? delta[g.lse_at(b, h, r0 + a)] : A(0);
-  }
+  load_row_stats(g, b, h, r0, lse, delta, row_lse, row_delta);
 
   const A scale = A(g.scale);
   A dq[RM][DN] = {};

@@ -336,12 +336,7 @@ __global__ void flash_backward_q_mma_kernel(Geometry g, const T* dy, const T* qk
   load_rows<T, Bq, kD, LH>(q_s, qkv + g.qkv_at(b, i0, h, 0), ld, g.T - i0, g.D, tid, kBlock);
   load_rows<T, Bq, kD, LH>(dy_s, dy + g.y_at(b, i0, h), g.C(), g.T - i0, g.D, tid, kBlock);
   float row_lse[RM], row_delta[RM];
-#pragma unroll
-  for (int a = 0; a < RM; ++a) {
-    const bool in = r0 + a < g.T;
-    row_lse[a] = in ? lse[g.lse_at(b, h, r0 + a)] : 0.0f;
-    row_delta[a] = in ? delta[g.lse_at(b, h, r0 + a)] : 0.0f;
-  }
+  load_row_stats(g, b, h, r0, lse, delta, row_lse, row_delta);
 
   const float scale = float(g.scale);
   Fragments<Bq, kD> dq;

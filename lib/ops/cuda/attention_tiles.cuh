@@ -74,6 +74,18 @@ __device__ __forceinline__ void store_rows(const Geometry& g, T* out, int part, 
   }
 }
 
+// The backward's per-row statistics of query rows r0 .. r0 + RM - 1: lse and delta = dy . y, 0 past T.
+template <int RM, typename A>
+__device__ __forceinline__ void load_row_stats(const Geometry& g, int64_t b, int64_t h, int64_t r0, const A* lse,
+                                               const A* delta, A (&row_lse)[RM], A (&row_delta)[RM]) {
+#pragma unroll
+  for (int a = 0; a < RM; ++a) {
+    const bool in = r0 + a < g.T;
+    row_lse[a] = in ? lse[g.lse_at(b, h, r0 + a)] : A(0);
+    row_delta[a] = in ? delta[g.lse_at(b, h, r0 + a)] : A(0);
+  }
+}
+
 // A block per (batch, head, tile of `rows` rows): block x = (b H + h) tiles + tile.
 inline unsigned blocks_of(const Geometry& g, int rows) { return unsigned(g.B * g.H * ((g.T + rows - 1) / rows)); }
 struct BlockTile {
