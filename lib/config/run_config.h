@@ -31,9 +31,9 @@ struct RunSection {
   bool deterministic = false;
   std::optional<bool> allow_tf32;
   bool fused_ops = true;  // fused kernels (false: their composite op chains, same math)
-  // attention's path (ops/backends.h): "auto" (the fused kernel on the CPU, the composite chain on
-  // CUDA until a GPU measures the flash kernels faster), "fused" or "composite"; fused_ops = false
-  // runs the composite chain whatever this says
+  // attention's path (ops/backends.h): "auto" (the path measured fastest on the device: the fused
+  // op on the CPU and on CUDA), "fused" or "composite"; fused_ops = false runs the composite chain
+  // whatever this says
   std::string attention = "auto";
 };
 

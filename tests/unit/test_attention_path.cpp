@@ -28,13 +28,13 @@ config::RunConfig load(const TempDir& tmp, const std::string& run_keys, const st
 
 }  // namespace
 
-TEST_CASE("[run] attention: auto is the fused op on the CPU and the composite chain on CUDA", "[attention][config]") {
+TEST_CASE("[run] attention: auto is the fused op on the CPU and on CUDA", "[attention][config]") {
   FusionGuard guard;
   using backends::AttentionPath;
   backends::fusion().enabled = true;
   backends::fusion().attention = AttentionPath::Auto;
   CHECK(backends::fused_attention(DeviceType::CPU));
-  CHECK_FALSE(backends::fused_attention(DeviceType::CUDA));
+  CHECK(backends::fused_attention(DeviceType::CUDA));
   backends::fusion().attention = AttentionPath::Fused;
   CHECK(backends::fused_attention(DeviceType::CPU));
   CHECK(backends::fused_attention(DeviceType::CUDA));

@@ -592,8 +592,10 @@ TEST_CASE("cuda: conv2d and its two backward ops through cuDNN match the CPU", "
     for (DType t : kFloatTypes) {
       for (const Geo& g : geos) {
         std::string w = std::string(g.what) + " " + dtype_name(t) + (benchmark ? " (benchmark)" : "");
-        // f32 sums of up to C*KH*KW products in another order than the CPU's im2col + sgemm
-        const double slack = t == DType::F64 ? 100.0 : (t == DType::F32 ? 20.0 : 2.0);
+        // f32 sums of up to C*KH*KW products in another order than the CPU's im2col + sgemm; in
+        // benchmark mode cuDNN may pick a backward-data algorithm that adds the dilated kernel's
+        // passes in f16 (11 units of the last place seen on an H200)
+        const double slack = t == DType::F64 ? 100.0 : (t == DType::F32 ? 20.0 : (benchmark ? 4.0 : 2.0));
         Tensor x = data(g.x, t, 110), wt = data(g.w, t, 111), b = data({g.w[0]}, t, 112);
         auto conv = [&](const Inputs& in) { return conv2d(in[0], in[1], in[2], g.stride, g.padding, g.dilation, g.groups); };
         compare("conv2d " + w, conv, {x, wt, b}, slack);
