@@ -237,6 +237,7 @@ void load_checkpoint(RunConfig& c, const TomlTable& t) {
     t.fail("keep_best", str("needs an accuracy, and [loss] type = '", c.loss.type, "' is no classification loss"));
   k.save_final = t.get_bool("save_final", k.save_final);
   k.on_error = t.get_choice("on_error", {"stop", "warn"}, k.on_error);
+  k.async = t.get_bool("async", k.async);
   t.finish();
 }
 
@@ -394,7 +395,7 @@ std::string to_toml(const RunConfig& c) {
   const auto& k = c.checkpoint;
   root.insert("checkpoint", toml::table{{"every", k.every}, {"every_epoch", k.every_epoch}, {"keep_last", k.keep_last},
                                         {"keep_best", k.keep_best}, {"save_final", k.save_final},
-                                        {"on_error", k.on_error}});
+                                        {"on_error", k.on_error}, {"async", k.async}});
   const auto& ds = c.dist;
   root.insert("dist", toml::table{{"backend", ds.backend}, {"bucket_mb", ds.bucket_mb},
                                   {"find_unused_parameters", ds.find_unused_parameters},

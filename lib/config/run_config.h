@@ -142,6 +142,9 @@ struct CheckpointSection {
   std::string keep_best;     // "" | "eval.loss" (lowest kept) | "eval.accuracy" (highest kept), besides keep_last
   bool save_final = true;    // also a checkpoint at the end of the run, and the weights alone in checkpoints/final/
   std::string on_error = "stop";  // a checkpoint that cannot be written: "stop" (exit status 4) | "warn" (train on)
+  // true: the step copies the state (device tensors to pinned host memory) and a background thread
+  // writes the files; the next checkpoint, a stop and the end of the run wait for that write
+  bool async = true;
 };
 
 // Data parallelism (`trainer run --nproc N`): how the ranks talk and how DDP reduces gradients.

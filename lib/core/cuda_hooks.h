@@ -20,6 +20,11 @@ void set_device(int index);
 // Called after each copy from a device to the host and each synchronize, once the host has waited
 // for the device: ops raise there the errors their kernels recorded (ops/deferred_check.h).
 void set_after_sync_hook(void (*hook)());
+// Page-locked host memory (cudaHostAlloc): a copy from a device into it runs at the bus's speed
+// without a bounce buffer. Not for builds or machines without a device (it throws there); freeing
+// it waits for the devices, so it is for buffers kept and reused.
+void* alloc_pinned(size_t n);
+void free_pinned(void* p);
 // "NVIDIA H100 80GB HBM3, compute capability 9.0, 79.19 GiB (78.60 GiB free)" for cuda:index.
 std::string device_description(int index);
 

@@ -455,6 +455,7 @@ std::string Trainer::mfu_fields() {
 }
 
 bool Trainer::after_step(Loop& l, const std::vector<data::Batch>& micro, const StepResult& sr, StopSignal& stop) {
+  collect_checkpoint_write(false);  // a background write that failed is reported at the step after it
   int64_t samples = 0;
   for (auto& b : micro) samples += b.global_size;  // all ranks: samples_per_s is the run's throughput
   pending_.push_back({l.step, l.epoch, sr.loss, samples, sr.grad_norm});
@@ -499,6 +500,7 @@ bool Trainer::after_step(Loop& l, const std::vector<data::Batch>& micro, const S
   if (eval_due) eval_and_log(l);
   if (sig || l.step == stop_at_step_) {
     save_checkpoint({l.step, l.epoch, run_.loader->position().batch});
+    wait_for_checkpoint();
     progress_->message(str("stopped ", sig ? str("by signal ", sig) : std::string("as asked"), " at step ", l.step,
                            "; checkpoint written to ", checkpoint_root(), "/", io::checkpoint_name(l.step),
                            " (continue with --resume auto)"));
@@ -559,6 +561,7 @@ void Trainer::finish(Loop& l) {
   l.result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - l.t0).count();
   if (ck.save_final && !stopped && run_.is_main())
     guard_checkpoint_write(io::kFinalCheckpointName, [&] { write_final_weights(l.step); });
+  wait_for_checkpoint();  // (the final weights were written while the last checkpoint was)
   metrics_.reset();
   tensorboard_.reset();
   if (stopped) return;

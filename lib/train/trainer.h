@@ -10,10 +10,13 @@
 #include <string>
 #include <vector>
 #include "config/run_config.h"
+#include "io/async_writer.h"
 #include "io/metrics_sink.h"
 #include "io/run_lock.h"
 #include "io/tensorboard.h"
 #include "optim/optimizer_state.h"
+#include "train/checkpoint_snapshot.h"
+#include "train/checkpoint_staging.h"
 #include "train/checkpoint_state.h"
 #include "train/progress.h"
 #include "train/run_setup.h"
@@ -147,10 +150,24 @@ class Trainer {
   // ---- checkpoints (trainer_checkpoint.cpp) ----
   std::string checkpoint_root() const { return run_.cfg.run_dir() + "/checkpoints"; }
   // Writes runs/<name>/checkpoints/step_<N>/ for `pos` (every rank calls it; rank 0 writes, then
-  // all meet at a barrier).
+  // all meet at a barrier). With [checkpoint] async, rank 0 copies the state and a background
+  // thread writes it: the ranks go on at once, and meet where the run stops (wait_for_checkpoint).
   void save_checkpoint(const TrainPosition& pos);
-  void write_checkpoint(const std::string& name, const TrainPosition& pos, std::optional<double> new_best,
-                        const optim::OptimizerState& os);
+  // A checkpoint's write, from its snapshot to its outcome: its name, and the keep_best record
+  // (the best value and the checkpoint holding it) that holds once it is committed.
+  struct CheckpointInFlight {
+    std::string name;
+    std::optional<double> best_value;
+    std::string best_name;
+  };
+  // What the checkpoint of `pos` holds, taken now (the tensors still the live ones).
+  CheckpointSnapshot checkpoint_snapshot(const std::string& name, const TrainPosition& pos, const CheckpointInFlight& best,
+                                         const optim::OptimizerState& os);
+  // The background write's outcome once it is done (block: waits for it): its keep_best record
+  // adopted, or its failure reported as a synchronous one's (guard_checkpoint_write).
+  void collect_checkpoint_write(bool block);
+  // Where the run stops or ends: the background write completes (rank 0), then the ranks meet.
+  void wait_for_checkpoint();
   // checkpoints/final/model.safetensors: the weights alone, through the checkpoint writer.
   void write_final_weights(int64_t step);
   // Restores model, optimizer, scheduler and RNG from `dir`; returns its state.json.
@@ -186,6 +203,11 @@ class Trainer {
   int64_t next_step_ = 1;              // the optimizer step train_step is running (for messages)
   double step_flops_ = -1;             // FLOPs of this process's first step (< 0: not counted yet)
   double peak_flops_ = 0;              // measured matmul FLOP/s (0: not measured yet)
+  CheckpointStaging staging_;          // [checkpoint] async: the host copies of the state being written
+  std::optional<CheckpointInFlight> in_flight_;  // the background write not yet collected
+  // The background writer, last: destroyed first, it waits for the write in flight (on an error
+  // that leaves fit(), the checkpoint it writes still completes).
+  std::unique_ptr<io::AsyncWriter> writer_;
 };
 
 }  // namespace tr::train

@@ -13,10 +13,12 @@
 #include "config/config_diff.h"
 #include "core/rng.h"
 #include "data/data_state.h"
+#include "io/async_writer.h"
 #include "io/checkpoint_dir.h"
 #include "io/safetensors.h"
 #include "optim/optimizer_state.h"
 #include "toml/toml_table.h"
+#include "train/checkpoint_snapshot.h"
 #include "train/trainer.h"
 
 namespace tr::train {
@@ -39,6 +41,8 @@ json data_position(const data::DataLoader& loader, int64_t epoch, int64_t batch)
 void Trainer::save_checkpoint(const TrainPosition& pos) {
   if (run_.watchdog) run_.watchdog->begin(str("checkpoint at step ", pos.step));
   flush_steps(0);  // the progress window it saves
+  // at most one write in flight: the one before ends first (and its keep_best record counts)
+  collect_checkpoint_write(true);
   // keep_best: this checkpoint holds the best eval so far when the eval just before it improved
   std::optional<double> new_best;
   const auto& k = run_.cfg.checkpoint;
@@ -54,34 +58,47 @@ void Trainer::save_checkpoint(const TrainPosition& pos) {
   // sharded: every rank's shard gathered into torch's full layout (a collective), as an unsharded run saves it
   std::optional<optim::OptimizerState> gathered;
   if (run_.sharded_optimizer) gathered = run_.sharded_optimizer->state_dict();
-  if (run_.is_main())
+  if (run_.is_main()) {
+    // keep_best's record moves to this checkpoint once it is committed (a write that fails leaves it)
+    CheckpointInFlight done{name, new_best ? new_best : best_metric_, new_best ? name : best_checkpoint_};
     guard_checkpoint_write(name, [&] {
-      write_checkpoint(name, pos, new_best, gathered ? *gathered : optim::state_dict(*run_.optimizer));
+      CheckpointSnapshot s = checkpoint_snapshot(name, pos, done, gathered ? *gathered : optim::state_dict(*run_.optimizer));
+      if (!k.async) {
+        write_checkpoint_snapshot(checkpoint_root(), s);
+        best_metric_ = done.best_value;
+        best_checkpoint_ = done.best_name;
+        return;
+      }
+      // the copies are taken here, between two steps; the files are written while the next ones run
+      staging_.stage(s);
+      if (!writer_) writer_ = std::make_unique<io::AsyncWriter>();
+      writer_->submit([root = checkpoint_root(), snap = std::make_shared<CheckpointSnapshot>(std::move(s))] {
+        write_checkpoint_snapshot(root, *snap);
+      });
+      in_flight_ = done;
     });
-  else if (new_best)
+  } else if (new_best) {
     best_metric_ = new_best;
-  // no rank goes on (and might read it, or be killed) before the checkpoint is complete
-  if (run_.pg) run_.pg->barrier();
+  }
+  // no rank goes on (and might read it, or be killed) before the checkpoint is complete; a
+  // background write is waited for where the run stops (wait_for_checkpoint)
+  if (run_.pg && !k.async) run_.pg->barrier();
 }
 
-void Trainer::write_checkpoint(const std::string& name, const TrainPosition& pos, std::optional<double> new_best,
-                               const optim::OptimizerState& os) {
+CheckpointSnapshot Trainer::checkpoint_snapshot(const std::string& name, const TrainPosition& pos,
+                                                const CheckpointInFlight& best, const optim::OptimizerState& os) {
   const auto& k = run_.cfg.checkpoint;
-  io::CheckpointWriter w(checkpoint_root(), name);
+  CheckpointSnapshot s;
+  s.name = name;
   // a tied parameter is written once, under its first name, as safetensors' save_model writes it
-  io::save_safetensors(w.path_for("model.safetensors"), nn::without_aliases(run_.model.net->state_dict()));
-  io::NamedTensorList opt_tensors(os.tensors.begin(), os.tensors.end());
-  io::save_safetensors(w.path_for("optimizer.safetensors"), opt_tensors);
-  if (run_.ema) io::save_safetensors(w.path_for(kEmaFile), nn::without_aliases(run_.ema->module().state_dict()));
-  GeneratorState rng = default_generator().get_state();
-  // keep_best's record moves to this checkpoint once it is committed (a write that fails leaves it)
-  const std::optional<double> best_value = new_best ? new_best : best_metric_;
-  const std::string best_name = new_best ? name : best_checkpoint_;
+  s.files.push_back({"model.safetensors", nn::without_aliases(run_.model.net->state_dict()), {}});
+  s.files.push_back({"optimizer.safetensors", io::NamedTensorList(os.tensors.begin(), os.tensors.end()), {}});
+  if (run_.ema) s.files.push_back({kEmaFile, nn::without_aliases(run_.ema->module().state_dict()), {}});
   CheckpointState state;
   state.step = pos.step;
   state.epoch = pos.epoch;
   state.batch = pos.batch;
-  state.rng = rng;
+  state.rng = default_generator().get_state();
   state.optimizer_type = run_.optimizer->type_name();
   state.param_groups = os.param_groups;
   state.optimizer_step_count = os.step_count;
@@ -94,14 +111,31 @@ void Trainer::write_checkpoint(const std::string& name, const TrainPosition& pos
   if (!run_.data.state.empty()) state.data_state = json::parse(run_.data.state);
   state.data_position = data_position(*run_.loader, pos.epoch, pos.batch);
   state.world_size = run_.env.world_size;
-  if (best_value) state.best = CheckpointState::Best{k.keep_best, *best_value, best_name};
+  if (best.best_value) state.best = CheckpointState::Best{k.keep_best, *best.best_value, best.best_name};
   state.config = config::to_toml(run_.cfg);
-  w.commit(state.to_json());
-  best_metric_ = best_value;
-  best_checkpoint_ = best_name;
-  std::optional<std::string> keep;
-  if (!best_checkpoint_.empty()) keep = best_checkpoint_;
-  io::prune(checkpoint_root(), int(k.keep_last), keep);
+  s.state = state.to_json();
+  s.keep_last = int(k.keep_last);
+  if (!best.best_name.empty()) s.keep_also = best.best_name;
+  return s;
+}
+
+void Trainer::collect_checkpoint_write(bool block) {
+  if (!in_flight_) return;
+  const std::optional<io::AsyncWriter::Outcome> o = block ? writer_->wait() : writer_->poll();
+  if (!o) return;
+  const CheckpointInFlight w = *in_flight_;
+  in_flight_.reset();
+  guard_checkpoint_write(w.name, [&] {
+    if (o->error) std::rethrow_exception(o->error);
+    best_metric_ = w.best_value;
+    best_checkpoint_ = w.best_name;
+  });
+}
+
+void Trainer::wait_for_checkpoint() {
+  if (!run_.cfg.checkpoint.async) return;  // written before save_checkpoint returned
+  collect_checkpoint_write(true);
+  if (run_.pg) run_.pg->barrier();  // no rank ends before the checkpoint is complete
 }
 
 void Trainer::guard_checkpoint_write(const std::string& name, const std::function<void()>& write) {
@@ -109,8 +143,8 @@ void Trainer::guard_checkpoint_write(const std::string& name, const std::functio
     write();
   } catch (const Error& e) {
     auto newest = io::newest_valid_checkpoint(checkpoint_root());
-    std::string msg = str("cannot write checkpoint ", name, " of run ", run_.cfg.run.name, ": ", e.what(),
-                          "; the earlier checkpoints are intact (",
+    std::string msg = str("cannot write checkpoint ", name, " of run ", run_.cfg.run.name, " (", checkpoint_root(), "/",
+                          name, "): ", e.what(), "; the earlier checkpoints are intact (",
                           newest ? "newest: " + fs::path(*newest).filename().string() : std::string("none yet"), ")");
     if (run_.cfg.checkpoint.on_error == "warn") {
       std::fprintf(stderr, "warning: %s; training goes on ([checkpoint] on_error = \"warn\")\n", msg.c_str());
@@ -121,10 +155,13 @@ void Trainer::guard_checkpoint_write(const std::string& name, const std::functio
 }
 
 void Trainer::write_final_weights(int64_t step) {
-  io::CheckpointWriter w(checkpoint_root(), io::kFinalCheckpointName);
-  io::save_safetensors(w.path_for("model.safetensors"), nn::without_aliases(run_.model.net->state_dict()), {{"step", std::to_string(step)}});
-  if (run_.ema) io::save_safetensors(w.path_for(kEmaFile), nn::without_aliases(run_.ema->module().state_dict()), {{"step", std::to_string(step)}});
-  w.commit({{"step", step}, {"weights_only", true}});
+  CheckpointSnapshot s;
+  s.name = io::kFinalCheckpointName;
+  const std::map<std::string, std::string> meta{{"step", std::to_string(step)}};
+  s.files.push_back({"model.safetensors", nn::without_aliases(run_.model.net->state_dict()), meta});
+  if (run_.ema) s.files.push_back({kEmaFile, nn::without_aliases(run_.ema->module().state_dict()), meta});
+  s.state = {{"step", step}, {"weights_only", true}};
+  write_checkpoint_snapshot(checkpoint_root(), s);
 }
 
 std::optional<std::string> Trainer::resume_dir() const {

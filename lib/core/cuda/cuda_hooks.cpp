@@ -1,6 +1,7 @@
 // CUDA runtime hooks: device discovery that tolerates a machine with no driver (error 35), the
 // caching allocator per device, and host<->device copies.
 #include "core/cuda_hooks.h"
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -94,6 +95,16 @@ void synchronize(int index) {
 }
 
 void set_after_sync_hook(void (*hook)()) { after_sync_hook.store(hook); }
+
+void* alloc_pinned(size_t n) {
+  void* p = nullptr;
+  TR_CUDA_CHECK(cudaHostAlloc(&p, std::max<size_t>(n, 1), cudaHostAllocDefault));
+  return p;
+}
+
+void free_pinned(void* p) {
+  if (p) TR_CUDA_CHECK(cudaFreeHost(p));
+}
 
 std::string device_description(int index) {
   cudaDeviceProp prop{};

@@ -16,6 +16,8 @@ void memcpy(void* dst, Device dd, const void* src, Device sd, size_t n) {
 void synchronize(int) {}
 void set_device(int index) { throw Error(str("cuda:", index, ": ", unavailable_reason())); }
 void set_after_sync_hook(void (*)()) {}  // no device: nothing is ever deferred
+void* alloc_pinned(size_t) { throw Error(str("pinned host memory: ", unavailable_reason())); }
+void free_pinned(void*) {}
 void range_push(const char*) {}
 void range_pop() {}
 std::string device_description(int index) { return str("cuda:", index, ": ", unavailable_reason()); }
