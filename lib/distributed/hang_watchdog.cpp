@@ -1,10 +1,12 @@
 #include "distributed/hang_watchdog.h"
 #include <unistd.h>
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include "core/error.h"
+#include "distributed/never_joined.h"
 
 namespace tr::distributed {
 
@@ -19,6 +21,13 @@ double wall_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// Set when the watchdog stops the process: the training thread, which the abort may wake, can
+// reach exit() before the watchdog's _Exit; the exit status stays the watchdog's.
+std::atomic<bool> stopping{false};
+void exit_as_hang() {
+  if (stopping) std::_Exit(kHangExitStatus);
+}
+
 std::string key(const std::string& prefix, int rank) { return str(prefix, "/", rank); }
 
 std::string fixed1(double v) {
@@ -29,8 +38,9 @@ std::string fixed1(double v) {
 
 }  // namespace
 
-HangWatchdog::HangWatchdog(std::unique_ptr<Store> store, const ProcessGroup& pg, HangWatchdogOptions o)
+HangWatchdog::HangWatchdog(std::unique_ptr<Store> store, ProcessGroup& pg, HangWatchdogOptions o)
     : store_(std::move(store)), pg_(pg), o_(std::move(o)) {
+  [[maybe_unused]] static const bool guarded = std::atexit(exit_as_hang) == 0;
   char host[256] = "?";
   ::gethostname(host, sizeof host - 1);
   host_ = host;
@@ -72,6 +82,12 @@ std::string HangWatchdog::status_json() {
   j["pid"] = int64_t(::getpid());
   j["host"] = host_;
   j["collective"] = pg_.activity();
+  const ProcessGroup::CollectiveProgress p = pg_.collective_progress();
+  if (p.issued) {
+    j["issued"] = p.issued;
+    j["pending_tag"] = p.pending_tag;
+    j["pending"] = p.pending;
+  }
   return j.dump();
 }
 
@@ -87,6 +103,8 @@ std::string HangWatchdog::report(const std::vector<std::string>& statuses, doubl
     r += str("; rank", quiet.size() > 1 ? "s " : " ", names, " stopped publishing (stopped, dead or cut off): ",
              quiet.size() > 1 ? "the suspects" : "the suspect");
   }
+  const std::string never = describe_never_joined(statuses);
+  if (!never.empty()) r += "; " + never;
   r += "; the ranks' last status (each published once a second):";
   order.insert(order.begin(), quiet.begin(), quiet.end());
   for (size_t i : order) {
@@ -160,6 +178,9 @@ void HangWatchdog::stop_group(const std::string& phase, double elapsed) {
     std::fprintf(stderr, "error: rank %d: the hang watchdog stopped this rank after %.1f s in %s (rank 0 reports every rank)\n",
                  rank, elapsed, phase.c_str());
   }
+  std::fflush(stderr);
+  stopping = true;
+  pg_.abort(str("the hang watchdog stopped rank ", rank, " in ", phase));
   std::fflush(stderr);
   std::_Exit(kHangExitStatus);
 }

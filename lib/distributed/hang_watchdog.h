@@ -7,7 +7,10 @@
 // stops: rank 0 prints the report of every rank's last published status with its age, the ranks
 // that stopped publishing first (a stopped, dead or cut-off rank's status is stale, not news),
 // the others one line,
-// and each process exits with kHangExitStatus (a stuck collective cannot be interrupted; a
+// and, with a process group that numbers its collectives (NCCL), the rank that never joined the
+// collective the others wait in (never_joined.h); each process aborts its process group (NCCL's
+// communicator: its kernels would wait for the peer on the GPU forever, and the teardown with
+// them) and exits with kHangExitStatus (a stuck collective cannot be interrupted; a
 // launcher, ours or another, then sees every rank gone). torch's NCCL watchdog does the same
 // with its heartbeat and TORCH_NCCL_DUMP_ON_TIMEOUT.
 #pragma once
@@ -35,7 +38,7 @@ struct HangWatchdogOptions {
 class HangWatchdog {
  public:
   // `store`: a connection of the watchdog's own (its thread uses it); `pg`: asked for its activity.
-  HangWatchdog(std::unique_ptr<Store> store, const ProcessGroup& pg, HangWatchdogOptions o);
+  HangWatchdog(std::unique_ptr<Store> store, ProcessGroup& pg, HangWatchdogOptions o);
   ~HangWatchdog();
   HangWatchdog(const HangWatchdog&) = delete;
   HangWatchdog& operator=(const HangWatchdog&) = delete;
@@ -58,7 +61,7 @@ class HangWatchdog {
   [[noreturn]] void stop_group(const std::string& phase, double elapsed);
 
   std::unique_ptr<Store> store_;
-  const ProcessGroup& pg_;
+  ProcessGroup& pg_;  // aborted before the process exits (NCCL: ncclCommAbort)
   HangWatchdogOptions o_;
   std::mutex mu_;
   std::condition_variable cv_;

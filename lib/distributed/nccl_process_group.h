@@ -6,7 +6,9 @@
 //
 // Collectives are enqueued on the group's own stream, after the work already queued on the
 // default stream (kernels here run there), so a bucket's allreduce overlaps the rest of backward.
-// Work::wait() blocks the host until the result is there.
+// Work::wait() blocks the host until the result is there. The collectives issued and not yet
+// complete are listed (activity(), collective_progress()) for the hang watchdog, whose thread
+// aborts the communicator (abort()) before the process exits.
 #pragma once
 #include <memory>
 #include "distributed/process_group.h"
@@ -27,6 +29,9 @@ class NcclProcessGroup : public ProcessGroup {
   std::shared_ptr<Work> barrier_async() override;
   std::shared_ptr<Work> reduce_scatter_async(Tensor& output, Tensor& input, ReduceOp op) override;
   std::shared_ptr<Work> allgather_into_async(Tensor& output, const Tensor& input) override;
+  std::string activity() const override;
+  CollectiveProgress collective_progress() const override;
+  void abort(const std::string& reason) override;
 
   struct Impl;
 

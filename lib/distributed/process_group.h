@@ -93,6 +93,21 @@ class ProcessGroup {
   // What the group is doing now, for the hang watchdog: the running collective's name and for how
   // long, and how many are queued behind it; "" when none runs. Safe from any thread.
   virtual std::string activity() const { return ""; }
+  // Where this rank is in the group's sequence of collectives, for the hang watchdog: the tag of
+  // the last collective it issued and the oldest one it issued that has not completed (tag 0:
+  // none). Compared across the ranks, they name the rank that never issued the collective the
+  // others wait in. A group that does not track them returns issued = 0.
+  struct CollectiveProgress {
+    uint64_t issued = 0;
+    uint64_t pending_tag = 0;
+    std::string pending;  // that collective's name, e.g. "allreduce (sum) of 4.0 KiB f32, DDP bucket 0 of 1"
+  };
+  virtual CollectiveProgress collective_progress() const { return {}; }
+  // Ends the group's communication now, from any thread (torch's ProcessGroup::abort): the hang
+  // watchdog calls it before the process exits. NCCL aborts its communicator, so that no kernel
+  // keeps waiting for a peer on the GPU and no teardown waits for one; every later collective or
+  // wait fails with `reason`. Gloo has nothing to end that the process's exit does not close.
+  virtual void abort(const std::string& reason) { (void)reason; }
 
  protected:
   // Common argument checks; `what` names the collective in the message.

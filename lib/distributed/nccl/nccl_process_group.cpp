@@ -1,9 +1,15 @@
 // NCCL backend: rank 0's unique id travels in its rendezvous record; a non-blocking communicator,
 // so that init, every enqueue and every wait can be polled against the deadline and the
-// communicator aborted when one passes (a blocking NCCL call would hang on a dead peer).
+// communicator aborted when one passes (a blocking NCCL call would hang on a dead peer). The hang
+// watchdog aborts it too (abort()), from its own thread, when the training thread is stuck at a
+// stream sync behind a collective that a peer never joined.
 #include "distributed/nccl_process_group.h"
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -12,6 +18,7 @@
 #include "core/cuda_hooks.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/device_guard.h"
+#include "distributed/nccl/in_flight.h"
 #include "ops/factories.h"
 
 namespace tr::distributed {
@@ -81,6 +88,8 @@ struct NcclProcessGroup::Impl {
                                 const std::function<ncclResult_t(ncclComm_t, cudaStream_t)>& call);
   // Aborts the communicator (every later collective fails with `msg`). Caller holds mu.
   void abort_locked(const std::string& msg);
+  // The test hook TR_TEST_STALL_COLLECTIVE: blocks before collective `tag` until the group is aborted.
+  void stall_for_test(uint64_t tag, std::unique_lock<std::timed_mutex>& l);
   std::string failure(const std::string& name, uint64_t tag, const std::string& why, bool timed_out,
                       Clock::time_point t0);
 
@@ -93,24 +102,30 @@ struct NcclProcessGroup::Impl {
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
   Tensor barrier_buf;
-  std::mutex mu;  // enqueue order = tag order; abort
+  // enqueue order = tag order; abort. Timed: the watchdog's abort must not wait for long on a
+  // training thread that holds it in an NCCL call.
+  std::timed_mutex mu;
+  std::condition_variable_any aborted;  // wakes a stalled enqueue (the test hook)
   uint64_t next_tag = 1;
+  std::atomic<uint64_t> issued{0};  // the tag of the last collective handed to NCCL
   std::string broken;
+  std::unique_ptr<InFlightCollectives> in_flight;
 };
 
 namespace {
 
 class NcclWork : public Work {
  public:
-  NcclWork(NcclProcessGroup::Impl* im, std::string name, uint64_t tag, cudaEvent_t done, std::vector<Tensor> keep)
-      : im_(im), name_(std::move(name)), tag_(tag), done_(done), start_(Clock::now()), keep_(std::move(keep)) {}
+  NcclWork(NcclProcessGroup::Impl* im, std::string name, uint64_t tag, std::shared_ptr<DoneEvent> done,
+           std::vector<Tensor> keep)
+      : im_(im), name_(std::move(name)), tag_(tag), done_(std::move(done)), start_(Clock::now()),
+        keep_(std::move(keep)) {}
   ~NcclWork() override {
     // Unwaited: the buffers must not go back to the allocator while NCCL may still use them.
     try {
       if (!completed_) wait();
     } catch (...) {
     }
-    if (done_) cudaEventDestroy(done_);
   }
 
   void wait() override {
@@ -120,7 +135,7 @@ class NcclWork : public Work {
   }
   bool is_completed() override {
     std::lock_guard<std::mutex> g(mu_);
-    return completed_ || cudaEventQuery(done_) == cudaSuccess;
+    return completed_ || cudaEventQuery(done_->event) == cudaSuccess;
   }
   // the device's default stream waits for the collective's event; the host goes on
   void synchronize_stream() override {
@@ -130,7 +145,7 @@ class NcclWork : public Work {
       return;
     }
     DeviceGuard dg(im_->device);
-    TR_CUDA_CHECK(cudaStreamWaitEvent(nullptr, done_, 0));
+    TR_CUDA_CHECK(cudaStreamWaitEvent(nullptr, done_->event, 0));
   }
 
  private:
@@ -139,16 +154,11 @@ class NcclWork : public Work {
     const auto deadline = start_ + im_->timeout;
     try {
       while (true) {
-        cudaError_t e = cudaEventQuery(done_);
-        if (e == cudaSuccess) break;
-        if (e != cudaErrorNotReady) {
-          cudaGetLastError();
-          finish_error(str("the CUDA stream failed: ", cudaGetErrorString(e)), false);
-          return;
-        }
         ncclResult_t st = ncclSuccess;
         {
-          std::lock_guard<std::mutex> g(im_->mu);  // the communicator may be aborted meanwhile
+          // the communicator may be aborted meanwhile: then its collectives end on the GPU, their
+          // events complete, and their outputs are undefined, so this is checked first
+          std::lock_guard<std::timed_mutex> g(im_->mu);
           if (!im_->broken.empty()) {
             err_ = std::make_exception_ptr(
                 Error(str("nccl ", name_, " did not complete: an earlier collective failed: ", im_->broken)));
@@ -157,6 +167,13 @@ class NcclWork : public Work {
             return;
           }
           ncclCommGetAsyncError(im_->comm, &st);
+        }
+        cudaError_t e = cudaEventQuery(done_->event);
+        if (e == cudaSuccess) break;
+        if (e != cudaErrorNotReady) {
+          cudaGetLastError();
+          finish_error(str("the CUDA stream failed: ", cudaGetErrorString(e)), false);
+          return;
         }
         if (st != ncclSuccess && st != ncclInProgress) {
           finish_error(nccl_error(im_->comm, st), false);
@@ -174,6 +191,7 @@ class NcclWork : public Work {
         std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
       completed_ = true;
+      im_->in_flight->completed_through(tag_);
     } catch (const std::exception& e) {
       err_ = std::make_exception_ptr(Error(str("nccl ", name_, ": ", e.what())));
       completed_ = true;
@@ -185,7 +203,7 @@ class NcclWork : public Work {
     im_->log.announce(tag_);
     std::string msg = im_->failure(name_, tag_, why, timed_out, start_);
     {
-      std::lock_guard<std::mutex> g(im_->mu);
+      std::lock_guard<std::timed_mutex> g(im_->mu);
       im_->abort_locked(msg);
     }
     err_ = std::make_exception_ptr(Error(msg));
@@ -196,7 +214,7 @@ class NcclWork : public Work {
   NcclProcessGroup::Impl* im_;
   std::string name_;
   uint64_t tag_;
-  cudaEvent_t done_;
+  std::shared_ptr<DoneEvent> done_;
   Clock::time_point start_;
   std::vector<Tensor> keep_;
   std::mutex mu_;
@@ -245,6 +263,7 @@ NcclProcessGroup::Impl::Impl(Store& s, const ProcessGroupOptions& o)
     throw Error(str(where, ": ncclCommInitRank ", why));
   }
   TR_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  in_flight = std::make_unique<InFlightCollectives>(device);
   NoGradGuard ng;
   barrier_buf = zeros({1}, TensorOptions(DType::F32).device(Device(DeviceType::CUDA, device)));
 }
@@ -259,6 +278,7 @@ NcclProcessGroup::Impl::~Impl() {
       else ncclCommAbort(comm);
     }
     if (stream) cudaStreamDestroy(stream);
+    in_flight.reset();
     barrier_buf = Tensor();
   } catch (...) {
   }
@@ -269,9 +289,24 @@ void NcclProcessGroup::Impl::abort_locked(const std::string& msg) {
   broken = msg;
   if (comm) {
     DeviceGuard g(device);
-    ncclCommAbort(comm);
+    ncclCommAbort(comm);  // never ncclCommDestroy: it would wait for the hung collective
     comm = nullptr;
   }
+  aborted.notify_all();
+}
+
+// TR_TEST_STALL_COLLECTIVE=<rank>:<tag> (the Gloo group's hook, read here too): that rank never
+// issues collective <tag>; its host stops before it until the group is aborted, as a rank stuck
+// outside a collective that its peers wait in on their GPUs: the NCCL hang tests. Nothing else reads it.
+void NcclProcessGroup::Impl::stall_for_test(uint64_t tag, std::unique_lock<std::timed_mutex>& l) {
+  static const std::string spec = [] {
+    const char* v = std::getenv("TR_TEST_STALL_COLLECTIVE");
+    return std::string(v ? v : "");
+  }();
+  if (spec.empty() || spec != str(rank, ":", tag)) return;
+  std::fprintf(stderr, "rank %d: TR_TEST_STALL_COLLECTIVE: stalling before nccl collective tag %llu\n", rank,
+               static_cast<unsigned long long>(tag));
+  aborted.wait(l, [&] { return !broken.empty(); });
 }
 
 std::string NcclProcessGroup::Impl::failure(const std::string& name, uint64_t tag, const std::string& why,
@@ -282,13 +317,15 @@ std::string NcclProcessGroup::Impl::failure(const std::string& name, uint64_t ta
 
 std::shared_ptr<Work> NcclProcessGroup::Impl::enqueue(
     std::string name, std::vector<Tensor> keep, const std::function<ncclResult_t(ncclComm_t, cudaStream_t)>& call) {
-  std::lock_guard<std::mutex> g(mu);
+  std::unique_lock<std::timed_mutex> g(mu);
+  stall_for_test(next_tag, g);
   const uint64_t tag = next_tag++;
+  const std::string label = name;
   name = str(name, " (tag ", tag, ")");
   TR_CHECK(broken.empty(), "nccl ", name, " was not run: an earlier collective failed: ", broken);
   DeviceGuard dg(device);
   // The inputs were written by kernels on the legacy default stream: start after them.
-  cudaEvent_t ready = nullptr, done = nullptr;
+  cudaEvent_t ready = nullptr;
   TR_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
   TR_CUDA_CHECK(cudaEventRecord(ready, cudaStreamLegacy));
   TR_CUDA_CHECK(cudaStreamWaitEvent(stream, ready, 0));
@@ -301,9 +338,11 @@ std::shared_ptr<Work> NcclProcessGroup::Impl::enqueue(
     abort_locked(msg);
     throw Error(msg);
   }
-  TR_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-  TR_CUDA_CHECK(cudaEventRecord(done, stream));
-  return std::make_shared<NcclWork>(this, std::move(name), tag, done, std::move(keep));
+  issued = tag;
+  auto done = std::make_shared<DoneEvent>();
+  TR_CUDA_CHECK(cudaEventRecord(done->event, stream));
+  in_flight->add(tag, label, done);
+  return std::make_shared<NcclWork>(this, std::move(name), tag, std::move(done), std::move(keep));
 }
 
 // ---- the group ----
@@ -315,6 +354,33 @@ NcclProcessGroup::~NcclProcessGroup() = default;
 
 Device NcclProcessGroup::device() const { return Device(DeviceType::CUDA, impl_->device); }
 
+std::string NcclProcessGroup::activity() const {
+  const InFlightCollectives::Oldest o = impl_->in_flight->oldest();
+  if (o.tag == 0) return "";
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.1f", o.seconds);
+  return str("nccl ", o.name, " (tag ", o.tag, "), issued ", secs, " s ago and not complete on the GPU",
+             o.behind ? str(", ", o.behind, " issued behind it") : "");
+}
+
+ProcessGroup::CollectiveProgress NcclProcessGroup::collective_progress() const {
+  const InFlightCollectives::Oldest o = impl_->in_flight->oldest();
+  return {impl_->issued.load(), o.tag, o.name};
+}
+
+void NcclProcessGroup::abort(const std::string& reason) {
+  // Bounded: a training thread inside an NCCL call holds the lock at most until its own timeout;
+  // the process exits anyway, and the driver then ends what the communicator left on the GPU.
+  std::unique_lock<std::timed_mutex> l(impl_->mu, std::chrono::seconds(2));
+  if (!l.owns_lock()) {
+    std::fprintf(stderr, "rank %d: the nccl communicator is busy in an NCCL call; not aborted\n", rank_);
+    return;
+  }
+  const bool had = impl_->comm != nullptr;
+  impl_->abort_locked(str("nccl: the process group was aborted: ", reason));
+  if (had) std::fprintf(stderr, "rank %d: aborted the nccl communicator (ncclCommAbort)\n", rank_);
+}
+
 std::shared_ptr<Work> NcclProcessGroup::allreduce_async(Tensor& t, ReduceOp op) {
   check_allreduce(t, op, DeviceType::CUDA);
   TR_CHECK(t.device().index == impl_->device, "nccl allreduce: the tensor is on ", t.device().str(),
@@ -323,7 +389,8 @@ std::shared_ptr<Work> NcclProcessGroup::allreduce_async(Tensor& t, ReduceOp op) 
   const size_t n = size_t(t.numel());
   void* p = t.raw_data();
   return impl_->enqueue(
-      str("allreduce (", reduce_op_name(op), ") of ", format_bytes(n * t.element_size()), " ", dtype_name(dt)), {t},
+      str("allreduce (", reduce_op_name(op), ") of ", format_bytes(n * t.element_size()), " ", dtype_name(dt), take_label()),
+      {t},
       [=](ncclComm_t comm, cudaStream_t s) { return ncclAllReduce(p, p, n, nccl_type(dt), nccl_op(op), comm, s); });
 }
 
@@ -334,7 +401,7 @@ std::shared_ptr<Work> NcclProcessGroup::broadcast_async(Tensor& t, int root) {
            ", this rank's group drives cuda:", impl_->device);
   const size_t bytes = size_t(t.numel()) * t.element_size();
   void* p = t.raw_data();
-  return impl_->enqueue(str("broadcast of ", format_bytes(bytes), " ", dtype_name(t.dtype()), " from rank ", root),
+  return impl_->enqueue(str("broadcast of ", format_bytes(bytes), " ", dtype_name(t.dtype()), " from rank ", root, take_label()),
                         {t}, [=](ncclComm_t comm, cudaStream_t s) {
                           return ncclBroadcast(p, p, bytes, ncclUint8, root, comm, s);  // in place at the root
                         });
@@ -352,7 +419,7 @@ std::shared_ptr<Work> NcclProcessGroup::allgather_async(const Tensor& t, std::ve
   for (int r = 0; r < size_; ++r) out.push_back(flat.narrow(0, r * n, n).view(t.sizes()));
   const void* in = t.raw_data();
   void* o = flat.raw_data();
-  return impl_->enqueue(str("allgather of ", format_bytes(bytes), " ", dtype_name(t.dtype()), " per rank"),
+  return impl_->enqueue(str("allgather of ", format_bytes(bytes), " ", dtype_name(t.dtype()), " per rank", take_label()),
                         {t, flat}, [=](ncclComm_t comm, cudaStream_t s) {
                           return ncclAllGather(in, o, bytes, ncclUint8, comm, s);
                         });
@@ -368,7 +435,7 @@ std::shared_ptr<Work> NcclProcessGroup::reduce_scatter_async(Tensor& output, Ten
   const void* in = input.raw_data();
   void* out = output.raw_data();  // in place when it is this rank's window of the input (NCCL allows it)
   return impl_->enqueue(str("reduce_scatter (", reduce_op_name(op), ") of ", format_bytes(n * output.element_size()), " ",
-                            dtype_name(dt), " per rank"),
+                            dtype_name(dt), " per rank", take_label()),
                         {input, output}, [=](ncclComm_t comm, cudaStream_t s) {
                           return ncclReduceScatter(in, out, n, nccl_type(dt), nccl_op(op), comm, s);
                         });
@@ -381,7 +448,7 @@ std::shared_ptr<Work> NcclProcessGroup::allgather_into_async(Tensor& output, con
   const size_t bytes = size_t(input.numel()) * input.element_size();
   const void* in = input.raw_data();
   void* out = output.raw_data();  // in place when the input is this rank's window (NCCL allows it)
-  return impl_->enqueue(str("allgather_into of ", format_bytes(bytes), " ", dtype_name(input.dtype()), " per rank"),
+  return impl_->enqueue(str("allgather_into of ", format_bytes(bytes), " ", dtype_name(input.dtype()), " per rank", take_label()),
                         {input, output}, [=](ncclComm_t comm, cudaStream_t s) {
                           return ncclAllGather(in, out, bytes, ncclUint8, comm, s);
                         });
@@ -390,7 +457,7 @@ std::shared_ptr<Work> NcclProcessGroup::allgather_into_async(Tensor& output, con
 std::shared_ptr<Work> NcclProcessGroup::barrier_async() {
   // NCCL has no barrier: an allreduce of one float, which every rank must reach.
   void* p = impl_->barrier_buf.raw_data();
-  return impl_->enqueue("barrier", {impl_->barrier_buf}, [=](ncclComm_t comm, cudaStream_t s) {
+  return impl_->enqueue("barrier" + take_label(), {impl_->barrier_buf}, [=](ncclComm_t comm, cudaStream_t s) {
     return ncclAllReduce(p, p, 1, ncclFloat32, ncclSum, comm, s);
   });
 }
