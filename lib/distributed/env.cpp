@@ -57,6 +57,7 @@ void read_slurm(DistEnv& e) {
   e.rank = parse_int("SLURM_PROCID", *env("SLURM_PROCID"), 0, e.world_size - 1);
   e.local_rank = int_var("SLURM_LOCALID", 0, 0, e.world_size - 1);
   const int node = int_var("SLURM_NODEID", 0, 0, e.world_size - 1);
+  e.node_rank = node;
   const auto per_node = env("SLURM_STEP_TASKS_PER_NODE") ? env("SLURM_STEP_TASKS_PER_NODE") : env("SLURM_TASKS_PER_NODE");
   const std::optional<int> here = per_node ? slurm_tasks_on_node(*per_node, node) : std::nullopt;
   e.local_world_size = here ? *here : e.world_size;
@@ -85,6 +86,7 @@ void read_openmpi(DistEnv& e) {
   e.rank = parse_int("OMPI_COMM_WORLD_RANK", *env("OMPI_COMM_WORLD_RANK"), 0, e.world_size - 1);
   e.local_world_size = int_var("OMPI_COMM_WORLD_LOCAL_SIZE", e.world_size, 1, e.world_size);
   e.local_rank = int_var("OMPI_COMM_WORLD_LOCAL_RANK", e.rank, 0, e.local_world_size - 1);
+  e.node_rank = e.rank / e.local_world_size;
   e.master_addr = env("MASTER_ADDR").value_or("");
   const auto port = env("MASTER_PORT");
   TR_CHECK(!e.master_addr.empty() && port, "mpirun started ", e.world_size,
@@ -147,6 +149,7 @@ DistEnv read_dist_env() {
   e.rank = rank ? parse_int("RANK", *rank, 0, e.world_size - 1) : 0;
   e.local_world_size = int_var("LOCAL_WORLD_SIZE", e.world_size, 1, e.world_size);
   e.local_rank = int_var("LOCAL_RANK", e.rank, 0, e.local_world_size - 1);
+  e.node_rank = int_var("GROUP_RANK", e.rank / e.local_world_size, 0, e.world_size - 1);
   e.master_addr = env("MASTER_ADDR").value_or("");
   auto port = env("MASTER_PORT");
   if (port) e.master_port = parse_int("MASTER_PORT", *port, 1, 65535);

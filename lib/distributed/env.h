@@ -13,6 +13,9 @@ namespace tr::distributed {
 
 struct DistEnv {
   int rank = 0, world_size = 1, local_rank = 0, local_world_size = 1;
+  // this rank's node, for messages: torchrun's GROUP_RANK, srun's SLURM_NODEID, else
+  // rank / LOCAL_WORLD_SIZE (every node runs as many ranks, as torchrun's nodes do)
+  int node_rank = 0;
   std::string master_addr;
   int master_port = 0;
   std::string token;  // empty: the store's token check is off (ranks started by hand)

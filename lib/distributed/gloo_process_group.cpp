@@ -12,6 +12,7 @@
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -111,6 +112,7 @@ struct GlooProcessGroup::Impl {
   void comm_loop();
   void monitor_loop();
   std::string explain(const GlooWork& w, const std::string& gloo_msg, int64_t elapsed_ms);
+  std::string who(int r) const;
 
   template <typename T>
   void allreduce(T* p, size_t n, ReduceOp op, uint32_t tag) {
@@ -139,6 +141,7 @@ struct GlooProcessGroup::Impl {
   std::shared_ptr<gloo::transport::Device> dev;
   std::shared_ptr<gloo::rendezvous::Context> ctx;
   std::vector<std::string> listen_addr;  // rank -> "[host]:port" that appears in Gloo's messages
+  std::vector<int> node;                 // rank -> its node (-1: not known)
   std::unique_ptr<ShmAllreduce> shm;     // allreduces, broadcasts between ranks of one machine; null: Gloo's TCP
 
   std::mutex mu;
@@ -178,7 +181,9 @@ void GlooProcessGroup::Impl::rendezvous(const ProcessGroupOptions& o) {
   const std::string where = str("gloo rendezvous (store prefix '", o.prefix, "', rank ", rank, " of ", size, ")");
   // 1. Every rank records that it joined; a rank that never does is named here (Gloo itself
   //    would only report a store key it waited for).
-  join_ranks(store, prefix + "/joined", rank, size, timeout, where, Bytes(o.hostname.begin(), o.hostname.end()));
+  const std::string joined = str(o.node, " ", o.hostname);
+  for (const Bytes& b : join_ranks(store, prefix + "/joined", rank, size, timeout, where, Bytes(joined.begin(), joined.end())))
+    node.push_back(std::atoi(std::string(b.begin(), b.end()).c_str()));
   // 2. Gloo's own full mesh: each pair's address goes through the store.
   try {
     gloo::transport::tcp::attr attr;
@@ -308,6 +313,14 @@ void GlooProcessGroup::Impl::monitor_loop() {
   }
 }
 
+// "rank 3", and on several nodes "rank 3 (node 1 at [10.0.0.2]:41213)": the node a lost peer ran on
+std::string GlooProcessGroup::Impl::who(int r) const {
+  const bool nodes = std::any_of(node.begin(), node.end(), [&](int n) { return n != node[0]; });
+  if (!nodes || size_t(r) >= node.size() || node[size_t(r)] < 0) return str("rank ", r);
+  return str("rank ", r, " (node ", node[size_t(r)], size_t(r) < listen_addr.size() ? " at " + listen_addr[size_t(r)] : "",
+             ")");
+}
+
 std::string GlooProcessGroup::Impl::explain(const GlooWork& w, const std::string& gloo_msg, int64_t elapsed_ms) {
   // This rank did reach the collective, whatever happened: peers diagnosing their own failure
   // must not count it as missing.
@@ -329,11 +342,11 @@ std::string GlooProcessGroup::Impl::explain(const GlooWork& w, const std::string
   if (mismatch)
     return str("gloo ", w.name, " failed on rank ", rank, " of ", size, " after ", elapsed_ms, " ms: the ", msg);
   if (shm_exit)
-    why = str("rank ", std::stoi(msg.substr(5)), " exited or crashed");
+    why = str(who(std::stoi(msg.substr(5))), " exited or crashed");
   else if (peer >= 0 && msg.find("closed") != std::string::npos)
-    why = str("rank ", peer, " closed the connection (it exited or crashed)");
+    why = str(who(peer), " closed the connection (it exited or crashed)");
   else if (peer >= 0)
-    why = str("the connection to rank ", peer, " failed");
+    why = str("the connection to ", who(peer), " failed");
   else
     why = log.describe(w.tag);
   return str("gloo ", w.name, timed_out ? " timed out" : " failed", " on rank ", rank, " of ", size, " after ",

@@ -41,6 +41,7 @@ std::string fixed1(double v) {
 HangWatchdog::HangWatchdog(std::unique_ptr<Store> store, ProcessGroup& pg, HangWatchdogOptions o)
     : store_(std::move(store)), pg_(pg), o_(std::move(o)) {
   [[maybe_unused]] static const bool guarded = std::atexit(exit_as_hang) == 0;
+  store_->set_timeout(o_.period * 2);
   char host[256] = "?";
   ::gethostname(host, sizeof host - 1);
   host_ = host;
@@ -81,6 +82,8 @@ std::string HangWatchdog::status_json() {
   j["rank"] = pg_.rank();
   j["pid"] = int64_t(::getpid());
   j["host"] = host_;
+  if (o_.node >= 0) j["node"] = o_.node;
+  if (!o_.address.empty()) j["addr"] = o_.address;
   j["collective"] = pg_.activity();
   const ProcessGroup::CollectiveProgress p = pg_.collective_progress();
   if (p.issued) {
@@ -116,7 +119,10 @@ std::string HangWatchdog::report(const std::vector<std::string>& statuses, doubl
     const std::string coll = j.value("collective", "");
     const double age = std::max(0.0, now_s - j.value("time", now_s));
     const bool quiet_rank = i < stopped.size() && stopped[i];
-    r += str("\n  rank ", i, " (pid ", j.value("pid", 0), " on ", j.value("host", "?"), "): ",
+    std::string where = str("pid ", j.value("pid", 0), " on ", j.value("host", "?"));
+    if (j.contains("node")) where = str("node ", j.value("node", 0), ", ", where);
+    if (j.contains("addr")) where += str(" at ", j.value("addr", ""));
+    r += str("\n  rank ", i, " (", where, "): ",
              quiet_rank ? "STOPPED PUBLISHING; " : "", "status ", fixed1(age), " s old: in ", j.value("phase", "?"),
              " for ", fixed1(j.value("phase_s", 0.0)), " s, last completed step ", j.value("last_step", 0), "; ",
              coll.empty() ? std::string("in no collective (computing, or stuck outside the process group)")
@@ -129,8 +135,13 @@ void HangWatchdog::publish() {
   try {
     const std::string s = status_json();
     store_->set(key(o_.key_prefix + "/status", pg_.rank()), Bytes(s.begin(), s.end()));
-  } catch (...) {
-    // the store gone (rank 0 exited): the launcher or the collectives' timeout takes over
+    std::lock_guard<std::mutex> g(mu_);
+    store_answered_ = Clock::now();
+  } catch (const std::exception& e) {
+    // the store gone or out of reach: this rank's own clock still decides (loop), and its
+    // message says the store stopped answering
+    std::lock_guard<std::mutex> g(mu_);
+    store_error_ = e.what();
   }
 }
 
@@ -169,14 +180,34 @@ void HangWatchdog::stop_group(const std::string& phase, double elapsed) {
     std::fprintf(stderr, "error: %s\n", report(statuses, o_.timeout_s, phase, wall_now(), stopped).c_str());
   } else {
     // rank 0 reads every status and reports; wait for it a little so the lines do not interleave,
-    // publishing meanwhile, so that rank 0 does not take this rank for one that stopped
-    for (auto waited = std::chrono::milliseconds(0); waited < o_.period * 5 / 2 + std::chrono::milliseconds(3000);
-         waited += o_.period) {
+    // publishing meanwhile, so that rank 0 does not take this rank for one that stopped (not when
+    // the store stopped answering: rank 0 cannot read them then)
+    const double period_s = std::chrono::duration<double>(o_.period).count();
+    auto store_silent_s = [&] {
+      std::lock_guard<std::mutex> g(mu_);
+      return seconds_since(store_answered_);
+    };
+    const auto until = Clock::now() + o_.period * 5 / 2 + std::chrono::milliseconds(3000);
+    while (Clock::now() < until && store_silent_s() <= 2 * period_s) {
       publish();
       std::this_thread::sleep_for(o_.period);
     }
-    std::fprintf(stderr, "error: rank %d: the hang watchdog stopped this rank after %.1f s in %s (rank 0 reports every rank)\n",
-                 rank, elapsed, phase.c_str());
+    const double silent = store_silent_s();
+    std::string last_error;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      last_error = store_error_;
+    }
+    if (silent > 2 * period_s)
+      std::fprintf(stderr,
+                   "error: rank %d: the hang watchdog stopped this rank after %.1f s in %s; the store at %s (rank 0's "
+                   "node) has not answered for %.1f s, so rank 0 cannot report: this node is cut off from it, or "
+                   "that node is lost [%s]\n",
+                   rank, elapsed, phase.c_str(), o_.store_address.empty() ? "?" : o_.store_address.c_str(), silent,
+                   last_error.c_str());
+    else
+      std::fprintf(stderr, "error: rank %d: the hang watchdog stopped this rank after %.1f s in %s (rank 0 reports every rank)\n",
+                   rank, elapsed, phase.c_str());
   }
   std::fflush(stderr);
   stopping = true;

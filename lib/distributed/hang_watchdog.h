@@ -33,11 +33,16 @@ struct HangWatchdogOptions {
   double factor = 10;      // ... and, for a step, longer than factor x the median step
   std::string key_prefix = "watchdog";
   std::chrono::milliseconds period{1000};  // how often the status is published and the clock checked
+  // where this rank is, for the report: its node (-1: not known) and the address peers reach it at
+  int node = -1;
+  std::string address;
+  std::string store_address;  // "host:port" of the store, named when it stops answering
 };
 
 class HangWatchdog {
  public:
-  // `store`: a connection of the watchdog's own (its thread uses it); `pg`: asked for its activity.
+  // `store`: a connection of the watchdog's own (its thread uses it; its timeout becomes two
+  // periods, so that a store that stopped answering delays no decision); `pg`: asked for its activity.
   HangWatchdog(std::unique_ptr<Store> store, ProcessGroup& pg, HangWatchdogOptions o);
   ~HangWatchdog();
   HangWatchdog(const HangWatchdog&) = delete;
@@ -68,6 +73,10 @@ class HangWatchdog {
   bool stop_ = false;
   std::string phase_ = "start-up";
   int64_t step_ = 0, last_done_ = 0, published_ = 0;
+  // the last time the store took this rank's status: a rank cut off from the store (or whose
+  // store's host is lost) says so when it stops, since rank 0 cannot report for it
+  std::chrono::steady_clock::time_point store_answered_ = std::chrono::steady_clock::now();
+  std::string store_error_;
   std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();
   std::vector<double> step_seconds_;  // the last completed steps' times, for the median
   std::string host_;

@@ -544,6 +544,7 @@ int launch(const LaunchOptions& o) {
           {"LOCAL_RANK", std::to_string(lr)},
           {"WORLD_SIZE", std::to_string(world)},
           {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
+          {"GROUP_RANK", std::to_string(o.node_rank)},
           {"MASTER_ADDR", master_addr},
           {"MASTER_PORT", std::to_string(master_port)},
           {"TRAINER_STORE_TOKEN", token},

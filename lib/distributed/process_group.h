@@ -139,6 +139,7 @@ struct ProcessGroupOptions {
   // Namespaces this group's keys in the store: two groups (or two restarts) need two prefixes.
   std::string prefix = "pg";
   std::string hostname = "127.0.0.1";  // gloo: the address this rank binds and peers connect to
+  int node = -1;                       // this rank's node, exchanged so that errors name a peer's
   int cuda_device = -1;                // nccl: the GPU this rank drives; -1: rank % device count
 };
 

@@ -119,6 +119,7 @@ void init_distributed(Run& r) {
   po.size = r.env.world_size;
   po.timeout = std::chrono::milliseconds(int64_t(dc.timeout_s * 1000));
   po.prefix = str("run", r.env.restart_count);
+  po.node = r.env.node_rank;
   // the address the other ranks reach this one at (never Gloo's default, the machine's name, which
   // /etc/hosts often maps to 127.0.0.1); TRAINER_BIND_ADDR is --bind-addr passed on by the launcher
   if (po.backend == "gloo") {  // NCCL finds its own interface (NCCL_SOCKET_IFNAME)
@@ -141,7 +142,10 @@ void init_distributed(Run& r) {
     wo.timeout_s = dc.hang_timeout_s;
     wo.factor = dc.hang_factor;
     wo.key_prefix = po.prefix + "/watchdog";
+    wo.node = r.env.node_rank;
+    wo.address = po.backend == "gloo" ? po.hostname : "";
     auto own = std::make_unique<distributed::TCPStore>(r.env.master_addr, r.env.master_port, r.env.token, po.timeout);
+    wo.store_address = own->address();
     r.watchdog = std::make_unique<distributed::HangWatchdog>(std::move(own), *r.pg, wo);
   }
 }

@@ -4,6 +4,7 @@
 // gives where /etc/hosts maps it to loopback. Needs root and `ip`; skipped, visibly, without them.
 #include <unistd.h>
 #include <chrono>
+#include <sstream>
 #include <cstdlib>
 #include "integration/cli_harness.h"
 
@@ -91,6 +92,39 @@ const std::string kRun = "'" TRAINER_BINARY "' run '" + kRepo + "/configs/fmnist
                          "--set train.log_every=1 --set train.eval_batches=2 --set log.progress=lines " +
                          "--set checkpoint.save_final=false";
 
+// Two nodes training for long; once both run, `lose` (a shell command) loses one. Returns how many
+// seconds after the loss each node's launcher exited (-1: still running after 60 s, then killed)
+// and its exit status; node<i>.log in d has its output.
+struct Lost {
+  double after_s[2] = {-1, -1};
+  int code[2] = {-1, -1};
+  std::string log[2];
+  std::string left;  // processes still in the namespaces afterwards
+};
+Lost lose_node(const fs::path& d, const NetnsNodes& net, double hang_timeout_s, const std::string& lose) {
+  const std::string run = kRun + " --set train.steps=100000 --set train.log_every=50 --set dist.timeout_s=60" +
+                          " --set dist.hang_timeout_s=" + std::to_string(hang_timeout_s) +
+                          " --nproc 1 --nnodes 2 --master-addr " + NetnsNodes::address(0) + " --master-port 29555";
+  std::string cmd = "export TRAINER_STORE_TOKEN=t$$; now() { date +%s.%N; }; ";
+  for (int i = 0; i < 2; ++i)
+    cmd += "(timeout -k 5 90 ip netns exec " + net.ns[size_t(i)] + " " + run + " --node-rank " + std::to_string(i) +
+           " > node" + std::to_string(i) + ".log 2>&1; echo \"$? $(now)\" > node" + std::to_string(i) + ".end) & ";
+  // both train (node 0 printed its first train line), then the loss
+  cmd += "for i in $(seq 300); do grep -q 'step 50/' node0.log && break; sleep 0.2; done; now > lost_at; " + lose +
+         "; wait; ip netns pids " + net.ns[0] + "; ip netns pids " + net.ns[1];
+  const Result r = shell(d, cmd);
+  Lost out;
+  out.left = r.out;
+  const double lost_at = std::stod(read(d / "lost_at"));
+  for (int i = 0; i < 2; ++i) {
+    out.log[i] = read(d / ("node" + std::to_string(i) + ".log"));
+    std::istringstream end(read(d / ("node" + std::to_string(i) + ".end")));
+    double at = 0;
+    if (end >> out.code[i] >> at) out.after_s[i] = out.code[i] == 124 ? -1 : at - lost_at;
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("two nodes in two network namespaces equal --nproc 2 on one host", "[integration][dist][netns]") {
@@ -139,4 +173,49 @@ TEST_CASE("three nodes in three network namespaces equal --nproc 3 on one host",
   CHECK(read(d / "node2.rc") == "0\n");
   CHECK_THAT(r.out, Contains("3 ranks (gloo over tcp)"));
   check_same_losses(read(d / "runs/one/metrics.jsonl"), read(d / "runs/nodes/metrics.jsonl"), 30);
+}
+
+// A lost node (issue 30): every survivor exits by itself, soon, naming the node it lost, and
+// nothing is left running. hang_timeout_s = 10: a cut-off peer is found by the watchdog (its
+// report takes 2.5 s more to tell a stopped rank from a busy one); a killed one at once, by its
+// closed connections.
+TEST_CASE("a lost node: survivors exit soon, naming it, nothing left running", "[integration][dist][netns]") {
+  NetnsNodes net(2);
+  if (!net.why_not.empty()) {
+    WARN("skipped: " << net.why_not);
+    return;
+  }
+  fs::path d = fresh_dir("netns_lost");
+  const double hang = 10;
+  SECTION("node 1 killed (every process of its namespace)") {
+    const Lost l = lose_node(d, net, hang, "ip netns pids " + net.ns[1] + " | xargs -r kill -9");
+    INFO(l.log[0] << "\nnode 1:\n" << l.log[1]);
+    CHECK(l.after_s[0] >= 0);
+    CHECK(l.after_s[0] < 5);
+    CHECK(l.code[0] == 1);
+    CHECK_THAT(l.log[0], Contains("rank 1 (node 1 at [10.213.0.2]:"));
+    CHECK(l.left.empty());
+  }
+  SECTION("node 1's link down: both sides give up within hang_timeout_s + 6 s") {
+    const Lost l = lose_node(d, net, hang, "ip -n " + net.ns[1] + " link set " + net.veth[1] + " down");
+    INFO(l.log[0] << "\nnode 1:\n" << l.log[1]);
+    for (int i = 0; i < 2; ++i) {
+      CHECK(l.code[i] == 3);  // the watchdog's status on both sides of the cut
+      CHECK(l.after_s[i] >= hang);
+      CHECK(l.after_s[i] < hang + 6);
+    }
+    CHECK_THAT(l.log[0], Contains("rank 1 stopped publishing (stopped, dead or cut off): the suspect"));
+    CHECK_THAT(l.log[0], Contains("rank 1 (node 1, pid") && Contains("at 10.213.0.2): STOPPED PUBLISHING"));
+    CHECK_THAT(l.log[1], Contains("the store at 10.213.0.1:29555 (rank 0's node) has not answered for"));
+    CHECK(l.left.empty());
+  }
+  SECTION("node 0, the store's host, killed: node 1 names it and exits") {
+    const Lost l = lose_node(d, net, hang, "ip netns pids " + net.ns[0] + " | xargs -r kill -9");
+    INFO(l.log[1]);
+    CHECK(l.after_s[1] >= 0);
+    CHECK(l.after_s[1] < 5);
+    CHECK(l.code[1] == 1);
+    CHECK_THAT(l.log[1], Contains("rank 0 (node 0 at [10.213.0.1]:"));
+    CHECK(l.left.empty());
+  }
 }

@@ -36,6 +36,12 @@ TEST_CASE("hang watchdog report: ages of the statuses, the ranks that stopped pu
                          "in allreduce (sum) of 4.0 KiB f32"));
   CHECK_THAT(r, Contains("rank 3: no status"));
 
+  // a status with its node and address (several nodes): where the lost rank ran
+  const std::string placed = R"({"rank":1,"pid":7,"host":"vm","node":1,"addr":"10.213.0.2","phase":"step 9",)"
+                             R"("phase_s":0.1,"last_step":8,"seq":3,"time":990.0,"collective":""})";
+  CHECK_THAT(HangWatchdog::report({statuses[0], placed}, 10.0, "step 9", now, {false, true}),
+             Contains("rank 1 (node 1, pid 7 on vm at 10.213.0.2): STOPPED PUBLISHING; status 10.0 s old"));
+
   // nobody quiet: no suspect line, ranks in order
   const std::string q = HangWatchdog::report({statuses[0], statuses[2]}, 3.0, "step 5", now, {false, false});
   CHECK_THAT(q, !Contains("stopped publishing") && !Contains("STOPPED"));
