@@ -111,6 +111,7 @@ struct RunArgs {
   int nnodes = 1, node_rank = 0, master_port = 0, max_restarts = 0;
   std::string master_addr = "127.0.0.1";
   std::string bind_addr;
+  double join_timeout = 600;
 };
 
 // --nproc N or --nproc gpu (one rank per visible CUDA device, torchrun's --nproc_per_node gpu).
@@ -139,6 +140,7 @@ void run(const RunArgs& a) {
     lo.master_port = a.master_port;
     lo.bind_addr = a.bind_addr;
     lo.max_restarts = a.max_restarts;
+    lo.join_timeout_s = a.join_timeout;
     // each rank runs this same command without the launcher's options
     lo.argv = {"trainer", "run", a.config};
     for (auto& s : a.sets) lo.argv.insert(lo.argv.end(), {"--set", s});
@@ -394,8 +396,12 @@ void register_commands(CLI::App& app) {
     c->add_option("--bind-addr", a.bind_addr,
                   "address this node's ranks listen on for the other ranks (default: the one that routes to "
                   "--master-addr; or TRAINER_SOCKET_IFNAME=<interface>)");
-    c->add_option("--max-restarts", a.max_restarts, "restart all ranks from the newest checkpoint up to K times")
+    c->add_option("--max-restarts", a.max_restarts,
+                  "restart all ranks (of every node) from the newest checkpoint up to K times")
         ->check(CLI::NonNegativeNumber);
+    c->add_option("--join-timeout", a.join_timeout,
+                  "several nodes: seconds each round waits for every node's launcher (default 600)")
+        ->check(CLI::PositiveNumber);
     c->callback([] { run(a); });
   }
   {

@@ -17,9 +17,11 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include "core/error.h"
+#include "distributed/node_rendezvous.h"
 #include "distributed/tcp_store.h"
 
 extern char** environ;
@@ -346,6 +348,9 @@ struct Group {
   const LaunchOptions& opts;
   int sig_fd;
   std::vector<Rank> ranks;
+  // Asked about once a second while the ranks run: true when the round failed on another node,
+  // whose ranks this node's may not notice soon (a cut-off peer); the ranks are then stopped.
+  std::function<bool()> failed_elsewhere;
 
   // Supervises the running ranks until all are reaped; returns the outcome.
   GroupResult supervise() {
@@ -354,7 +359,8 @@ struct Group {
     double failed_after = 0;
     int user_sig = 0;
     std::optional<Clock::time_point> kill_at, drain_until;
-    bool kill_sent = false;
+    bool kill_sent = false, elsewhere = false;
+    auto asked_at = Clock::now();
     auto grace = std::chrono::duration_cast<milliseconds>(std::chrono::duration<double>(opts.grace_seconds));
     auto begin_stop = [&](int sig) {
       for (auto& r : ranks) signal_group(r, sig);
@@ -415,7 +421,8 @@ struct Group {
       for (size_t i = 0; i < ranks.size(); ++i) {
         Rank& r = ranks[i];
         if (!r.running || !try_reap(r)) continue;
-        bool failure = !succeeded(r.status) && !r.killed_by_us && !(user_sig && stopped_by(r.status, user_sig));
+        bool failure = !succeeded(r.status) && !r.killed_by_us && !(user_sig && stopped_by(r.status, user_sig)) &&
+                       !(elsewhere && stopped_by(r.status, SIGTERM));
         if (failure && (pass_failed < 0 || (WIFSIGNALED(r.status) && !WIFSIGNALED(ranks[size_t(pass_failed)].status))))
           pass_failed = int(i);
       }
@@ -423,6 +430,14 @@ struct Group {
         first_failed = pass_failed;
         failed_after = std::chrono::duration<double>(Clock::now() - t0).count();
         begin_stop(SIGTERM);
+      }
+      if (failed_elsewhere && first_failed < 0 && !user_sig && !elsewhere && any_running &&
+          Clock::now() - asked_at >= milliseconds(1000)) {
+        asked_at = Clock::now();
+        if (failed_elsewhere()) {
+          elsewhere = true;
+          begin_stop(SIGTERM);
+        }
       }
       if (kill_at && !kill_sent && Clock::now() >= *kill_at) {
         for (auto& r : ranks)
@@ -456,6 +471,11 @@ struct Group {
       write_all(opts.err_fd, msg);
       res.code = exit_code(f.status);
       if (res.code == 0) res.code = 1;
+      res.failed = true;
+    } else if (elsewhere) {
+      write_all(opts.err_fd, str("trainer launch: node ", opts.node_rank, ": the round failed on another node; stopped ",
+                                 "this node's ", ranks.size(), ranks.size() == 1 ? " rank" : " ranks", killed_note, "\n"));
+      res.code = 1;
       res.failed = true;
     } else if (user_sig) {
       write_all(opts.err_fd, str("trainer launch: stopped by ", signal_name(user_sig), killed_note, "\n"));
@@ -498,8 +518,7 @@ void validate(const LaunchOptions& o) {
     const char* t = std::getenv("TRAINER_STORE_TOKEN");
     TR_CHECK(t && *t, "launch: --nnodes ", o.nnodes,
              " needs TRAINER_STORE_TOKEN set to the same secret in the environment of every node's launcher");
-    TR_CHECK(o.max_restarts == 0, "launch: --max-restarts needs --nnodes 1 (restarting every node together "
-                                  "would need the launchers themselves to rendezvous)");
+    TR_CHECK(o.join_timeout_s > 0, "launch: the join timeout must be > 0 s, got ", o.join_timeout_s);
   }
 }
 
@@ -528,8 +547,27 @@ int launch(const LaunchOptions& o) {
     ~FdCloser() { ::close(fd); }
   } devnull_closer{devnull};
 
-  for (int restart = 0;; ++restart) {
-    if (restart > 0 && server) server->clear();  // the new group rendezvouses from scratch
+  // several nodes: the launchers agree on each round (node_rendezvous.h); one node: a restart
+  // clears the store it serves
+  std::unique_ptr<NodeRendezvous> nodes;
+  int restart = 0;
+  if (!single_node) {
+    const auto join = std::chrono::duration_cast<milliseconds>(std::chrono::duration<double>(o.join_timeout_s));
+    auto store = std::make_unique<TCPStore>(master_addr, master_port, token, join);
+    store->set_timeout(milliseconds(2000));  // polled by the supervision loop: never long
+    const std::string at = store->address();
+    nodes = std::make_unique<NodeRendezvous>(std::move(store), at, o.node_rank, o.nnodes, join);
+    restart = nodes->first_round();
+    TR_CHECK(restart <= o.max_restarts, "launch: node ", o.node_rank, " cannot join: the job is at round ", restart,
+             ", past its --max-restarts ", o.max_restarts);
+    if (restart > 0)
+      write_all(o.err_fd, str("trainer launch: node ", o.node_rank, " joins the job at round ", restart,
+                              " (resuming from the newest checkpoint)\n"));
+  }
+
+  for (;; ++restart) {
+    if (nodes) nodes->join(restart);
+    else if (restart > 0 && server) server->clear();  // the new group rendezvouses from scratch
     std::vector<std::string> argv = o.argv;
     if (restart > 0 && !has_resume_flag(argv)) argv.insert(argv.end(), {"--resume", "auto"});
 
@@ -569,8 +607,18 @@ int launch(const LaunchOptions& o) {
       throw;
     }
 
+    if (nodes) g.failed_elsewhere = [&nodes, restart] { return nodes->failed(restart); };
     GroupResult res = g.supervise();
-    if (!res.failed || restart >= o.max_restarts) return res.code;
+    if (nodes && !res.failed && res.code == 0) nodes->done();
+    if (nodes && res.failed) {
+      try {
+        nodes->fail(restart);
+      } catch (const Error&) {
+        if (restart >= o.max_restarts) return res.code;  // no restart to agree on: the ranks' summary stands
+        throw;
+      }
+    }
+    if (!res.failed || restart >= o.max_restarts || (nodes && nodes->any_done())) return res.code;
     write_all(o.err_fd, str("trainer launch: restarting all ", o.nproc, o.nproc == 1 ? " rank" : " ranks",
                             " (restart ", restart + 1, " of ", o.max_restarts, ")\n"));
   }

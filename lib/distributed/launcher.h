@@ -26,10 +26,11 @@
 // enough for a rank to write its checkpoint).
 //
 // max_restarts K: after a failure the whole group is started again, up to K times, with
-// TRAINER_RESTART_COUNT incremented, the store's keys cleared, and `--resume auto` appended to
-// argv unless argv already has a --resume (so training continues from the newest checkpoint).
-// Restarts need nnodes == 1: restarting every node together would need the launchers themselves
-// to rendezvous (torchelastic's agent), which this launcher does not do.
+// TRAINER_RESTART_COUNT incremented and `--resume auto` appended to argv unless argv already has a
+// --resume (so training continues from the newest checkpoint). On one node the store's keys are
+// cleared; on several, the launchers agree on each round through the store (node_rendezvous.h:
+// a round that failed on any node is left by every node, a launcher started again on a lost node
+// joins the next round) and the ranks' keys are namespaced by the round.
 //
 // Multi-node (nnodes > 1): run one launcher per node with the same master_addr/master_port (a
 // fixed port: the other nodes cannot learn a free one) and the same TRAINER_STORE_TOKEN in the
@@ -52,6 +53,8 @@ struct LaunchOptions {
   // to master_addr (distributed/bind_address.h).
   std::string bind_addr;
   int max_restarts = 0;
+  // several nodes: how long a round waits for every node's launcher (torchrun's join_timeout)
+  double join_timeout_s = 600;
   // The child's argv (argv[0] first): the same binary with the run arguments minus --nproc etc.
   std::vector<std::string> argv;
   double grace_seconds = 5;

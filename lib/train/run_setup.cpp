@@ -142,8 +142,10 @@ void init_distributed(Run& r) {
     wo.timeout_s = dc.hang_timeout_s;
     wo.factor = dc.hang_factor;
     wo.key_prefix = po.prefix + "/watchdog";
-    wo.node = r.env.node_rank;
-    wo.address = po.backend == "gloo" ? po.hostname : "";
+    if (r.env.local_world_size < r.env.world_size) {  // several nodes: the report says where each rank is
+      wo.node = r.env.node_rank;
+      wo.address = po.backend == "gloo" ? po.hostname : "";
+    }
     auto own = std::make_unique<distributed::TCPStore>(r.env.master_addr, r.env.master_port, r.env.token, po.timeout);
     wo.store_address = own->address();
     r.watchdog = std::make_unique<distributed::HangWatchdog>(std::move(own), *r.pg, wo);
