@@ -204,3 +204,49 @@ TEST_CASE("a lost node back: --max-restarts resumes every node, same final bytes
     same_bytes("lost_ckpt");
   }
 }
+
+// Elastic size (issue 30): a checkpoint of 2 nodes resumes on 1 node and on 3. The global batch
+// (96, which 1, 2 and 3 ranks split; the eval batch 996 too) and the data order do not depend on the world size, so the
+// continuation's losses are the 2-node run's own (rtol 1e-5: the sums' order differs).
+TEST_CASE("elastic: a 2-node checkpoint resumes on 1 node and on 3 with the same losses", "[integration][dist][netns]") {
+  fs::path d = fresh_dir("netns_elastic");
+  const std::string run = kRun + " --set data.batch_size=96 --set data.eval_batch_size=996 --set train.steps=40" +
+                          " --set checkpoint.every=20 --set checkpoint.save_final=false";
+  const std::string from = " --resume runs/two/checkpoints/step_20";
+  // the last 20 train lines and the eval line of a run against the 2-node run's
+  auto same_continuation = [&](const std::string& name) {
+    const std::string ref = read(d / "runs/two/metrics.jsonl"), got = read(d / "runs" / name / "metrics.jsonl");
+    for (const char* split : {"train", "eval"}) {
+      const std::vector<double> a = metric_values(ref, split, "loss"), b = metric_values(got, split, "loss");
+      REQUIRE(a.size() == (split == std::string("train") ? 40u : 1u));
+      REQUIRE(b.size() == (split == std::string("train") ? 20u : 1u));
+      for (size_t i = 0; i < b.size(); ++i) {
+        INFO(name << " " << split << " line " << i);
+        CHECK(b[i] == Approx(a[a.size() - b.size() + i]).epsilon(1e-5));
+      }
+    }
+  };
+  {
+    NetnsNodes net(2);
+    if (!net.why_not.empty()) {
+      WARN("skipped: " << net.why_not);
+      return;
+    }
+    Result r = run_nodes(d, net, run + " --set run.name=two");
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+  }
+  Result one = shell(d, run + " --set run.name=one" + from);
+  INFO(one.out);
+  REQUIRE(one.code == 0);
+  same_continuation("one");
+  {
+    NetnsNodes net(3);
+    REQUIRE(net.why_not.empty());
+    Result r = run_nodes(d, net, run + " --set run.name=three" + from);
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+    CHECK_THAT(r.out, Contains("3 ranks (gloo over tcp)"));
+  }
+  same_continuation("three");
+}
