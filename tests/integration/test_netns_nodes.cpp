@@ -250,3 +250,48 @@ TEST_CASE("elastic: a 2-node checkpoint resumes on 1 node and on 3 with the same
   }
   same_continuation("three");
 }
+
+// Ranks a cluster's launcher started (issue 30): each node one task of srun's or mpirun's, given
+// only that launcher's variables (no --nproc, so the binary starts no ranks; rank 0 serves the
+// store), across two namespaces: the same losses as --nproc 2 on one host.
+TEST_CASE("srun's and mpirun's variables across two namespace nodes equal --nproc 2", "[integration][dist][netns]") {
+  NetnsNodes net(2);
+  if (!net.why_not.empty()) {
+    WARN("skipped: " << net.why_not);
+    return;
+  }
+  fs::path d = fresh_dir("netns_cluster");
+  Result one = shell(d, kRun + " --set run.name=one --nproc 2");
+  INFO(one.out);
+  REQUIRE(one.code == 0);
+  const std::string master = " MASTER_ADDR=" + NetnsNodes::address(0) + " MASTER_PORT=29556 TRAINER_STORE_TOKEN=t$$";
+  auto tasks = [&](const std::string& name, const std::string& vars0, const std::string& vars1) {
+    return shell(d, "(timeout -k 5 60 ip netns exec " + net.ns[1] + " env" + vars1 + master + " " + kRun +
+                        " --set run.name=" + name + " > task1.log 2>&1; echo $? > task1.rc) & timeout -k 5 60 ip netns exec " +
+                        net.ns[0] + " env" + vars0 + master + " " + kRun + " --set run.name=" + name + "; rc=$?; wait; exit $rc");
+  };
+  SECTION("srun") {
+    auto slurm = [](int i) {
+      return " SLURM_PROCID=" + std::to_string(i) + " SLURM_NTASKS=2 SLURM_LOCALID=0 SLURM_NODEID=" + std::to_string(i) +
+             " SLURM_TASKS_PER_NODE='1(x2)' SLURM_JOB_ID=77";
+    };
+    Result r = tasks("srun", slurm(0), slurm(1));
+    INFO(r.out << "\ntask 1:\n" << read(d / "task1.log"));
+    REQUIRE(r.code == 0);
+    CHECK(read(d / "task1.rc") == "0\n");
+    CHECK_THAT(r.out, Contains("2 ranks (gloo over tcp)"));
+    check_same_losses(read(d / "runs/one/metrics.jsonl"), read(d / "runs/srun/metrics.jsonl"), 30);
+  }
+  SECTION("mpirun") {
+    auto ompi = [](int i) {
+      return " OMPI_COMM_WORLD_RANK=" + std::to_string(i) + " OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_RANK=0" +
+             " OMPI_COMM_WORLD_LOCAL_SIZE=1";
+    };
+    Result r = tasks("mpirun", ompi(0), ompi(1));
+    INFO(r.out << "\ntask 1:\n" << read(d / "task1.log"));
+    REQUIRE(r.code == 0);
+    CHECK(read(d / "task1.rc") == "0\n");
+    CHECK_THAT(r.out, Contains("2 ranks (gloo over tcp)"));
+    check_same_losses(read(d / "runs/one/metrics.jsonl"), read(d / "runs/mpirun/metrics.jsonl"), 30);
+  }
+}
