@@ -295,3 +295,18 @@ TEST_CASE("srun's and mpirun's variables across two namespace nodes equal --npro
     check_same_losses(read(d / "runs/one/metrics.jsonl"), read(d / "runs/mpirun/metrics.jsonl"), 30);
   }
 }
+
+// A node that never comes: node 0's launcher names it once the round's --join-timeout has passed,
+// before any rank starts (on one host: the launchers' rendezvous needs no namespaces).
+TEST_CASE("a node that never joins is named after --join-timeout", "[integration][dist]") {
+  fs::path d = fresh_dir("never_joins");
+  const auto t0 = std::chrono::steady_clock::now();
+  Result r = shell(d, "TRAINER_STORE_TOKEN=t$$ timeout -k 5 60 " + kRun +
+                          " --nproc 1 --nnodes 3 --node-rank 0 --master-addr 127.0.0.1 --master-port 29557 --join-timeout 2");
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK(s < 10);
+  CHECK_THAT(r.out, Contains("round 0 of the launchers' rendezvous at 127.0.0.1:29557: nodes 1, 2 did not join within 2 s"));
+  CHECK_THAT(r.out, !Contains("[rank 0]"));  // no rank was started
+}
