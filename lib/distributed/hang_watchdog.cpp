@@ -228,8 +228,9 @@ void HangWatchdog::loop() {
       median = s[s.size() / 2];
     }
     l.unlock();
-    publish();
+    // the verdict before the publish: a store out of reach makes a publish last its timeout
     if (elapsed > o_.timeout_s && elapsed > o_.factor * median) stop_group(phase, elapsed);
+    publish();
     l.lock();
   }
 }

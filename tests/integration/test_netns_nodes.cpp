@@ -26,15 +26,15 @@ struct Lost {
   std::string left;  // processes still in the namespaces afterwards
 };
 Lost lose_node(const fs::path& d, const NetnsNodes& net, double hang_timeout_s, const std::string& lose) {
-  const std::string run = kRun + " --set train.steps=100000 --set train.log_every=50 --set dist.timeout_s=60" +
+  const std::string run = kRun + " --set train.steps=100000 --set train.log_every=20 --set dist.timeout_s=60" +
                           " --set dist.hang_timeout_s=" + std::to_string(hang_timeout_s) +
                           " --nproc 1 --nnodes 2 --master-addr " + NetnsNodes::address(0) + " --master-port 29555";
   std::string cmd = "export TRAINER_STORE_TOKEN=t$$; now() { date +%s.%N; }; ";
   for (int i = 0; i < 2; ++i)
     cmd += "(timeout -k 5 90 ip netns exec " + net.ns[size_t(i)] + " " + run + " --node-rank " + std::to_string(i) +
            " > node" + std::to_string(i) + ".log 2>&1; echo \"$? $(now)\" > node" + std::to_string(i) + ".end) & ";
-  // both train (node 0 printed its first train line), then the loss
-  cmd += "for i in $(seq 300); do grep -q 'step 50/' node0.log && break; sleep 0.2; done; now > lost_at; " + lose +
+  // both train (past the first train line, where rank 0 alone measures the matmul peak), then the loss
+  cmd += "for i in $(seq 300); do grep -q 'step 60/' node0.log && break; sleep 0.2; done; now > lost_at; " + lose +
          "; wait; ip netns pids " + net.ns[0] + "; ip netns pids " + net.ns[1];
   const Result r = shell(d, cmd);
   Lost out;
@@ -120,13 +120,13 @@ TEST_CASE("a lost node: survivors exit soon, naming it, nothing left running", "
     CHECK_THAT(l.log[0], Contains("rank 1 (node 1 at [10.213.0.2]:"));
     CHECK(l.left.empty());
   }
-  SECTION("node 1's link down: both sides give up within hang_timeout_s + 6 s") {
+  SECTION("node 1's link down: both sides give up within hang_timeout_s + 8 s") {
     const Lost l = lose_node(d, net, hang, "ip -n " + net.ns[1] + " link set " + net.veth[1] + " down");
     INFO(l.log[0] << "\nnode 1:\n" << l.log[1]);
     for (int i = 0; i < 2; ++i) {
       CHECK(l.code[i] == 3);  // the watchdog's status on both sides of the cut
       CHECK(l.after_s[i] >= hang);
-      CHECK(l.after_s[i] < hang + 6);
+      CHECK(l.after_s[i] < hang + 8);  // ~3.5 s on an idle machine: the report's reads, a publish's timeout
     }
     CHECK_THAT(l.log[0], Contains("rank 1 stopped publishing (stopped, dead or cut off): the suspect"));
     CHECK_THAT(l.log[0], Contains("rank 1 (node 1, pid") && Contains("at 10.213.0.2): STOPPED PUBLISHING"));
