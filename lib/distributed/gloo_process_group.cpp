@@ -182,8 +182,12 @@ void GlooProcessGroup::Impl::rendezvous(const ProcessGroupOptions& o) {
   // 1. Every rank records that it joined; a rank that never does is named here (Gloo itself
   //    would only report a store key it waited for).
   const std::string joined = str(o.node, " ", o.hostname);
-  for (const Bytes& b : join_ranks(store, prefix + "/joined", rank, size, timeout, where, Bytes(joined.begin(), joined.end())))
-    node.push_back(std::atoi(std::string(b.begin(), b.end()).c_str()));
+  std::vector<std::string> advertised;  // rank -> the address it binds
+  for (const Bytes& b : join_ranks(store, prefix + "/joined", rank, size, timeout, where, Bytes(joined.begin(), joined.end()))) {
+    const std::string v(b.begin(), b.end());
+    node.push_back(std::atoi(v.c_str()));
+    advertised.push_back(v.substr(std::min(v.size(), v.find(' ') + 1)));
+  }
   // 2. Gloo's own full mesh: each pair's address goes through the store.
   try {
     gloo::transport::tcp::attr attr;
@@ -198,8 +202,18 @@ void GlooProcessGroup::Impl::rendezvous(const ProcessGroupOptions& o) {
   try {
     ctx->connectFullMesh(adapter, dev);
   } catch (const std::exception& e) {
+    // which address failed, Gloo does not always say: every peer's that this rank cannot share
+    std::string peers;
+    int listed = 0;
+    for (int r = 0; r < size && listed < 8; ++r)
+      if (r != rank && advertised[size_t(r)] != o.hostname) {
+        peers += str(listed++ ? ", " : "", who(r), " at ", advertised[size_t(r)]);
+      }
     throw Error(str(where, ": connecting to the other ranks failed after ", ms_since(t0), " ms: ",
-                    strip_location(e.what())));
+                    strip_location(e.what()), peers.empty() ? "" : str("; the other ranks listen on ", peers),
+                    "; this rank listens on ", o.hostname,
+                    ". Where an address is not reachable from the other nodes, choose another on its node with "
+                    "`trainer run --bind-addr ADDR` or TRAINER_SOCKET_IFNAME=<interface>"));
   }
   // 3. Each rank's listening address, which Gloo prints when a connection fails: lets an error
   //    say "rank 1" instead of "[127.0.0.1]:43395".

@@ -8,6 +8,7 @@ namespace {
 
 std::string node_key(int round, int node) { return str("launch/round", round, "/node", node); }
 std::string failed_key(int round) { return str("launch/round", round, "/failed"); }
+std::string seen_key(int round, int node) { return str("launch/round", round, "/seen", node); }
 Bytes bytes(const std::string& s) { return Bytes(s.begin(), s.end()); }
 
 }  // namespace
@@ -54,6 +55,7 @@ void NodeRendezvous::join(int round) {
 void NodeRendezvous::fail(int round) {
   try {
     store_->set(failed_key(round), bytes(std::to_string(node_)));
+    store_->set(seen_key(round, node_), bytes("1"));
     // the newest round becomes round + 1 once, whichever nodes fail it together: late launchers (a
     // lost node back) start from there
     if (store_->add(str("launch/round", round, "/ended"), 1) == 1) store_->add("launch/round", 1);
@@ -64,9 +66,21 @@ void NodeRendezvous::fail(int round) {
 
 bool NodeRendezvous::failed(int round) {
   try {
-    return store_->check({failed_key(round)});
+    if (!store_->check({failed_key(round)})) return false;
+    store_->set(seen_key(round, node_), bytes("1"));
+    return true;
   } catch (const std::exception&) {
     return false;  // out of reach: this node's ranks find that out themselves (their watchdog)
+  }
+}
+
+void NodeRendezvous::wait_until_seen(int round, std::chrono::milliseconds within) {
+  std::vector<std::string> keys;
+  for (int n = 0; n < nnodes_; ++n) keys.push_back(seen_key(round, n));
+  try {
+    store_->wait(keys, within);
+  } catch (const std::exception&) {
+    // a node lost, or cut off: it cannot be told, and its ranks' watchdog stops them
   }
 }
 

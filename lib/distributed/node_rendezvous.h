@@ -33,7 +33,12 @@ class NodeRendezvous {
   // join and fail: a store out of reach is an Error saying that node 0 is lost.
   void fail(int round);
   // Whether round r failed on another node (non-blocking; a store out of reach counts as not yet).
+  // A node that learns it from here (or failed itself) has seen the failure.
   bool failed(int round);
+  // Node 0, which serves the store, before it exits after a failed round: waits (up to `within`)
+  // until every other node has seen the failure, so that none is left waiting for a store that is
+  // gone (its ranks may be in the rendezvous, where no watchdog runs yet).
+  void wait_until_seen(int round, std::chrono::milliseconds within);
   // This node's ranks all succeeded: the job is over, a failing node starts no new round (both
   // best effort: node 0's store ends with node 0's launcher).
   void done();

@@ -310,3 +310,30 @@ TEST_CASE("a node that never joins is named after --join-timeout", "[integration
   CHECK_THAT(r.out, Contains("round 0 of the launchers' rendezvous at 127.0.0.1:29557: nodes 1, 2 did not join within 2 s"));
   CHECK_THAT(r.out, !Contains("[rank 0]"));  // no rank was started
 }
+
+// A node that binds an address the others cannot reach (a second address of node 1, on a subnet
+// node 0 has no route to): node 0's rendezvous fails at once naming that address and how to choose
+// another, and node 1 does not wait for a store that is gone: its launcher hears of the failure.
+TEST_CASE("an address the other nodes cannot reach: named with the way to choose another, both exit", "[integration][dist][netns]") {
+  NetnsNodes net(2);
+  if (!net.why_not.empty()) {
+    WARN("skipped: " << net.why_not);
+    return;
+  }
+  REQUIRE(shell("/", "ip -n " + net.ns[1] + " addr add 10.99.0.2/24 dev " + net.veth[1]).code == 0);
+  fs::path d = fresh_dir("netns_unreachable");
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string run = kRun + " --set dist.timeout_s=30 --nproc 1 --nnodes 2 --master-addr " + NetnsNodes::address(0) +
+                          " --master-port 29555";
+  Result r = shell(d, "export TRAINER_STORE_TOKEN=t$$; (timeout -k 5 60 ip netns exec " + net.ns[1] + " " + run +
+                          " --node-rank 1 --bind-addr 10.99.0.2 > node1.log 2>&1; echo $? > node1.rc) & " +
+                          "timeout -k 5 60 ip netns exec " + net.ns[0] + " " + run + " --node-rank 0; rc=$?; wait; exit $rc");
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(r.out << "\nnode 1:\n" << read(d / "node1.log"));
+  CHECK(r.code == 1);
+  CHECK(read(d / "node1.rc") == "1\n");
+  CHECK(s < 15);  // not the 30 s of timeout_s
+  CHECK_THAT(r.out, Contains("connecting to the other ranks failed") && Contains("rank 1 (node 1) at 10.99.0.2") &&
+                        Contains("--bind-addr ADDR") && Contains("TRAINER_SOCKET_IFNAME"));
+  CHECK_THAT(read(d / "node1.log"), Contains("node 1: the round failed on another node"));
+}
