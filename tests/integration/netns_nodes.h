@@ -19,7 +19,21 @@ struct NetnsNodes {
   std::vector<std::string> ns, veth;  // node i's namespace and its end of the link
   std::string why_not;                // "" once made
 
-  explicit NetnsNodes(int n) {
+  explicit NetnsNodes(int n) : NetnsNodes(n, true) {}
+  ~NetnsNodes() {
+    // a veth goes with its namespace; deleted by name too in case moving it failed
+    std::string del = "ip netns del " + switch_ns();
+    for (size_t i = 0; i < ns.size(); ++i) del += "; ip netns del " + ns[i] + "; ip link del " + veth[i];
+    shell("/", del + "; true");
+  }
+  std::string switch_ns() const { return "trainer_it_" + tag + "_sw"; }
+  static std::string address(int i) { return "10.213.0." + std::to_string(i + 1); }
+
+ protected:
+  // bridge = false: the namespaces and the switch's, up to their loopback but not linked, for a
+  // subclass to link them its own way (ImpairedNodes, netns_impaired.h); veth[i] names node i's
+  // end of that link
+  NetnsNodes(int n, bool bridge) {
     for (int i = 0; i < n; ++i) {
       ns.push_back("trainer_it_" + tag + "_" + std::to_string(i));
       veth.push_back("v" + tag + "-" + std::to_string(i));  // at most 15 characters
@@ -33,27 +47,21 @@ struct NetnsNodes {
       return;
     }
     const std::string sw = switch_ns();
-    std::string make = "set -e; ip netns add " + sw + "; ip -n " + sw + " link add br0 type bridge; ip -n " + sw +
-                       " link set br0 up";
+    std::string make = "set -e; ip netns add " + sw;
+    if (bridge) make += "; ip -n " + sw + " link add br0 type bridge; ip -n " + sw + " link set br0 up";
     for (int i = 0; i < n; ++i) {
+      make += "; ip netns add " + ns[size_t(i)] + "; ip -n " + ns[size_t(i)] + " link set lo up";
+      if (!bridge) continue;
       const std::string peer = "b" + tag + "-" + std::to_string(i);
-      make += "; ip netns add " + ns[size_t(i)] + "; ip link add " + veth[size_t(i)] + " type veth peer name " + peer +
+      make += "; ip link add " + veth[size_t(i)] + " type veth peer name " + peer +
               "; ip link set " + veth[size_t(i)] + " netns " + ns[size_t(i)] + "; ip link set " + peer + " netns " + sw +
               "; ip -n " + sw + " link set " + peer + " master br0 up; ip -n " + ns[size_t(i)] + " addr add " +
               address(i) + "/24 dev " + veth[size_t(i)] + "; ip -n " + ns[size_t(i)] + " link set " + veth[size_t(i)] +
-              " up; ip -n " + ns[size_t(i)] + " link set lo up";
+              " up";
     }
     Result r = shell("/", make);
     if (r.code != 0) why_not = "cannot make network namespaces here: " + r.out;
   }
-  ~NetnsNodes() {
-    // a veth goes with its namespace; deleted by name too in case moving it failed
-    std::string del = "ip netns del " + switch_ns();
-    for (size_t i = 0; i < ns.size(); ++i) del += "; ip netns del " + ns[i] + "; ip link del " + veth[i];
-    shell("/", del + "; true");
-  }
-  std::string switch_ns() const { return "trainer_it_" + tag + "_sw"; }
-  static std::string address(int i) { return "10.213.0." + std::to_string(i + 1); }
 };
 
 // `trainer <run>` as node i of the namespaces' nodes, 1 rank each, the master on node 0: node 0's
