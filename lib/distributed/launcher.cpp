@@ -620,7 +620,7 @@ int launch(const LaunchOptions& o) {
     }
     if (!res.failed || restart >= o.max_restarts || (nodes && nodes->any_done())) {
       // the store goes with node 0's launcher: the other nodes learn of the failure first
-      if (nodes && res.failed && server) nodes->wait_until_seen(restart, milliseconds(10000));
+      if (nodes && res.failed && server) nodes->wait_until_seen(restart, milliseconds(3000));  // they ask once a second
       return res.code;
     }
     write_all(o.err_fd, str("trainer launch: restarting all ", o.nproc, o.nproc == 1 ? " rank" : " ranks",

@@ -35,7 +35,8 @@ class NodeRendezvous {
   // Whether round r failed on another node (non-blocking; a store out of reach counts as not yet).
   // A node that learns it from here (or failed itself) has seen the failure.
   bool failed(int round);
-  // Node 0, which serves the store, before it exits after a failed round: waits (up to `within`)
+  // Node 0, which serves the store, before it exits after a failed round: waits (up to `within`;
+  // a lost node never hears)
   // until every other node has seen the failure, so that none is left waiting for a store that is
   // gone (its ranks may be in the rendezvous, where no watchdog runs yet).
   void wait_until_seen(int round, std::chrono::milliseconds within);

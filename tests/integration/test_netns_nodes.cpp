@@ -126,7 +126,9 @@ TEST_CASE("a lost node: survivors exit soon, naming it, nothing left running", "
     for (int i = 0; i < 2; ++i) {
       CHECK(l.code[i] == 3);  // the watchdog's status on both sides of the cut
       CHECK(l.after_s[i] >= hang);
-      CHECK(l.after_s[i] < hang + 8);  // ~3.5 s on an idle machine: the report's reads, a publish's timeout
+      // ~3.5 s past hang_timeout_s on an idle machine (the report's reads, a publish's timeout), on
+      // node 0 up to 3 s more (its store waits for the other nodes to hear of the failure)
+      CHECK(l.after_s[i] < hang + 10);
     }
     CHECK_THAT(l.log[0], Contains("rank 1 stopped publishing (stopped, dead or cut off): the suspect"));
     CHECK_THAT(l.log[0], Contains("rank 1 (node 1, pid") && Contains("at 10.213.0.2): STOPPED PUBLISHING"));
