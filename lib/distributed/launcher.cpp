@@ -571,7 +571,7 @@ int launch(const LaunchOptions& o) {
     std::vector<std::string> argv = o.argv;
     if (restart > 0 && !has_resume_flag(argv)) argv.insert(argv.end(), {"--resume", "auto"});
 
-    Group g{o, signals.read_fd(), {}};
+    Group g{o, signals.read_fd(), {}, {}};
     g.ranks.resize(size_t(o.nproc));
     std::vector<ExecPlan> plans(size_t(o.nproc));
     for (int lr = 0; lr < o.nproc; ++lr) {
