@@ -1,6 +1,13 @@
 #include "train/mfu.h"
+#include <omp.h>
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include "core/cuda_hooks.h"
 #include "core/grad_mode.h"
 #include "core/rng.h"
@@ -27,6 +34,72 @@ double measure_matmul_peak(Device d, DType t) {
     if (r > 0) best = std::min(best, s);
   }
   return 2.0 * double(n) * double(n) * double(n) / best;
+}
+
+namespace {
+
+// /proc/cpuinfo's first "model name" and a hash of its "flags" (which GEMM kernels run)
+std::string cpu_identity() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line, model = "unknown CPU", flags;
+  while (std::getline(f, line)) {
+    const auto value = [&] { return line.substr(std::min(line.size(), line.find(':') + 2)); };
+    if (line.rfind("model name", 0) == 0 && model == "unknown CPU") model = value();
+    if (line.rfind("flags", 0) == 0 && flags.empty()) flags = value();
+    if (!flags.empty() && model != "unknown CPU") break;
+  }
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : flags) h = (h ^ c) * 1099511628211ull;
+  std::ostringstream o;
+  o << model << " (flags " << std::hex << (h >> 32) << ")";
+  return o.str();
+}
+
+nlohmann::json read_peaks(const std::string& file) {
+  std::ifstream f(file);
+  if (!f) return nlohmann::json::object();
+  nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
+  return j.is_object() ? j : nlohmann::json::object();  // damaged: measured again, then rewritten
+}
+
+}  // namespace
+
+std::string peak_key(Device d, DType t) {
+  if (d.is_cpu()) return str("cpu ", cpu_identity(), ", ", omp_get_max_threads(), " threads, ", dtype_name(t));
+  return str(d.str(), " ", cuda::device_description(d.index), ", ", dtype_name(t));
+}
+
+std::string default_peaks_file() {
+  if (const char* d = std::getenv("TRAINER_CACHE_DIR"); d && *d) return str(d, "/peaks.json");
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return str(x, "/trainer/peaks.json");
+  if (const char* h = std::getenv("HOME"); h && *h) return str(h, "/.cache/trainer/peaks.json");
+  return "";
+}
+
+MatmulPeak matmul_peak(Device d, DType t, const std::string& file) {
+  const std::string key = peak_key(d, t);
+  if (!file.empty()) {
+    const nlohmann::json peaks = read_peaks(file);
+    if (peaks.contains(key) && peaks[key].is_number() && peaks[key].get<double>() > 0) return {peaks[key].get<double>(), true};
+  }
+  const double flops = measure_matmul_peak(d, t);
+  if (!file.empty()) {
+    // read again just before writing (another run may have added its key), then a rename, so a
+    // reader never sees half a file
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::create_directories(fs::path(file).parent_path(), ec);
+    nlohmann::json peaks = read_peaks(file);
+    peaks[key] = flops;
+    const std::string tmp = str(file, ".tmp-", ::getpid());
+    {
+      std::ofstream o(tmp);
+      o << peaks.dump(1) << "\n";
+    }
+    fs::rename(tmp, file, ec);
+    if (ec) fs::remove(tmp, ec);
+  }
+  return {flops, false};
 }
 
 }  // namespace tr::train

@@ -443,11 +443,16 @@ std::string Trainer::mfu_fields() {
   if (peak_flops_ == 0) {  // once, outside the timed window
     const auto t0 = std::chrono::steady_clock::now();
     const DType t = run_.cfg.amp.enabled ? run_.amp_dtype() : run_.dtype();
-    peak_flops_ = measure_matmul_peak(run_.device, t);
+    const std::string file = default_peaks_file();
+    const MatmulPeak peak = matmul_peak(run_.device, t, file);
+    peak_flops_ = peak.flops;
     progress_->exclude_from_window(std::chrono::steady_clock::now() - t0);
     progress_->message(str("MFU: ", json_num(step_flops_ / 1e9), " GFLOP per step on each rank (matrix products and ",
-                           "convolutions, forward and backward) against a measured ", dtype_name(t), " matmul peak of ",
-                           json_num(std::round(peak_flops_ / 1e8) / 10), " GFLOP/s on ", run_.device.str()));
+                           "convolutions, forward and backward) against a ", dtype_name(t), " matmul peak of ",
+                           json_num(std::round(peak_flops_ / 1e8) / 10), " GFLOP/s on ", run_.device.str(),
+                           peak.cached ? str(" (measured once on this machine, kept in ", file, ")")
+                                       : file.empty() ? std::string(" (measured by this run)")
+                                                      : str(" (measured now, kept in ", file, " for later runs)")));
   }
   const double mfu = step_flops_ * progress_->steps_per_s() / peak_flops_;
   return str(",\"flops_per_step\":", json_num(step_flops_), ",\"peak_flops\":", json_num(std::round(peak_flops_)),
