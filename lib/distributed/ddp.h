@@ -12,7 +12,7 @@
 // padded to a multiple of the world size and split in as many equal windows; rank r owns window r
 // of every bucket. shard_pieces() are the parts of parameters in this rank's windows, each with a
 // `view` sharing the parameter's storage: the optimizer holds those views instead of the
-// parameters (zero_optimizer.h), so it keeps state for 1/world of the elements. In backward each
+// parameters (sharded_optimizer.h), so it keeps state for 1/world of the elements. In backward each
 // bucket is reduce-scattered (same overlap as the allreduce), which leaves the averaged gradient
 // of this rank's window only; finish() gives the views their gradients and the parameters none.
 // After the optimizer step, gather_params() all-gathers the windows back into every parameter.

@@ -1,4 +1,4 @@
-// state.json of a training checkpoint (DESIGN.md's checkpoint contract), as a typed value: the
+// state.json of a training checkpoint (the layout docs/config.md's [checkpoint] gives), as a typed value: the
 // Trainer writes it with to_json and reads it back with from_json, which checks every key's presence
 // and type and names the file and key when one is wrong. The states other owners read (the
 // scheduler's, the GradScaler's, the optimizer's groups) stay JSON; their load_state_dict checks them.

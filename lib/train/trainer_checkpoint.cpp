@@ -1,5 +1,5 @@
-// Trainer checkpoints: what a run must save to continue bit for bit (DESIGN.md's checkpoint
-// contract) and how it is restored.
+// Trainer checkpoints: what a run must save to continue bit for bit (the layout docs/config.md's
+// [checkpoint] gives) and how it is restored.
 //   model.safetensors      the state_dict (torch's names)
 //   optimizer.safetensors  per-parameter state, torch's "state.<index>.<key>" names
 //   ema.safetensors        with [train] ema_decay > 0: the EMA weights, the model's state_dict names
