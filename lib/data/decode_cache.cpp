@@ -98,11 +98,17 @@ std::string hex64(uint64_t v) {
 
 }  // namespace
 
-std::string DecodeCache::default_dir() {
+std::string DecodeCache::cache_root() {
   if (const char* d = std::getenv("TRAINER_CACHE_DIR"); d && *d) return d;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return str(x, "/trainer/datasets");
-  if (const char* h = std::getenv("HOME"); h && *h) return str(h, "/.cache/trainer/datasets");
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return str(x, "/trainer");
+  if (const char* h = std::getenv("HOME"); h && *h) return str(h, "/.cache/trainer");
   return "";
+}
+
+std::string DecodeCache::default_dir() {
+  if (const char* d = std::getenv("TRAINER_CACHE_DIR"); d && *d) return d;  // the entries directly in it
+  const std::string root = cache_root();
+  return root.empty() ? "" : root + "/datasets";
 }
 
 std::string DecodeCache::entry_path(const std::string& source) const {

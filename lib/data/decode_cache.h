@@ -17,6 +17,9 @@ class DecodeCache {
  public:
   // The default directory (see above); "" when neither variable nor HOME is set.
   static std::string default_dir();
+  // trainer's cache directory, where other caches (train/mfu.h's peaks.json) live too:
+  // $TRAINER_CACHE_DIR, else $XDG_CACHE_HOME/trainer, else ~/.cache/trainer; "" without any.
+  static std::string cache_root();
 
   explicit DecodeCache(std::string dir) : dir_(std::move(dir)) {}
   const std::string& dir() const { return dir_; }

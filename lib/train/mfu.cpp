@@ -3,7 +3,6 @@
 #include <unistd.h>
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -11,6 +10,7 @@
 #include "core/cuda_hooks.h"
 #include "core/grad_mode.h"
 #include "core/rng.h"
+#include "data/decode_cache.h"
 #include "ops/ops.h"
 
 namespace tr::train {
@@ -70,10 +70,8 @@ std::string peak_key(Device d, DType t) {
 }
 
 std::string default_peaks_file() {
-  if (const char* d = std::getenv("TRAINER_CACHE_DIR"); d && *d) return str(d, "/peaks.json");
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return str(x, "/trainer/peaks.json");
-  if (const char* h = std::getenv("HOME"); h && *h) return str(h, "/.cache/trainer/peaks.json");
-  return "";
+  const std::string root = data::DecodeCache::cache_root();
+  return root.empty() ? "" : root + "/peaks.json";
 }
 
 MatmulPeak matmul_peak(Device d, DType t, const std::string& file) {

@@ -22,8 +22,7 @@ struct MatmulPeak {
   bool cached = false;  // read from the file, not measured by this run
 };
 MatmulPeak matmul_peak(Device d, DType t, const std::string& file);
-// <cache>/peaks.json: $TRAINER_CACHE_DIR, else $XDG_CACHE_HOME/trainer, else ~/.cache/trainer;
-// "" without any of them.
+// peaks.json in trainer's cache directory (data::DecodeCache::cache_root); "" without one.
 std::string default_peaks_file();
 // The key of (d, t) on this machine, e.g. "cpu Intel(R) Xeon(R) Processor (flags 3f2a...), 2
 // threads, float32".
