@@ -460,7 +460,7 @@ std::string Trainer::mfu_fields() {
 }
 
 bool Trainer::after_step(Loop& l, const std::vector<data::Batch>& micro, const StepResult& sr, StopSignal& stop) {
-  collect_checkpoint_write(false);  // a background write that failed is reported at the step after it
+  collect_checkpoint_write(false);  // a background write that failed is reported by the first step that finds it ended
   int64_t samples = 0;
   for (auto& b : micro) samples += b.global_size;  // all ranks: samples_per_s is the run's throughput
   pending_.push_back({l.step, l.epoch, sr.loss, samples, sr.grad_norm});
