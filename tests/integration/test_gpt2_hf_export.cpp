@@ -1,5 +1,5 @@
 // Hugging Face's GPT-2 through the real binary: a run that starts from transformers' save_pretrained
-// directory (tests/fixtures/gpt2_hf_small, make_gpt2_hf_fixtures.py) with [model] init_format =
+// directory (tests/fixtures/gpt2_hf_small, generators/make_gpt2_hf_fixtures.py) with [model] init_format =
 // "gpt2_hf" and does not move its weights (lr 0), exported with `trainer export --format gpt2_hf`,
 // gives back transformers' file: every tensor's name, dtype, shape and bytes, and its config.
 #include <cstring>

@@ -1,7 +1,7 @@
 // Autocast: each op's policy (low precision for matmul-like ops, f32 for softmax, losses, norms,
 // reductions and exp/log, promotion for multi-input ops), the parameter cast cache, f32 master
 // gradients, and a small network against torch 1.13's CPU autocast (tests/fixtures/
-// autocast_fixtures.json, written by make_autocast_fixtures.py beside it).
+// autocast_fixtures.json, written by generators/make_autocast_fixtures.py).
 #include <catch2/catch.hpp>
 #include "unit/fixtures.h"
 #include <fstream>

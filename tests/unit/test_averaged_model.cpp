@@ -1,5 +1,5 @@
 // AveragedModel (lib/optim/averaged_model.h), the EMA of the weights, against torch 1.13's
-// AveragedModel with the EMA avg_fn: tests/fixtures/ema_fixtures.json, made by make_ema_fixtures.py.
+// AveragedModel with the EMA avg_fn: tests/fixtures/ema_fixtures.json, made by generators/make_ema_fixtures.py.
 #include <catch2/catch.hpp>
 #include "unit/fixtures.h"
 #include "core/grad_mode.h"

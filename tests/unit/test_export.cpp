@@ -1,6 +1,6 @@
 // Exported weights against PyTorch: tests/fixtures/export_weights.safetensors (trainer's export of a
 // run of export_run.toml) loaded by an independent Python reader into the equivalent torch module
-// gives export_logits.json (make_export_fixture.py); our model with the same weights must agree.
+// gives export_logits.json (generators/make_export_fixture.py); our model with the same weights must agree.
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>

@@ -1,5 +1,5 @@
 // Starting from given weights ([model] init): a torch state_dict saved from a DDP-wrapped module
-// (tests/fixtures/finetune_torch.safetensors, make_finetune_fixture.py) loads through the run config
+// (tests/fixtures/finetune_torch.safetensors, generators/make_finetune_fixture.py) loads through the run config
 // with prefix = "module." and the model gives torch's eval logits; strict and non-strict loading,
 // prefix tables, and frozen param groups (no grad, not in the optimizer).
 #include <catch2/catch.hpp>

@@ -1,5 +1,5 @@
 // Hugging Face's GPT-2 in and out: [model] init_format = "gpt2_hf" and save_pretrained (trainer export
-// --format gpt2_hf) against transformers' own files and logits (tests/fixtures/make_gpt2_hf_fixtures.py):
+// --format gpt2_hf) against transformers' own files and logits (tests/fixtures/generators/make_gpt2_hf_fixtures.py):
 // a small GPT2LMHeadModel saved by save_pretrained, and OpenAI's 124M configuration filled with
 // weights this test regenerates (the script's splitmix64 rule), so no 500 MB file is committed.
 #include <catch2/catch.hpp>

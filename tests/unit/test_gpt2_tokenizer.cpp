@@ -1,6 +1,6 @@
 // GPT2Tokenizer (data/gpt2_tokenizer.h): the ids of held-out texts equal those tokenizers,
 // GPT2TokenizerFast and GPT2Tokenizer give on the same vocab.json + merges.txt
-// (tests/fixtures/make_gpt2_bpe_fixtures.py); decode inverts encode on any bytes; the heap merge
+// (tests/fixtures/generators/make_gpt2_bpe_fixtures.py); decode inverts encode on any bytes; the heap merge
 // equals encoder.py's merge loop on long pieces; damaged files are one error naming file and fault.
 #include <catch2/catch.hpp>
 #include <fstream>

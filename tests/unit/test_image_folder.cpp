@@ -1,4 +1,4 @@
-// Image decoding and ImageFolderDataset against PIL (tests/fixtures/make_image_fixtures.py): PNG
+// Image decoding and ImageFolderDataset against PIL (tests/fixtures/generators/make_image_fixtures.py): PNG
 // (RGB, gray, RGBA) and JPEG decode to PIL's RGB and L pixels exactly; the
 // bilinear resize equals torchvision's Resize on a uint8 tensor; ImageFolder's sorted classes and
 // files, ToTensor + Normalize, damaged and foreign files named.

@@ -1,6 +1,6 @@
 // LR schedulers (lib/optim/lr_scheduler.h, schedulers/, lambda_expr.h, scheduler_registry.h): the seeds' LambdaLR
 // examples, equality with torch 1.13 on tests/fixtures/scheduler_fixtures.json (written by
-// make_scheduler_fixtures.py beside it; lrs and momenta bit for bit where a case says exact, as all
+// generators/make_scheduler_fixtures.py; lrs and momenta bit for bit where a case says exact, as all
 // do, else to rtol 1e-12; the seeds' examples bit for bit), state_dict keys and round trips, errors.
 #include <catch2/catch.hpp>
 #include "unit/fixtures.h"

@@ -1,5 +1,5 @@
 // lib/optim: SGD / Adam / AdamW trajectories equal torch 1.13's (tests/fixtures/optim_fixtures.json,
-// written by make_optim_fixtures.py beside it), the Optimizer base (groups, defaults, step_count,
+// written by generators/make_optim_fixtures.py), the Optimizer base (groups, defaults, step_count,
 // zero_grad), state in torch's state_dict layout (export, import, round trip, errors), param groups
 // from rules (yolov5's grouping, TOML parsing and its errors), clip_grad_norm / clip_grad_value.
 #include <catch2/catch.hpp>
@@ -663,7 +663,9 @@ nesterov = false
   CHECK_THAT(err("name = 'x'\nmatch = ['*']\n[[optimizer.groups]]\nname = 'x'\nmatch = ['*']\n"),
              Contains("run.toml:5:") && Contains("used by another param group"));
   CHECK_THAT(err("name = 'x'\nmatch = [1]\n"), Contains("'match' must be a list of strings"));
-  CHECK_THAT(err("name = 'x'\nmatch = ['*']\n", "rmsprop"), Contains("unknown optimizer 'rmsprop'") && Contains("known: adam, adamw, sgd"));
+  // a name no optimizer will take (rmsprop is the contributing recipe's example of a new one)
+  CHECK_THAT(err("name = 'x'\nmatch = ['*']\n", "no_such_optimizer"),
+             Contains("unknown optimizer 'no_such_optimizer'") && Contains("known: adam, adamw"));
 }
 
 // ---------------------------------------------------------------- gradient clipping

@@ -1,4 +1,4 @@
-// Printing: each case of tests/fixtures/print_cases.json (written by make_print_fixtures.py with torch
+// Printing: each case of tests/fixtures/print_cases.json (written by generators/make_print_fixtures.py with torch
 // 1.13) is rebuilt here and operator<< must reproduce torch's repr exactly.
 #include <catch2/catch.hpp>
 #include "unit/require_gpu.h"

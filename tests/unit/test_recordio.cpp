@@ -1,5 +1,5 @@
 // MXNet RecordIO: a file written from MXNet's documented layout by an independent writer
-// (tests/fixtures/make_recordio_fixture.py: a multi-part record, a label vector) reads back exactly
+// (tests/fixtures/generators/make_recordio_fixture.py: a multi-part record, a label vector) reads back exactly
 // and our writer makes the same bytes; damaged files and indexes are one error naming the file and
 // the record; RecordIODataset's pixels and labels equal the IDX reader's.
 #include <catch2/catch.hpp>

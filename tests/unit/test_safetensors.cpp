@@ -1,5 +1,5 @@
 // safetensors for Tensors: bit-exact round trips of every dtype, a file written by an independent
-// Python writer (tests/fixtures/safetensors_reader.py), dtypes we cannot hold, and lying files.
+// Python writer (tests/fixtures/generators/safetensors_reader.py), dtypes we cannot hold, and lying files.
 // The format layer's own cases (from memory, under ASan) are in tests/asan/.
 #include <catch2/catch.hpp>
 #include "ops/factories.h"
@@ -99,7 +99,7 @@ TEST_CASE("safetensors: names keep the given order and the dtype map is one to o
 }
 
 TEST_CASE("safetensors: reads the file written by the independent Python writer", "[safetensors]") {
-  // tests/fixtures/safetensors_reader.py --make-fixture: the reference writer's layout (sorted by
+  // tests/fixtures/generators/safetensors_reader.py --make-fixture: the reference writer's layout (sorted by
   // dtype width, then name; header keys in offset order after __metadata__).
   std::map<std::string, std::string> meta;
   NamedTensorList t = load_safetensors(std::string(TRAINER_FIXTURES_DIR) + "/safetensors_torch.safetensors", &meta);

@@ -1,5 +1,5 @@
 // Token files (data/token_file.h) and TokenDataset: files written by nanoGPT's and llm.c's own
-// code paths (tests/fixtures/make_token_fixtures.py) read back exactly; our writer round-trips;
+// code paths (tests/fixtures/generators/make_token_fixtures.py) read back exactly; our writer round-trips;
 // every damaged file is one error naming it; windows, and the vocabulary check (test_token_shards.cpp:
 // many files).
 #include <catch2/catch.hpp>
