@@ -13,15 +13,10 @@
 #include "optim/adam.h"
 #include "optim/lr_scheduler.h"
 #include "optim/scheduler_registry.h"
-#include "optim/schedulers/constant_lr.h"
-#include "optim/schedulers/cosine_annealing_lr.h"
-#include "optim/schedulers/exponential_lr.h"
+#include "optim/schedulers/closed_form_schedulers.h"
 #include "optim/schedulers/lambda_lr.h"
-#include "optim/schedulers/linear_lr.h"
-#include "optim/schedulers/multi_step_lr.h"
 #include "optim/schedulers/one_cycle_lr.h"
 #include "optim/schedulers/sequential_lr.h"
-#include "optim/schedulers/step_lr.h"
 #include "optim/sgd.h"
 
 using json = nlohmann::json;

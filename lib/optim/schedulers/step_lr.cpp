@@ -2,7 +2,7 @@
 // its builder from a [scheduler] table and its registration as "step".
 // No fused multiply-add: Python rounds every product, and so must we to give its bits.
 #pragma GCC optimize("fp-contract=off")
-#include "optim/schedulers/step_lr.h"
+#include "optim/schedulers/closed_form_schedulers.h"
 #include <algorithm>
 #include <cmath>
 #include "optim/scheduler_registry.h"
