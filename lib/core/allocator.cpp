@@ -5,6 +5,7 @@
 #include <new>
 #include <vector>
 #include "core/error.h"
+#include "core/format_bytes.h"
 
 namespace tr {
 
@@ -23,18 +24,6 @@ ExactSizeCachingAllocator::ExactSizeCachingAllocator(RawAlloc raw_alloc, RawFree
       raw_free_(std::move(raw_free)),
       min_cached_(min_cached_bytes),
       describe_(std::move(describe)) {}
-
-std::string format_bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) {
-    b /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", b, units[u]);
-  return buf;
-}
 
 OutOfMemoryError out_of_memory_error(const std::string& where, size_t nbytes, const MemoryStats& s) {
   return OutOfMemoryError(str("out of memory", where.empty() ? std::string() : " on " + where, ": tried to allocate ",

@@ -10,6 +10,7 @@
 #include <string>
 #include <unordered_map>
 #include "core/device.h"
+#include "core/format_bytes.h"  // the allocator's figures, in its messages and trainer info
 #include "core/error.h"
 
 namespace tr {
@@ -83,8 +84,6 @@ Allocator& allocator_for(Device d);
 void register_allocator(DeviceType t, std::function<Allocator&(int index)> get);
 
 MemoryStats memory_stats(Device d);
-// "1.5 GiB", "12.0 MiB", "512 B"
-std::string format_bytes(double bytes);
 void reset_peak_memory_stats(Device d);
 // torch.cuda.memory_allocated / max_memory_allocated / reset_max_memory_allocated, for any device.
 inline int64_t memory_allocated(Device d) { return memory_stats(d).allocated; }

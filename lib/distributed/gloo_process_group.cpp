@@ -4,6 +4,7 @@
 // where it can be told, the peer: from the peer address in Gloo's message, else from the
 // arrival log (which ranks recorded that they were waiting in this collective).
 #include "distributed/gloo_process_group.h"
+#include "core/format_bytes.h"
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
@@ -393,7 +394,7 @@ std::shared_ptr<Work> GlooProcessGroup::allreduce_async(Tensor& t, ReduceOp op) 
   check_allreduce(t, op, DeviceType::CPU);
   const DType dt = t.dtype();
   const size_t n = size_t(t.numel());
-  std::string name = str("allreduce (", reduce_op_name(op), ") of ", format_bytes(n * t.element_size()), " ",
+  std::string name = str("allreduce (", reduce_op_name(op), ") of ", format_bytes(n * t.element_size(), 1), " ",
                          dtype_name(dt));
   if (size_ == 1) return std::make_shared<DoneWork>();
   Impl* im = impl_.get();
@@ -434,7 +435,7 @@ std::shared_ptr<Work> GlooProcessGroup::broadcast_async(Tensor& t, int root) {
   const size_t bytes = size_t(t.numel()) * t.element_size();
   if (size_ == 1) return std::make_shared<DoneWork>();
   Impl* im = impl_.get();
-  return impl_->submit(str("broadcast of ", format_bytes(bytes), " ", dtype_name(t.dtype()), " from rank ", root, take_label()),
+  return impl_->submit(str("broadcast of ", format_bytes(bytes, 1), " ", dtype_name(t.dtype()), " from rank ", root, take_label()),
                        [im, t, root, bytes](uint32_t tag) {
                          if (bytes == 0) return;
                          if (im->shm) return im->shm->broadcast(t.raw_data(), bytes, root);
@@ -460,7 +461,7 @@ std::shared_ptr<Work> GlooProcessGroup::allgather_async(const Tensor& t, std::ve
     return std::make_shared<DoneWork>();
   }
   Impl* im = impl_.get();
-  return impl_->submit(str("allgather of ", format_bytes(bytes), " ", dtype_name(t.dtype()), " per rank", take_label()),
+  return impl_->submit(str("allgather of ", format_bytes(bytes, 1), " ", dtype_name(t.dtype()), " per rank", take_label()),
                        [im, t, flat, bytes](uint32_t tag) {
                          if (bytes == 0) return;
                          gloo::AllgatherOptions o(im->ctx);
@@ -479,7 +480,7 @@ std::shared_ptr<Work> GlooProcessGroup::reduce_scatter_async(Tensor& output, Ten
   check_allreduce(input, op, DeviceType::CPU);
   const size_t m = size_t(output.numel());
   Impl* im = impl_.get();
-  return impl_->submit(str("reduce_scatter (", reduce_op_name(op), ") of ", format_bytes(m * input.element_size()), " ",
+  return impl_->submit(str("reduce_scatter (", reduce_op_name(op), ") of ", format_bytes(m * input.element_size(), 1), " ",
                            dtype_name(dt), " per rank", take_label()),
                        [im, input, output, op, dt, m](uint32_t) {
                          if (m == 0) return;
@@ -500,7 +501,7 @@ std::shared_ptr<Work> GlooProcessGroup::allgather_into_async(Tensor& output, con
     return std::make_shared<DoneWork>();
   }
   Impl* im = impl_.get();
-  return impl_->submit(str("allgather_into of ", format_bytes(bytes), " ", dtype_name(input.dtype()), " per rank", take_label()),
+  return impl_->submit(str("allgather_into of ", format_bytes(bytes, 1), " ", dtype_name(input.dtype()), " per rank", take_label()),
                        [im, input, output, bytes](uint32_t tag) {
                          if (bytes == 0) return;
                          if (im->shm) return im->shm->allgather_into(input.raw_data(), bytes, output.raw_data());

@@ -23,17 +23,6 @@ const char* reduce_op_name(ReduceOp op) {
   return "?";
 }
 
-std::string format_bytes(uint64_t n) {
-  char buf[32];
-  if (n < 1024) return str(n, " B");
-  const char* unit = "KiB";
-  double v = double(n) / 1024.0;
-  if (v >= 1024.0) { v /= 1024.0; unit = "MiB"; }
-  if (v >= 1024.0) { v /= 1024.0; unit = "GiB"; }
-  std::snprintf(buf, sizeof buf, "%.1f %s", v, unit);
-  return buf;
-}
-
 ProcessGroup::ProcessGroup(int rank, int size, std::chrono::milliseconds timeout)
     : rank_(rank), size_(size), timeout_(timeout) {
   TR_CHECK(size >= 1, "process group: world size must be >= 1, got ", size);

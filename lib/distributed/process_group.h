@@ -167,9 +167,6 @@ std::unique_ptr<ProcessGroup> make_process_group(const std::string& backend, Sto
 std::vector<Bytes> join_ranks(Store& store, const std::string& key_prefix, int rank, int size,
                               std::chrono::milliseconds timeout, const std::string& where, const Bytes& value = {});
 
-// "4.0 MiB", "512 B": sizes in collective names and errors.
-std::string format_bytes(uint64_t n);
-
 // Which rank is missing from a collective. A rank whose collective is still running after
 // announce_delay() records "<prefix>/arrived/<tag>/<rank>" in the store (one store write for slow
 // collectives only; fast ones cost nothing). When a collective fails, missing_ranks() waits a

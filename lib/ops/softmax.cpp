@@ -8,34 +8,28 @@
 
 namespace tr {
 
-TR_REGISTER_OP(softmax) {
+namespace {
+
+// softmax and log_softmax share their contract; the backward reads the output y only:
+//   softmax:      dx = y * (g - sum(g * y, dim))
+//   log_softmax:  dx = g - exp(y) * sum(g, dim)
+template <bool Log>
+void define_softmax(OpDef& d) {
   d.autocast = amp::CastPolicy::Fp32;
   d.num_inputs = 1;
   d.promote = Promote::CommonFloat;
   d.infer = infer_same;
   d.save_inputs = false;
   d.save_outputs = true;
-  // dx = y * (g - sum(g * y, dim))
   d.backward = [](const BackwardContext& c) -> std::vector<Tensor> {
-    const Tensor& y = c.outputs[0];
-    const Tensor& g = c.grads[0];
-    return {softmax_backward(g, y, c.attrs.i("dim"), false)};
+    return {softmax_backward(c.grads[0], c.outputs[0], c.attrs.i("dim"), Log)};
   };
 }
-TR_REGISTER_OP(log_softmax) {
-  d.autocast = amp::CastPolicy::Fp32;
-  d.num_inputs = 1;
-  d.promote = Promote::CommonFloat;
-  d.infer = infer_same;
-  d.save_inputs = false;
-  d.save_outputs = true;
-  // dx = g - exp(y) * sum(g, dim)
-  d.backward = [](const BackwardContext& c) -> std::vector<Tensor> {
-    const Tensor& y = c.outputs[0];
-    const Tensor& g = c.grads[0];
-    return {softmax_backward(g, y, c.attrs.i("dim"), true)};
-  };
-}
+
+}  // namespace
+
+TR_REGISTER_OP(softmax) { define_softmax<false>(d); }
+TR_REGISTER_OP(log_softmax) { define_softmax<true>(d); }
 
 // (g, y) -> softmax's gradient from its output y:  y (g - sum_dim(g y)), or with attr log
 // (y = log_softmax(x))  g - exp(y) sum_dim(g). Its own gradient, for an incoming G:

@@ -1,4 +1,5 @@
 #include "train/checkpoint_staging.h"
+#include "core/format_bytes.h"
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>

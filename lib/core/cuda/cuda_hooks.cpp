@@ -1,6 +1,7 @@
 // CUDA runtime hooks: device discovery that tolerates a machine with no driver (error 35), the
 // caching allocator per device, and host<->device copies.
 #include "core/cuda_hooks.h"
+#include "core/format_bytes.h"
 #include <algorithm>
 #include <atomic>
 #include <cstring>

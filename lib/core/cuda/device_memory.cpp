@@ -1,4 +1,5 @@
 #include "core/cuda/device_memory.h"
+#include "core/format_bytes.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/device_guard.h"
 

@@ -4,6 +4,7 @@
 // watchdog aborts it too (abort()), from its own thread, when the training thread is stuck at a
 // stream sync behind a collective that a peer never joined.
 #include "distributed/nccl_process_group.h"
+#include "core/format_bytes.h"
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <atomic>
@@ -389,7 +390,7 @@ std::shared_ptr<Work> NcclProcessGroup::allreduce_async(Tensor& t, ReduceOp op) 
   const size_t n = size_t(t.numel());
   void* p = t.raw_data();
   return impl_->enqueue(
-      str("allreduce (", reduce_op_name(op), ") of ", format_bytes(n * t.element_size()), " ", dtype_name(dt), take_label()),
+      str("allreduce (", reduce_op_name(op), ") of ", format_bytes(n * t.element_size(), 1), " ", dtype_name(dt), take_label()),
       {t},
       [=](ncclComm_t comm, cudaStream_t s) { return ncclAllReduce(p, p, n, nccl_type(dt), nccl_op(op), comm, s); });
 }
@@ -401,7 +402,7 @@ std::shared_ptr<Work> NcclProcessGroup::broadcast_async(Tensor& t, int root) {
            ", this rank's group drives cuda:", impl_->device);
   const size_t bytes = size_t(t.numel()) * t.element_size();
   void* p = t.raw_data();
-  return impl_->enqueue(str("broadcast of ", format_bytes(bytes), " ", dtype_name(t.dtype()), " from rank ", root, take_label()),
+  return impl_->enqueue(str("broadcast of ", format_bytes(bytes, 1), " ", dtype_name(t.dtype()), " from rank ", root, take_label()),
                         {t}, [=](ncclComm_t comm, cudaStream_t s) {
                           return ncclBroadcast(p, p, bytes, ncclUint8, root, comm, s);  // in place at the root
                         });
@@ -419,7 +420,7 @@ std::shared_ptr<Work> NcclProcessGroup::allgather_async(const Tensor& t, std::ve
   for (int r = 0; r < size_; ++r) out.push_back(flat.narrow(0, r * n, n).view(t.sizes()));
   const void* in = t.raw_data();
   void* o = flat.raw_data();
-  return impl_->enqueue(str("allgather of ", format_bytes(bytes), " ", dtype_name(t.dtype()), " per rank", take_label()),
+  return impl_->enqueue(str("allgather of ", format_bytes(bytes, 1), " ", dtype_name(t.dtype()), " per rank", take_label()),
                         {t, flat}, [=](ncclComm_t comm, cudaStream_t s) {
                           return ncclAllGather(in, o, bytes, ncclUint8, comm, s);
                         });
@@ -434,7 +435,7 @@ std::shared_ptr<Work> NcclProcessGroup::reduce_scatter_async(Tensor& output, Ten
   const size_t n = size_t(output.numel());
   const void* in = input.raw_data();
   void* out = output.raw_data();  // in place when it is this rank's window of the input (NCCL allows it)
-  return impl_->enqueue(str("reduce_scatter (", reduce_op_name(op), ") of ", format_bytes(n * output.element_size()), " ",
+  return impl_->enqueue(str("reduce_scatter (", reduce_op_name(op), ") of ", format_bytes(n * output.element_size(), 1), " ",
                             dtype_name(dt), " per rank", take_label()),
                         {input, output}, [=](ncclComm_t comm, cudaStream_t s) {
                           return ncclReduceScatter(in, out, n, nccl_type(dt), nccl_op(op), comm, s);
@@ -448,7 +449,7 @@ std::shared_ptr<Work> NcclProcessGroup::allgather_into_async(Tensor& output, con
   const size_t bytes = size_t(input.numel()) * input.element_size();
   const void* in = input.raw_data();
   void* out = output.raw_data();  // in place when the input is this rank's window (NCCL allows it)
-  return impl_->enqueue(str("allgather_into of ", format_bytes(bytes), " ", dtype_name(input.dtype()), " per rank", take_label()),
+  return impl_->enqueue(str("allgather_into of ", format_bytes(bytes, 1), " ", dtype_name(input.dtype()), " per rank", take_label()),
                         {input, output}, [=](ncclComm_t comm, cudaStream_t s) {
                           return ncclAllGather(in, out, bytes, ncclUint8, comm, s);
                         });
