@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
   CLI::App app{"trainer: train neural networks from TOML configs"};
   app.set_version_flag("--version", "trainer " TRAINER_VERSION);
   app.require_subcommand(1);
-  tr::app::register_commands(app);
+  tr::app::Commands commands(app);
   // A file size limit (ulimit -f) reached while writing fails that write with EFBIG, an error naming
   // the file, instead of killing the process with SIGXFSZ.
   std::signal(SIGXFSZ, SIG_IGN);

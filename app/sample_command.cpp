@@ -1,7 +1,7 @@
 // `trainer sample CONFIG --checkpoint DIR`: the run's model with the checkpoint's weights continues a
 // prompt (nanoGPT's sample.py), with a KV cache (nn/kv_cache.h) unless --no-cache. The text, prompt
 // and generation, goes to stdout as it is made; the speed to stderr.
-#include "app/sample_command.h"
+#include "app/commands.h"
 #include <omp.h>
 #include <algorithm>
 #include <chrono>
@@ -22,16 +22,6 @@ namespace tr::app {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct SampleArgs {
-  std::string config, checkpoint, prompt, tokenizer;
-  std::vector<std::string> sets;
-  int64_t max_new_tokens = 200;
-  double temperature = 1.0, top_p = 1.0;
-  int64_t top_k = 0;
-  std::optional<uint64_t> seed;
-  bool no_cache = false;
-};
 
 // Text <-> token ids: GPT-2's BPE (with its end-of-text token) or bytes (no end-of-text).
 class TextCodec {
@@ -77,7 +67,7 @@ nn::Model load_model(const config::RunConfig& cfg, const std::string& checkpoint
   return m;
 }
 
-void sample(const SampleArgs& a) {
+void sample(const SampleCommand& a) {
   nn::GenerateOptions o;
   o.sampling = {a.temperature, a.top_k, a.top_p};
   try {
@@ -86,7 +76,7 @@ void sample(const SampleArgs& a) {
     throw Error(str("trainer sample: ", e.what()));
   }
   TR_CHECK(a.max_new_tokens >= 0, "trainer sample: --max-new-tokens must be >= 0, got ", a.max_new_tokens);
-  config::RunConfig cfg = config::load_run_config(a.config, a.sets);
+  config::RunConfig cfg = a.config.load();
   if (cfg.run.threads > 0) omp_set_num_threads(int(cfg.run.threads));
   backends::fusion().enabled = cfg.run.fused_ops;
   backends::fusion().attention = backends::attention_path(cfg.run.attention);
@@ -134,25 +124,26 @@ void sample(const SampleArgs& a) {
 
 }  // namespace
 
-void register_sample_command(CLI::App& app) {
+void SampleCommand::add_to(CLI::App& app) {
   auto* c = app.add_subcommand("sample", "continue a prompt with a trained token model (a GPT): text to stdout, "
                                          "tokens/s to stderr");
-  static SampleArgs a;
-  c->add_option("config", a.config, "run config file")->required()->check(CLI::ExistingFile);
-  c->add_option("--checkpoint", a.checkpoint, "checkpoint directory or model.safetensors")->required();
-  c->add_option("--prompt", a.prompt, "text to continue (default: <|endoftext|> with a GPT-2 tokenizer, else \"\\n\")");
+  config.add_file(*c);
+  add_checkpoint_option(*c, checkpoint);
+  c->add_option("--prompt", prompt, "text to continue (default: <|endoftext|> with a GPT-2 tokenizer, else \"\\n\")");
   // the ranges are checked by sample() (SamplingOptions::check), with messages that say what the values mean
-  c->add_option("--max-new-tokens", a.max_new_tokens, "tokens to generate at most (default 200)");
-  c->add_option("--temperature", a.temperature, "logits / temperature before sampling; 0: greedy (default 1)");
-  c->add_option("--top-k", a.top_k, "sample from the k most likely tokens only; 1: greedy (default 0: all)");
-  c->add_option("--top-p", a.top_p, "nucleus sampling: the smallest set of most likely tokens whose probability "
-                                    "reaches p (default 1: all)");
-  c->add_option("--seed", a.seed, "the sampler's Philox seed (default: [run] seed)");
-  c->add_option("--tokenizer", a.tokenizer, "GPT-2 BPE directory (vocab.json, merges.txt) for a token run (default: "
-                                            "[data] tokenizer; byte-level without one)");
-  c->add_flag("--no-cache", a.no_cache, "recompute the whole context for every token (no KV cache)");
-  c->add_option("--set", a.sets, "override a config key: section.key=value (repeatable)");
-  c->callback([] { sample(a); });
+  c->add_option("--max-new-tokens", max_new_tokens, "tokens to generate at most (default 200)");
+  c->add_option("--temperature", temperature, "logits / temperature before sampling; 0: greedy (default 1)");
+  c->add_option("--top-k", top_k, "sample from the k most likely tokens only; 1: greedy (default 0: all)");
+  c->add_option("--top-p", top_p, "nucleus sampling: the smallest set of most likely tokens whose probability "
+                                  "reaches p (default 1: all)");
+  c->add_option("--seed", seed, "the sampler's Philox seed (default: [run] seed)");
+  c->add_option("--tokenizer", tokenizer, "GPT-2 BPE directory (vocab.json, merges.txt) for a token run (default: "
+                                          "[data] tokenizer; byte-level without one)");
+  c->add_flag("--no-cache", no_cache, "recompute the whole context for every token (no KV cache)");
+  config.add_overrides(*c);
+  c->callback([this] { execute(); });
 }
+
+void SampleCommand::execute() const { sample(*this); }
 
 }  // namespace tr::app
