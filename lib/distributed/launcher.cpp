@@ -353,140 +353,7 @@ struct Group {
   std::function<bool()> failed_elsewhere;
 
   // Supervises the running ranks until all are reaped; returns the outcome.
-  GroupResult supervise() {
-    auto t0 = Clock::now();
-    int first_failed = -1;
-    double failed_after = 0;
-    int user_sig = 0;
-    std::optional<Clock::time_point> kill_at, drain_until;
-    bool kill_sent = false, elsewhere = false;
-    auto asked_at = Clock::now();
-    auto grace = std::chrono::duration_cast<milliseconds>(std::chrono::duration<double>(opts.grace_seconds));
-    auto begin_stop = [&](int sig) {
-      for (auto& r : ranks) signal_group(r, sig);
-      if (!kill_at) kill_at = Clock::now() + grace;
-    };
-
-    while (true) {
-      bool any_running = false, any_open = false;
-      for (auto& r : ranks) {
-        any_running |= r.running;
-        any_open |= r.out.fd >= 0 || r.err.fd >= 0;
-      }
-      if (!any_running && !any_open) break;
-      if (!any_running) {
-        // All reaped; a pipe still open is held by something that escaped the rank's group.
-        // Take what it wrote for a moment, then stop listening.
-        if (!drain_until) drain_until = Clock::now() + milliseconds(500);
-        if (Clock::now() >= *drain_until) {
-          for (auto& r : ranks) r.out.close_stream(), r.err.close_stream();
-          break;
-        }
-      }
-
-      std::vector<pollfd> pfds{{sig_fd, POLLIN, 0}};
-      std::vector<Stream*> streams;
-      for (auto& r : ranks)
-        for (Stream* s : {&r.out, &r.err})
-          if (s->fd >= 0) {
-            pfds.push_back({s->fd, POLLIN, 0});
-            streams.push_back(s);
-          }
-      // SIGCHLD wakes us; the timeout is a safety net (a byte lost to a full pipe) and the deadlines.
-      auto wake = Clock::now() + milliseconds(250);
-      if (kill_at && !kill_sent) wake = std::min(wake, *kill_at);
-      if (drain_until) wake = std::min(wake, *drain_until);
-      int timeout = int(std::max<int64_t>(0, std::chrono::ceil<milliseconds>(wake - Clock::now()).count()));
-      int n = ::poll(pfds.data(), nfds_t(pfds.size()), timeout);
-      if (n < 0 && errno != EINTR) throw Error(str("launch: poll failed: ", std::strerror(errno)));
-
-      if (n > 0 && pfds[0].revents) {
-        unsigned char sigs[64];
-        ssize_t k;
-        while ((k = ::read(sig_fd, sigs, sizeof sigs)) > 0)
-          for (ssize_t i = 0; i < k; ++i)
-            if (sigs[i] == SIGINT || sigs[i] == SIGTERM) {
-              user_sig = sigs[i];
-              begin_stop(user_sig);  // every signal is forwarded: a second Ctrl-C reaches the ranks too
-            }
-      }
-      for (size_t i = 1; n > 0 && i < pfds.size(); ++i)
-        if (pfds[i].revents) streams[i - 1]->pump();
-
-      // Failures reaped in the same pass happened at about the same time; the order of death is
-      // lost, so the one killed by a signal is named first: when a rank is killed (OOM, kill -9),
-      // its peers notice the broken connection and exit with an error right after, and it is the
-      // killed one that the summary should blame.
-      int pass_failed = -1;
-      for (size_t i = 0; i < ranks.size(); ++i) {
-        Rank& r = ranks[i];
-        if (!r.running || !try_reap(r)) continue;
-        bool failure = !succeeded(r.status) && !r.killed_by_us && !(user_sig && stopped_by(r.status, user_sig)) &&
-                       !(elsewhere && stopped_by(r.status, SIGTERM));
-        if (failure && (pass_failed < 0 || (WIFSIGNALED(r.status) && !WIFSIGNALED(ranks[size_t(pass_failed)].status))))
-          pass_failed = int(i);
-      }
-      if (pass_failed >= 0 && first_failed < 0) {
-        first_failed = pass_failed;
-        failed_after = std::chrono::duration<double>(Clock::now() - t0).count();
-        begin_stop(SIGTERM);
-      }
-      if (failed_elsewhere && first_failed < 0 && !user_sig && !elsewhere && any_running &&
-          Clock::now() - asked_at >= milliseconds(1000)) {
-        asked_at = Clock::now();
-        if (failed_elsewhere()) {
-          elsewhere = true;
-          begin_stop(SIGTERM);
-        }
-      }
-      if (kill_at && !kill_sent && Clock::now() >= *kill_at) {
-        for (auto& r : ranks)
-          if (r.running) {
-            signal_group(r, SIGKILL);
-            r.killed_by_us = true;
-          }
-        kill_sent = true;
-      }
-    }
-
-    int n_killed = 0;
-    for (auto& r : ranks) n_killed += r.killed_by_us;
-    std::string killed_note =
-        n_killed ? str(" (", n_killed, n_killed == 1 ? " rank" : " ranks", " killed after the ", opts.grace_seconds,
-                       " s grace period)")
-                 : "";
-    GroupResult res;
-    if (first_failed >= 0) {
-      const Rank& f = ranks[size_t(first_failed)];
-      size_t others = ranks.size() - 1;
-      std::string msg = str("trainer launch: rank ", f.rank, " (pid ", f.pid, ") failed after ", seconds(failed_after),
-                            " s with ", describe(f.status));
-      if (others) msg += str("; stopped the other ", others, others == 1 ? " rank" : " ranks", killed_note);
-      if (f.tail.empty()) {
-        msg += ". It wrote nothing to stderr.\n";
-      } else {
-        msg += str(". Last ", f.tail.size(), " lines of its stderr:\n");
-        for (const auto& l : f.tail) msg += "    " + l + "\n";
-      }
-      write_all(opts.err_fd, msg);
-      res.code = exit_code(f.status);
-      if (res.code == 0) res.code = 1;
-      res.failed = true;
-    } else if (elsewhere) {
-      write_all(opts.err_fd, str("trainer launch: node ", opts.node_rank, ": the round failed on another node; stopped ",
-                                 "this node's ", ranks.size(), ranks.size() == 1 ? " rank" : " ranks", killed_note, "\n"));
-      res.code = 1;
-      res.failed = true;
-    } else if (user_sig) {
-      write_all(opts.err_fd, str("trainer launch: stopped by ", signal_name(user_sig), killed_note, "\n"));
-      res.code = 128 + user_sig;
-      res.user_stop = true;
-    } else if (n_killed) {  // cannot happen without a stop; kept so an odd path is never a silent 0
-      res.code = 1;
-      res.failed = true;
-    }
-    return res;
-  }
+  GroupResult supervise();
 
   // Stops and reaps whatever was started when spawning the group failed half-way.
   void abort_spawn() {
@@ -501,6 +368,186 @@ struct Group {
     for (auto& r : ranks) r.out.close_stream(), r.err.close_stream();
   }
 };
+
+// One group's supervision loop: copies the ranks' output, forwards the user's signals, reaps the
+// ranks, and on the first failure (here or on another node) stops the others: SIGTERM, then
+// SIGKILL after the grace period.
+class Supervision {
+ public:
+  explicit Supervision(Group& g)
+      : g_(g), grace_(std::chrono::duration_cast<milliseconds>(std::chrono::duration<double>(g.opts.grace_seconds))) {}
+
+  GroupResult run() {
+    while (!finished()) {
+      wait_and_copy_output();
+      reap_exited_ranks();
+      ask_other_nodes();
+      kill_after_grace_period();
+    }
+    return outcome();
+  }
+
+ private:
+  void begin_stop(int sig) {
+    for (auto& r : g_.ranks) signal_group(r, sig);
+    if (!kill_at_) kill_at_ = Clock::now() + grace_;
+  }
+
+  // True once every rank is reaped and its pipes closed.
+  bool finished() {
+    bool any_open = false;
+    any_running_ = false;
+    for (auto& r : g_.ranks) {
+      any_running_ |= r.running;
+      any_open |= r.out.fd >= 0 || r.err.fd >= 0;
+    }
+    if (!any_running_ && !any_open) return true;
+    if (!any_running_) {
+      // All reaped; a pipe still open is held by something that escaped the rank's group.
+      // Take what it wrote for a moment, then stop listening.
+      if (!drain_until_) drain_until_ = Clock::now() + milliseconds(500);
+      if (Clock::now() >= *drain_until_) {
+        for (auto& r : g_.ranks) r.out.close_stream(), r.err.close_stream();
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // Polls the signal pipe and the ranks' output until something arrives or a deadline is due.
+  void wait_and_copy_output() {
+    std::vector<pollfd> pfds{{g_.sig_fd, POLLIN, 0}};
+    std::vector<Stream*> streams;
+    for (auto& r : g_.ranks)
+      for (Stream* s : {&r.out, &r.err})
+        if (s->fd >= 0) {
+          pfds.push_back({s->fd, POLLIN, 0});
+          streams.push_back(s);
+        }
+    // SIGCHLD wakes us; the timeout is a safety net (a byte lost to a full pipe) and the deadlines.
+    auto wake = Clock::now() + milliseconds(250);
+    if (kill_at_ && !kill_sent_) wake = std::min(wake, *kill_at_);
+    if (drain_until_) wake = std::min(wake, *drain_until_);
+    int timeout = int(std::max<int64_t>(0, std::chrono::ceil<milliseconds>(wake - Clock::now()).count()));
+    int n = ::poll(pfds.data(), nfds_t(pfds.size()), timeout);
+    if (n < 0 && errno != EINTR) throw Error(str("launch: poll failed: ", std::strerror(errno)));
+    if (n > 0 && pfds[0].revents) forward_user_signals();
+    for (size_t i = 1; n > 0 && i < pfds.size(); ++i)
+      if (pfds[i].revents) streams[i - 1]->pump();
+  }
+
+  void forward_user_signals() {
+    unsigned char sigs[64];
+    ssize_t k;
+    while ((k = ::read(g_.sig_fd, sigs, sizeof sigs)) > 0)
+      for (ssize_t i = 0; i < k; ++i)
+        if (sigs[i] == SIGINT || sigs[i] == SIGTERM) {
+          user_sig_ = sigs[i];
+          begin_stop(user_sig_);  // every signal is forwarded: a second Ctrl-C reaches the ranks too
+        }
+  }
+
+  // Failures reaped in the same pass happened at about the same time; the order of death is
+  // lost, so the one killed by a signal is named first: when a rank is killed (OOM, kill -9),
+  // its peers notice the broken connection and exit with an error right after, and it is the
+  // killed one that the summary should blame.
+  void reap_exited_ranks() {
+    int pass_failed = -1;
+    for (size_t i = 0; i < g_.ranks.size(); ++i) {
+      Rank& r = g_.ranks[i];
+      if (!r.running || !try_reap(r)) continue;
+      bool failure = !succeeded(r.status) && !r.killed_by_us && !(user_sig_ && stopped_by(r.status, user_sig_)) &&
+                     !(elsewhere_ && stopped_by(r.status, SIGTERM));
+      if (failure && (pass_failed < 0 || (WIFSIGNALED(r.status) && !WIFSIGNALED(g_.ranks[size_t(pass_failed)].status))))
+        pass_failed = int(i);
+    }
+    if (pass_failed >= 0 && first_failed_ < 0) {
+      first_failed_ = pass_failed;
+      failed_after_ = std::chrono::duration<double>(Clock::now() - t0_).count();
+      begin_stop(SIGTERM);
+    }
+  }
+
+  void ask_other_nodes() {
+    if (g_.failed_elsewhere && first_failed_ < 0 && !user_sig_ && !elsewhere_ && any_running_ &&
+        Clock::now() - asked_at_ >= milliseconds(1000)) {
+      asked_at_ = Clock::now();
+      if (g_.failed_elsewhere()) {
+        elsewhere_ = true;
+        begin_stop(SIGTERM);
+      }
+    }
+  }
+
+  void kill_after_grace_period() {
+    if (!kill_at_ || kill_sent_ || Clock::now() < *kill_at_) return;
+    for (auto& r : g_.ranks)
+      if (r.running) {
+        signal_group(r, SIGKILL);
+        r.killed_by_us = true;
+      }
+    kill_sent_ = true;
+  }
+
+  // The exit code, and the summary line on the launcher's stderr.
+  GroupResult outcome() const {
+    int n_killed = 0;
+    for (auto& r : g_.ranks) n_killed += r.killed_by_us;
+    const std::string killed_note =
+        n_killed ? str(" (", n_killed, n_killed == 1 ? " rank" : " ranks", " killed after the ", g_.opts.grace_seconds,
+                       " s grace period)")
+                 : "";
+    GroupResult res;
+    if (first_failed_ >= 0) {
+      const Rank& f = g_.ranks[size_t(first_failed_)];
+      write_all(g_.opts.err_fd, failure_summary(f, killed_note));
+      res.code = exit_code(f.status);
+      if (res.code == 0) res.code = 1;
+      res.failed = true;
+    } else if (elsewhere_) {
+      write_all(g_.opts.err_fd, str("trainer launch: node ", g_.opts.node_rank, ": the round failed on another node; stopped ",
+                                    "this node's ", g_.ranks.size(), g_.ranks.size() == 1 ? " rank" : " ranks", killed_note, "\n"));
+      res.code = 1;
+      res.failed = true;
+    } else if (user_sig_) {
+      write_all(g_.opts.err_fd, str("trainer launch: stopped by ", signal_name(user_sig_), killed_note, "\n"));
+      res.code = 128 + user_sig_;
+      res.user_stop = true;
+    } else if (n_killed) {  // cannot happen without a stop; kept so an odd path is never a silent 0
+      res.code = 1;
+      res.failed = true;
+    }
+    return res;
+  }
+
+  // Which rank failed, how and when, and the last lines of its stderr.
+  std::string failure_summary(const Rank& f, const std::string& killed_note) const {
+    size_t others = g_.ranks.size() - 1;
+    std::string msg = str("trainer launch: rank ", f.rank, " (pid ", f.pid, ") failed after ", seconds(failed_after_),
+                          " s with ", describe(f.status));
+    if (others) msg += str("; stopped the other ", others, others == 1 ? " rank" : " ranks", killed_note);
+    if (f.tail.empty()) {
+      msg += ". It wrote nothing to stderr.\n";
+    } else {
+      msg += str(". Last ", f.tail.size(), " lines of its stderr:\n");
+      for (const auto& l : f.tail) msg += "    " + l + "\n";
+    }
+    return msg;
+  }
+
+  Group& g_;
+  const milliseconds grace_;
+  const Clock::time_point t0_ = Clock::now();
+  int first_failed_ = -1;  // index in g_.ranks of the rank whose failure is reported
+  double failed_after_ = 0;
+  int user_sig_ = 0;
+  std::optional<Clock::time_point> kill_at_, drain_until_;
+  bool kill_sent_ = false, elsewhere_ = false;
+  bool any_running_ = false;  // as of this turn's start
+  Clock::time_point asked_at_ = Clock::now();
+};
+
+GroupResult Group::supervise() { return Supervision(*this).run(); }
 
 void validate(const LaunchOptions& o) {
   TR_CHECK(o.nproc >= 1, "launch: --nproc must be at least 1, got ", o.nproc);
@@ -522,6 +569,99 @@ void validate(const LaunchOptions& o) {
   }
 }
 
+// What every rank of the job is told: where the store is and its token.
+struct Job {
+  std::string token;
+  std::string master_addr;
+  int master_port = 0;
+  int world = 0;
+  std::string omp_threads;  // "" when the user set OMP_NUM_THREADS (the ranks inherit it)
+};
+
+// Every rank's program, arguments and environment (torchrun's variables) for one round.
+std::vector<ExecPlan> exec_plans(const LaunchOptions& o, const Job& job, int restart) {
+  std::vector<std::string> argv = o.argv;
+  if (restart > 0 && !has_resume_flag(argv)) argv.insert(argv.end(), {"--resume", "auto"});
+  std::vector<ExecPlan> plans(size_t(o.nproc));
+  for (int lr = 0; lr < o.nproc; ++lr) {
+    const int rank = o.node_rank * o.nproc + lr;
+    std::vector<std::pair<std::string, std::string>> vars = {
+        {"RANK", std::to_string(rank)},
+        {"LOCAL_RANK", std::to_string(lr)},
+        {"WORLD_SIZE", std::to_string(job.world)},
+        {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
+        {"GROUP_RANK", std::to_string(o.node_rank)},
+        {"MASTER_ADDR", job.master_addr},
+        {"MASTER_PORT", std::to_string(job.master_port)},
+        {"TRAINER_STORE_TOKEN", job.token},
+        {"TRAINER_STORE_HOSTED_BY_LAUNCHER", "1"},
+        {"TRAINER_RESTART_COUNT", std::to_string(restart)},
+    };
+    if (!job.omp_threads.empty()) vars.push_back({"OMP_NUM_THREADS", job.omp_threads});
+    if (!o.bind_addr.empty()) vars.push_back({"TRAINER_BIND_ADDR", o.bind_addr});
+    ExecPlan& p = plans[size_t(lr)];
+    p.executable = o.executable;
+    p.argv = argv;
+    p.env = child_env(vars);
+    p.freeze();
+  }
+  return plans;
+}
+
+// Starts the group's ranks (rank 0 writes to the launcher's stdout itself); on a failure, stops
+// those already started and rethrows.
+void spawn_ranks(Group& g, const LaunchOptions& o, std::vector<ExecPlan>& plans, int devnull) {
+  g.ranks.resize(size_t(o.nproc));
+  for (int lr = 0; lr < o.nproc; ++lr) g.ranks[size_t(lr)].rank = o.node_rank * o.nproc + lr;
+  try {
+    for (int lr = 0; lr < o.nproc; ++lr) {
+      Rank& r = g.ranks[size_t(lr)];
+      spawn(r, plans[size_t(lr)], r.rank == 0, o.out_fd, o.err_fd, devnull);
+    }
+  } catch (...) {
+    g.abort_spawn();
+    throw;
+  }
+}
+
+// Several nodes: joins the launchers' rounds (node_rendezvous.h) through node 0's store; `restart`
+// becomes the job's current round (a node that joins late resumes from the newest checkpoint).
+std::unique_ptr<NodeRendezvous> join_other_nodes(const LaunchOptions& o, const Job& job, int& restart) {
+  const auto join = std::chrono::duration_cast<milliseconds>(std::chrono::duration<double>(o.join_timeout_s));
+  auto store = std::make_unique<TCPStore>(job.master_addr, job.master_port, job.token, join);
+  store->set_timeout(milliseconds(2000));  // polled by the supervision loop: never long
+  const std::string at = store->address();
+  auto nodes = std::make_unique<NodeRendezvous>(std::move(store), at, o.node_rank, o.nnodes, join);
+  restart = nodes->first_round();
+  TR_CHECK(restart <= o.max_restarts, "launch: node ", o.node_rank, " cannot join: the job is at round ", restart,
+           ", past its --max-restarts ", o.max_restarts);
+  if (restart > 0)
+    write_all(o.err_fd, str("trainer launch: node ", o.node_rank, " joins the job at round ", restart,
+                            " (resuming from the newest checkpoint)\n"));
+  return nodes;
+}
+
+// After a round: the launch's exit code, or nothing when the ranks are to be restarted. With
+// several nodes, the launchers tell each other how the round ended.
+std::optional<int> end_of_round(const LaunchOptions& o, NodeRendezvous* nodes, bool serves_store, int restart,
+                                const GroupResult& res) {
+  if (nodes && !res.failed && res.code == 0) nodes->done();
+  if (nodes && res.failed) {
+    try {
+      nodes->fail(restart);
+    } catch (const Error&) {
+      if (restart >= o.max_restarts) return res.code;  // no restart to agree on: the ranks' summary stands
+      throw;
+    }
+  }
+  if (!res.failed || restart >= o.max_restarts || (nodes && nodes->any_done())) {
+    // the store goes with node 0's launcher: the other nodes learn of the failure first
+    if (nodes && res.failed && serves_store) nodes->wait_until_seen(restart, milliseconds(3000));  // they ask once a second
+    return res.code;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 int launch(const LaunchOptions& o) {
@@ -529,16 +669,15 @@ int launch(const LaunchOptions& o) {
   SignalScope signals;
 
   const bool single_node = o.nnodes == 1;
+  Job job;
   const char* user_token = std::getenv("TRAINER_STORE_TOKEN");
-  std::string token = user_token && *user_token ? std::string(user_token) : random_token();
-  std::string master_addr = single_node ? "127.0.0.1" : o.master_addr;
+  job.token = user_token && *user_token ? std::string(user_token) : random_token();
+  job.master_addr = single_node ? "127.0.0.1" : o.master_addr;
   std::unique_ptr<TCPStoreServer> server;
-  if (o.node_rank == 0) server = std::make_unique<TCPStoreServer>(master_addr, o.master_port, token);
-  int master_port = server ? server->port() : o.master_port;
-
-  std::string omp;
-  if (!std::getenv("OMP_NUM_THREADS")) omp = std::to_string(std::max(1, usable_cores() / o.nproc));
-  const int world = o.nproc * o.nnodes;
+  if (o.node_rank == 0) server = std::make_unique<TCPStoreServer>(job.master_addr, o.master_port, job.token);
+  job.master_port = server ? server->port() : o.master_port;
+  if (!std::getenv("OMP_NUM_THREADS")) job.omp_threads = std::to_string(std::max(1, usable_cores() / o.nproc));
+  job.world = o.nproc * o.nnodes;
 
   int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   TR_CHECK(devnull >= 0, "launch: cannot open /dev/null: ", std::strerror(errno));
@@ -547,82 +686,19 @@ int launch(const LaunchOptions& o) {
     ~FdCloser() { ::close(fd); }
   } devnull_closer{devnull};
 
-  // several nodes: the launchers agree on each round (node_rendezvous.h); one node: a restart
-  // clears the store it serves
-  std::unique_ptr<NodeRendezvous> nodes;
+  // several nodes: the launchers agree on each round; one node: a restart clears the store it serves
   int restart = 0;
-  if (!single_node) {
-    const auto join = std::chrono::duration_cast<milliseconds>(std::chrono::duration<double>(o.join_timeout_s));
-    auto store = std::make_unique<TCPStore>(master_addr, master_port, token, join);
-    store->set_timeout(milliseconds(2000));  // polled by the supervision loop: never long
-    const std::string at = store->address();
-    nodes = std::make_unique<NodeRendezvous>(std::move(store), at, o.node_rank, o.nnodes, join);
-    restart = nodes->first_round();
-    TR_CHECK(restart <= o.max_restarts, "launch: node ", o.node_rank, " cannot join: the job is at round ", restart,
-             ", past its --max-restarts ", o.max_restarts);
-    if (restart > 0)
-      write_all(o.err_fd, str("trainer launch: node ", o.node_rank, " joins the job at round ", restart,
-                              " (resuming from the newest checkpoint)\n"));
-  }
-
+  std::unique_ptr<NodeRendezvous> nodes = single_node ? nullptr : join_other_nodes(o, job, restart);
   for (;; ++restart) {
     if (nodes) nodes->join(restart);
     else if (restart > 0 && server) server->clear();  // the new group rendezvouses from scratch
-    std::vector<std::string> argv = o.argv;
-    if (restart > 0 && !has_resume_flag(argv)) argv.insert(argv.end(), {"--resume", "auto"});
 
+    std::vector<ExecPlan> plans = exec_plans(o, job, restart);
     Group g{o, signals.read_fd(), {}, {}};
-    g.ranks.resize(size_t(o.nproc));
-    std::vector<ExecPlan> plans(size_t(o.nproc));
-    for (int lr = 0; lr < o.nproc; ++lr) {
-      int rank = o.node_rank * o.nproc + lr;
-      g.ranks[size_t(lr)].rank = rank;
-      std::vector<std::pair<std::string, std::string>> vars = {
-          {"RANK", std::to_string(rank)},
-          {"LOCAL_RANK", std::to_string(lr)},
-          {"WORLD_SIZE", std::to_string(world)},
-          {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
-          {"GROUP_RANK", std::to_string(o.node_rank)},
-          {"MASTER_ADDR", master_addr},
-          {"MASTER_PORT", std::to_string(master_port)},
-          {"TRAINER_STORE_TOKEN", token},
-          {"TRAINER_STORE_HOSTED_BY_LAUNCHER", "1"},
-          {"TRAINER_RESTART_COUNT", std::to_string(restart)},
-      };
-      if (!omp.empty()) vars.push_back({"OMP_NUM_THREADS", omp});
-      if (!o.bind_addr.empty()) vars.push_back({"TRAINER_BIND_ADDR", o.bind_addr});
-      ExecPlan& p = plans[size_t(lr)];
-      p.executable = o.executable;
-      p.argv = argv;
-      p.env = child_env(vars);
-      p.freeze();
-    }
-    try {
-      for (int lr = 0; lr < o.nproc; ++lr) {
-        Rank& r = g.ranks[size_t(lr)];
-        spawn(r, plans[size_t(lr)], r.rank == 0, o.out_fd, o.err_fd, devnull);
-      }
-    } catch (...) {
-      g.abort_spawn();
-      throw;
-    }
-
+    spawn_ranks(g, o, plans, devnull);
     if (nodes) g.failed_elsewhere = [&nodes, restart] { return nodes->failed(restart); };
-    GroupResult res = g.supervise();
-    if (nodes && !res.failed && res.code == 0) nodes->done();
-    if (nodes && res.failed) {
-      try {
-        nodes->fail(restart);
-      } catch (const Error&) {
-        if (restart >= o.max_restarts) return res.code;  // no restart to agree on: the ranks' summary stands
-        throw;
-      }
-    }
-    if (!res.failed || restart >= o.max_restarts || (nodes && nodes->any_done())) {
-      // the store goes with node 0's launcher: the other nodes learn of the failure first
-      if (nodes && res.failed && server) nodes->wait_until_seen(restart, milliseconds(3000));  // they ask once a second
-      return res.code;
-    }
+    const GroupResult res = g.supervise();
+    if (std::optional<int> code = end_of_round(o, nodes.get(), server != nullptr, restart, res)) return *code;
     write_all(o.err_fd, str("trainer launch: restarting all ", o.nproc, o.nproc == 1 ? " rank" : " ranks",
                             " (restart ", restart + 1, " of ", o.max_restarts, ")\n"));
   }
