@@ -120,7 +120,7 @@ TEST_CASE("linear and linear_relu in bf16: fused within one rounding of the comp
   CHECK(allclose(got.to(DType::F32), ref.to(DType::F32), 1.6e-2, 1e-2));
 }
 
-TEST_CASE("Sequential runs Linear + ReLU as linear_relu, unless a hook needs the linear's output", "[addmm]") {
+TEST_CASE("Sequential runs Linear + ReLU as linear_relu, unless a hook needs the linear's output", "[addmm][layers]") {
   Generator gen(5);
   auto lin = std::make_shared<nn::Linear>(6, 4);
   auto seq = std::make_shared<nn::Sequential>();

@@ -1,7 +1,7 @@
 // Transformer layers (CausalSelfAttention, TransformerBlock, TokenPositionEmbedding), Residual/repeat
 // containers and the losses: shapes, causality, nanoGPT's state_dict keys, gradchecks, TOML building,
 // errors, and numbers against PyTorch from tests/fixtures/transformer_fixtures.json (written by
-// make_transformer_fixtures.py beside it).
+// generators/make_transformer_fixtures.py).
 #include <catch2/catch.hpp>
 #include "unit/error_of.h"
 #include "unit/fixtures.h"
@@ -15,8 +15,10 @@
 #include "core/rng.h"
 #include "nn/layer_registry.h"
 #include "nn/layers/causal_self_attention.h"
+#include "nn/layers/relu.h"
 #include "nn/layers/residual.h"
 #include "nn/layers/sequential.h"
+#include "nn/layers/tanh.h"
 #include "nn/layers/token_embedding.h"
 #include "nn/layers/transformer_block.h"
 #include "nn/losses/bce_with_logits_loss.h"
@@ -283,10 +285,10 @@ TEST_CASE("Residual: body + shortcut (identity when absent), activation after th
 
   auto sc = std::make_shared<nn::Sequential>();
   sc->push_back(std::make_shared<nn::Linear>(4, 4, false));
-  nn::Residual rs(body, sc, "relu");
+  nn::Residual rs(body, sc, std::make_shared<nn::ReLU>());
   CHECK(allclose(rs(x), relu((*body)(x) + (*sc)(x))));
   CHECK(keys_of(rs.state_dict()) == std::vector<std::string>{"body.0.weight", "body.0.bias", "shortcut.0.weight"});
-  CHECK_THAT(rs.repr(), Contains("activation=relu"));
+  CHECK_THAT(rs.repr(), Contains("(activation): ReLU"));
 
   auto narrow_body = std::make_shared<nn::Sequential>();
   narrow_body->push_back(std::make_shared<nn::Linear>(4, 3));
@@ -294,7 +296,6 @@ TEST_CASE("Residual: body + shortcut (identity when absent), activation after th
   std::string msg = error_of([&] { bad(x); });
   CHECK_THAT(msg, Contains("[3, 3]"));
   CHECK_THAT(msg, Contains("[3, 4]"));
-  CHECK_THAT(error_of([&] { nn::Residual(body, nullptr, "swish"); }), Contains("unknown activation 'swish'"));
 }
 
 TEST_CASE("Residual gradcheck (f64) with and without a shortcut", "[layers][transformer]") {
@@ -313,7 +314,7 @@ TEST_CASE("Residual gradcheck (f64) with and without a shortcut", "[layers][tran
     } else {
       body->push_back(std::make_shared<nn::CausalSelfAttention>(4, 2));
     }
-    nn::Residual r(body, sc, with_shortcut ? "tanh" : "none");
+    nn::Residual r(body, sc, with_shortcut ? std::make_shared<nn::Tanh>() : nullptr);
     r.to(DType::F64);
     Tensor x = randn({2, 3, 4}, DType::F64).requires_grad_(true);
     TensorFn f = [&](const Tensors& in) { return Tensors{r(in[0])}; };
@@ -365,8 +366,20 @@ TEST_CASE("TOML residual and repeat: shapes, keys, fresh weights, errors", "[lay
   )", nn::ShapeInfo{{8}});
   CHECK_THAT(msg, Contains("body's output shape [3] does not equal the shortcut's output shape [2]"));
   CHECK_THAT(build_error("type = \"repeat\"\ntimes = 0\nlayers = []", nn::ShapeInfo{{8}}), Contains("at least 1"));
-  CHECK_THAT(build_error("type = \"residual\"\nactivation = \"relu6\"\nlayers = []", nn::ShapeInfo{{8}}),
-             Contains("did you mean 'relu'"));
+  // the activation is any layer of the registry that keeps the shape
+  CHECK_THAT(build_error("type = \"residual\"\nactivation = \"rellu\"\nlayers = []", nn::ShapeInfo{{8}}),
+             Contains("test.toml:2:") && Contains("'activation'") && Contains("unknown layer type 'rellu'") &&
+                 Contains("did you mean 'relu'"));
+  CHECK_THAT(build_error("type = \"residual\"\nactivation = {type = \"linear\", out_features = 3}\nlayers = []",
+                         nn::ShapeInfo{{8}}),
+             Contains("the activation changes the shape [8] to [3]; it must keep it"));
+  CHECK(build_error("type = \"residual\"\nactivation = \"relu6\"\nlayers = []", nn::ShapeInfo{{8}}) == "(no error)");
+  {
+    nn::ShapeInfo gio{{8}};
+    auto g = build_toml("type = \"residual\"\nactivation = {type = \"gelu\", approximate = \"tanh\"}\nlayers = []", gio);
+    Tensor x = randn({2, 8});
+    CHECK(allclose((*g)(x), gelu(x + x, "tanh")));
+  }
   // an error inside the body names where it is
   CHECK_THAT(build_error("type = \"residual\"\nlayers = [{type = \"linear\", out_feature = 3}]", nn::ShapeInfo{{8}}),
              Contains("body layer 0 (linear)"));

@@ -1,24 +1,16 @@
 #include "nn/layers/residual.h"
-#include <algorithm>
 #include "nn/layer_registry.h"
 #include "nn/layers/sequential.h"
 #include "ops/ops.h"
 
 namespace tr::nn {
 
-const std::vector<std::string>& Residual::activations() {
-  static const std::vector<std::string> a{"none", "relu", "gelu", "gelu_tanh", "silu", "tanh", "sigmoid"};
-  return a;
-}
-
-Residual::Residual(ModulePtr body_, ModulePtr shortcut_, std::string activation_)
+Residual::Residual(ModulePtr body_, ModulePtr shortcut_, ModulePtr activation_)
     : Module("Residual"), body(std::move(body_)), shortcut(std::move(shortcut_)), activation(std::move(activation_)) {
   TR_CHECK(body, "Residual: the body must not be null");
-  const auto& a = activations();
-  TR_CHECK(std::find(a.begin(), a.end(), activation) != a.end(), "Residual: unknown activation '", activation,
-           "' (known: ", a, ")");
   register_module("body", body);
   if (shortcut) register_module("shortcut", shortcut);
+  if (activation) register_module("activation", activation);
 }
 
 Tensor Residual::forward(const Tensor& x) {
@@ -27,16 +19,8 @@ Tensor Residual::forward(const Tensor& x) {
   TR_CHECK(b.sizes() == s.sizes(), "Residual: the body's output shape ", b.sizes(), " does not equal the ",
            shortcut ? "shortcut's output shape " : "input shape (identity shortcut) ", s.sizes());
   Tensor y = b + s;
-  if (activation == "relu") return relu(y);
-  if (activation == "gelu") return gelu(y);
-  if (activation == "gelu_tanh") return gelu(y, "tanh");
-  if (activation == "silu") return silu(y);
-  if (activation == "tanh") return tr::tanh(y);
-  if (activation == "sigmoid") return sigmoid(y);
-  return y;
+  return activation ? (*activation)(y) : y;
 }
-
-std::string Residual::extra_repr() const { return activation == "none" ? "" : "activation=" + activation; }
 
 namespace {
 
@@ -55,9 +39,29 @@ std::shared_ptr<Sequential> build_list(const TomlTable& t, const std::string& ke
   return seq;
 }
 
+// `activation = "relu"` (a layer type without keys), `{type = "gelu", approximate = "tanh"}` (any
+// layer) or "none": a layer from the registry, applied to the sum; it must keep the shape.
+ModulePtr build_activation(const TomlTable& t, const ShapeInfo& io) {
+  if (!t.has("activation")) return nullptr;
+  toml::table spec;  // the string form as the table {type = "..."}
+  if (const auto table = t.node("activation")->is_table() ? t.get_table("activation") : std::nullopt) {
+    spec = table->raw();
+  } else {
+    if (t.get_string("activation") == "none") return nullptr;
+    // an unknown name is reported at this key, with the nearest layer type and the known ones
+    spec.insert("type", t.get_string("activation"));
+    (void)t.get_registered<LayerType>("activation");
+  }
+  TomlTable a(spec, t.file(), str(t.what(), " activation (", spec["type"].value_or(std::string("?")), ")"));
+  ShapeInfo after = io;
+  ModulePtr m = build_layer(a, after);
+  if (after.shape != io.shape || after.dtype != io.dtype)
+    layer_error(t, str("the activation changes the shape ", io.str(), " to ", after.str(), "; it must keep it"));
+  return m;
+}
+
 ModulePtr build_residual(const TomlTable& t, ShapeInfo& io) {
   ShapeInfo in = io;
-  std::string act = t.get_choice("activation", Residual::activations(), "none");
   ShapeInfo body_io = in;
   auto body = build_list(t, "layers", "body", body_io);
   ShapeInfo short_io = in;
@@ -68,7 +72,7 @@ ModulePtr build_residual(const TomlTable& t, ShapeInfo& io) {
                        shortcut ? "shortcut's output shape " : "identity shortcut's shape (the input shape) ",
                        short_io.str(), "; the two are added"));
   io = body_io;
-  return std::make_shared<Residual>(body, shortcut, act);
+  return std::make_shared<Residual>(body, shortcut, build_activation(t, io));
 }
 
 // `layers = [...]`: each copy a Sequential of the list ("h.0.0.ln_1.weight"); `layer = {...}`: each
@@ -92,7 +96,9 @@ ModulePtr build_repeat(const TomlTable& t, ShapeInfo& io) {
 
 }  // namespace
 
-TR_REGISTER_LAYER("residual", "layers = [...] (the body), shortcut = [...] (default identity), activation = \"none\"",
+TR_REGISTER_LAYER("residual",
+                  "layers = [...] (the body), shortcut = [...] (default identity), activation = \"none\" (a layer type, "
+                  "or a layer {type = ...}, applied to the sum)",
                   build_residual);
 // checkpoint = true on a repeat checkpoints each copy (one checkpoint per block, as torch users do)
 TR_REGISTER_CONTAINER_LAYER("repeat",

@@ -1,4 +1,4 @@
-// Residual: y = act(body(x) + shortcut(x)), the shortcut being the identity when absent (ResNet's
+// Residual: y = activation(body(x) + shortcut(x)), the shortcut being the identity when absent (ResNet's
 // BasicBlock shape); "repeat" builds N fresh copies of a layer list.
 #pragma once
 #include <string>
@@ -8,15 +8,11 @@ namespace tr::nn {
 
 class Residual : public Module {
  public:
-  // activation: "none" | "relu" | "gelu" | "gelu_tanh" | "silu" | "tanh" | "sigmoid", applied after the sum.
-  explicit Residual(ModulePtr body, ModulePtr shortcut = nullptr, std::string activation = "none");
+  // activation: a shape-keeping layer applied to the sum (ReLU in ResNet's BasicBlock), or none.
+  explicit Residual(ModulePtr body, ModulePtr shortcut = nullptr, ModulePtr activation = nullptr);
   Tensor forward(const Tensor& x) override;
-  std::string extra_repr() const override;
 
-  static const std::vector<std::string>& activations();
-
-  ModulePtr body, shortcut;  // children "body" and (when given) "shortcut"
-  std::string activation;
+  ModulePtr body, shortcut, activation;  // children "body" and, when given, "shortcut" and "activation"
 };
 
 }  // namespace tr::nn
