@@ -12,85 +12,52 @@
 #include <optional>
 #include <string>
 #include <vector>
+#include "config/key_types.h"
 #include "optim/optimizer.h"
 #include "toml/toml_table.h"
 
 namespace tr::config {
 
+// Each section's fixed keys are members made from run_config_keys.def, the one declaration of a
+// key's name, type, default, allowed values and doc; the members written out here are the other
+// things the parser keeps (tables for the builders, what they resolved).
+#define TR_CONFIG_MEMBER(member, Type, dflt, ...) \
+  keys::Type::value_type member = keys::initial<keys::Type::value_type>(dflt);
+
 struct RunSection {
-  std::string name;            // default: the config file's stem
-  std::string out_dir = "runs";
-  int64_t seed = 0;
-  std::string device = "auto";  // auto | cpu | cuda | cuda:N
-  int64_t threads = 0;          // 0: OMP_NUM_THREADS or all cores
-  std::string dtype = "float32";  // the parameters' and floating inputs' dtype: float32 | float64
-  // CUDA libraries (torch.backends): cuDNN's algorithm search, deterministic algorithms only, and
-  // TF32 for f32 convolutions and matrix products (unset: torch's defaults, convolutions yes and
-  // matrix products no)
-  bool cudnn_benchmark = false;
-  bool deterministic = false;
-  std::optional<bool> allow_tf32;
-  bool fused_ops = true;  // fused kernels (false: their composite op chains, same math)
-  // attention's path (ops/backends.h): "auto" (the path measured fastest on the device: the fused
-  // op on the CPU and on CUDA), "fused" or "composite"; fused_ops = false runs the composite chain
-  // whatever this says
-  std::string attention = "auto";
+#define TR_RUN_KEY TR_CONFIG_MEMBER
+#include "config/run_config_keys.def"
 };
 
 struct ModelSection {
-  std::string file;  // a model file, relative to the run config's directory or the working directory
+#define TR_MODEL_KEY TR_CONFIG_MEMBER
+#include "config/run_config_keys.def"
   // or the layers inline: input, input_dtype, layers (a table of RunConfig::source)
   const toml::table* inline_model = nullptr;
   bool is_inline = false;
-  // Starting weights: a safetensors file (a torch state_dict saved with safetensors.torch.save_file,
-  // or an export), loaded after the model is built and initialised; resolved like `file`.
-  std::string init;
-  // What `init` is: "torch" (a state_dict by its own names) or "gpt2_hf" (Hugging Face's
-  // GPT2LMHeadModel, a save_pretrained directory or its model.safetensors, mapped onto a GPT-2 model
-  // file's names by train/gpt2_hf_format.h: Conv1D weights transposed, the tied head kept).
-  std::string init_format = "torch";
-  bool strict = true;  // false: missing and unexpected keys are warnings that list them
-  // Renames of the file's key prefixes before loading, in order, the first that applies: from -> to
-  // (prefix = "module." strips DDP's prefix; prefix = { "backbone." = "features." } renames).
-  std::vector<std::pair<std::string, std::string>> prefix;
-  // "none" or "blocks": activation checkpointing of every transformer_block
-  // (nn/activation_checkpoint.h); bit-identical results, less memory, one more forward per block.
-  std::string activation_checkpointing = "none";
 };
 
 // The common keys of [data]; the rest of the table belongs to the dataset's builder
 // (data/dataset_registry.h) and to `transforms` (data/transforms.h), read at setup.
 struct DataSection {
-  std::string dataset = "idx";  // a registered dataset
-  int64_t batch_size = 64;       // the global batch of a micro-step, sliced across ranks
-  // > 0 (instead of batch_size): samples per rank per micro-step, llm.c's -b; the global batch
-  // is then micro_batch_size x ranks (train/run_setup.h resolves it)
-  int64_t micro_batch_size = 0;
-  int64_t eval_batch_size = 0;  // 0: batch_size
-  bool shuffle = true;
-  bool drop_last = false;
-  int64_t workers = 0;
-  // The GPT-2 BPE (a directory of vocab.json + merges.txt, resolved like [model] file) that made
-  // the run's token files: `trainer sample` encodes prompts and decodes with it. Optional; no
-  // dataset reads it.
-  std::string tokenizer;
+#define TR_DATA_KEY TR_CONFIG_MEMBER
+#include "config/run_config_keys.def"
   std::optional<TomlTable> table;  // [data], the keys above read (finish() comes after the builders)
   toml::table resolved;            // what the dataset and transform builders read, defaults included
 };
 
 // [optimizer]: a registered optimizer (optim/optimizer_registry.h) and its hyperparameters.
 struct OptimizerSection {
-  std::string type = "sgd";
+#define TR_OPTIMIZER_KEY TR_CONFIG_MEMBER
+#include "config/run_config_keys.def"
   optim::Options hyperparameters;  // every one of the type's, defaults included (Options keys)
-  // [[optimizer.groups]]: rules that carve parameter groups out of the model (optim/param_groups.h),
-  // kept as TOML (in RunConfig::source) and checked when the optimizer is built, before the first step.
-  const toml::array* groups = nullptr;
   toml::table resolved;  // type and hyperparameters as TOML writes them, defaults included
 };
 
 // [loss]: a registered loss (nn/loss.h); its keys are read by the loss's builder at setup.
 struct LossSection {
-  std::string type = "cross_entropy";
+#define TR_LOSS_KEY TR_CONFIG_MEMBER
+#include "config/run_config_keys.def"
   std::optional<TomlTable> table;
   toml::table resolved;  // what the builder read, defaults included
 };
@@ -103,77 +70,42 @@ struct SchedulerSection {
 };
 
 struct GradClip {
-  double max_norm = 0;     // > 0: clip_grad_norm to this total norm
-  double norm_type = 2.0;  // any p > 0, or inf
-  bool error_if_nonfinite = false;
-  double value = 0;        // > 0: clip_grad_value to [-value, value] (before the norm clipping)
+#define TR_GRAD_CLIP_KEY TR_CONFIG_MEMBER
+#include "config/run_config_keys.def"
 };
 
 struct TrainSection {
-  int64_t epochs = 1;
-  int64_t steps = 0;         // > 0: stop after this many optimizer steps (overrides epochs)
-  int64_t eval_every = 0;    // > 0: evaluate every N steps; always at each epoch end
-  int64_t eval_batches = 0;  // > 0: evaluate on the first N batches only
-  int64_t log_every = 50;
-  int64_t accumulate = 1;  // micro-batches of batch_size per optimizer step
-  // > 0 (instead of accumulate): tokens per optimizer step, llm.c's -d (total_batch_size);
-  // accumulate = tokens_per_step / (global batch x tokens per sample), which must be whole
-  int64_t tokens_per_step = 0;
+#define TR_TRAIN_KEY TR_CONFIG_MEMBER
+#include "config/run_config_keys.def"
   GradClip grad_clip;
-  double ema_decay = 0;    // > 0: also keep an EMA of the weights (optim/averaged_model.h), evaluated beside the model
-  // A non-finite loss or gradient before the optimizer step: "stop" (re-run the step to name the
-  // op and layer that made it, save the batch's indices, exit with an error), "skip" (the step is
-  // not applied; counted in the metrics), "warn" (applied, a warning)
-  std::string nonfinite = "stop";
 };
 
 struct LogSection {
-  bool jsonl = true;
-  std::string progress = "auto";  // auto (a live line on a terminal) | lines | none
-  bool tensorboard = false;       // runs/<name>/events.out.tfevents.*: the metrics as scalars, the config as text
-  int64_t histograms_every = 0;   // > 0 (with tensorboard): weight and gradient histograms every N steps
+#define TR_LOG_KEY TR_CONFIG_MEMBER
+#include "config/run_config_keys.def"
 };
 
 // Checkpoints: runs/<name>/checkpoints/step_<N>/ (model.safetensors, optimizer.safetensors, state.json).
 struct CheckpointSection {
-  int64_t every = 0;         // > 0: every N optimizer steps
-  bool every_epoch = true;   // at the end of every epoch (after its eval)
-  int64_t keep_last = 3;     // newest N kept (0: all)
-  std::string keep_best;     // "" | "eval.loss" (lowest kept) | "eval.accuracy" (highest kept), besides keep_last
-  bool save_final = true;    // also a checkpoint at the end of the run, and the weights alone in checkpoints/final/
-  std::string on_error = "stop";  // a checkpoint that cannot be written: "stop" (exit status 4) | "warn" (train on)
-  // true: the step copies the state (device tensors to pinned host memory) and a background thread
-  // writes the files; the next checkpoint, a stop and the end of the run wait for that write
-  bool async = true;
+#define TR_CHECKPOINT_KEY TR_CONFIG_MEMBER
+#include "config/run_config_keys.def"
 };
 
 // Data parallelism (`trainer run --nproc N`): how the ranks talk and how DDP reduces gradients.
 struct DistSection {
-  std::string backend = "auto";  // auto (nccl on CUDA, else gloo) | gloo | nccl
-  double bucket_mb = 25.0;
-  bool find_unused_parameters = false;
-  bool broadcast_buffers = true;
-  // ZeRO (distributed/ddp.h): "none" | "optimizer" (ZeRO-1: the optimizer state sharded over the
-  // ranks) | "gradients" (ZeRO-2: the gradients too)
-  std::string shard = "none";
-  double timeout_s = 300;  // a collective or the rendezvous taking longer is an error naming the rank
-  // The hang watchdog (distributed/hang_watchdog.h): a step (or eval, checkpoint) running longer than
-  // hang_timeout_s and than hang_factor x the median step stops every rank with a report; 0: off.
-  double hang_timeout_s = 300;
-  double hang_factor = 10;
+#define TR_DIST_KEY TR_CONFIG_MEMBER
+#include "config/run_config_keys.def"
 };
 
-// Automatic mixed precision: the forward and loss under autocast, backward through a GradScaler.
+// Automatic mixed precision: the forward and loss under autocast, backward through a GradScaler;
+// [amp.scaler]'s keys are members here too.
 struct AmpSection {
-  bool enabled = false;
-  std::string dtype = "bf16";  // bf16 | fp16
-  // [amp.scaler]: on by default for fp16 (whose range needs it), off for bf16
-  bool scaler = false;
-  double init_scale = 65536.0;
-  double growth_factor = 2.0;
-  double backoff_factor = 0.5;
-  int64_t growth_interval = 2000;
+#define TR_AMP_KEY TR_CONFIG_MEMBER
+#define TR_AMP_SCALER_KEY(member, key, ...) TR_CONFIG_MEMBER(member, __VA_ARGS__)
+#include "config/run_config_keys.def"
 };
+
+#undef TR_CONFIG_MEMBER
 
 struct RunConfig {
   std::string path;  // the config file
@@ -204,6 +136,22 @@ RunConfig parse_run_config(std::string_view text, const std::string& path, const
 void apply_override(toml::table& t, const std::string& assignment);
 // The resolved config (every key, defaults included) as TOML; complete once the run is set up.
 std::string to_toml(const RunConfig& c);
+// One row per fixed key of run_config_keys.def, in its order: what `trainer list keys` prints and
+// docs/config.md's key tables show (key_docs.cpp).
+struct KeyDoc {
+  std::string table;  // "train", "train.grad_clip"
+  std::string key;
+  std::string type;
+  std::string default_value;  // as TOML writes it, or what the parser derives it from
+  std::string allowed;        // a fixed set, a bound, or "" for any value of the type
+  std::string doc;
+};
+const std::vector<KeyDoc>& key_docs();
+// key_docs() as `trainer list`'s entries: "train.epochs" -> "integer = 1: passes over ...".
+std::vector<std::pair<std::string, std::string>> key_list_entries();
+// The rows of the tables in `section` ("train", with train.grad_clip's rows as grad_clip.*) as a
+// Markdown table, docs/config.md's between its <!-- keys: section --> markers.
+std::string key_table_markdown(const std::string& section);
 // An inline [model] as the model builder reads it: the run config's own keys of the section
 // (init, strict, prefix) already read, so that the builder's unknown-key check passes them.
 TomlTable inline_model_table(const RunConfig& c);
