@@ -60,17 +60,12 @@ double Progress::steps_per_s() const {
   return w > 0 ? double(window_.steps) / w : 0.0;
 }
 
-std::string Progress::train_line(int64_t step, int64_t epoch, const std::vector<double>& lrs, const std::string& extra,
-                                 const std::string& tail) {
-  double w = window_seconds();
-  double sps = w > 0 ? double(window_.samples) / w : 0.0;
-  std::string lr;
-  for (double v : lrs) lr += (lr.empty() ? "" : ",") + json_num(v);
-  std::string s = str("{\"split\":\"train\",\"step\":", step, ",\"epoch\":", epoch, ",\"loss\":",
-                      json_num(window_.loss_sum / double(std::max<int64_t>(window_.steps, 1))), ",\"lr\":[", lr, "]");
-  if (window_.norms > 0) s += ",\"grad_norm\":" + json_num(window_.norm_sum / double(window_.norms));
-  s += extra;
-  s += ",\"samples_per_s\":" + json_num(std::round(sps * 10) / 10) + tail + "}";
+WindowSummary Progress::close_window() {
+  const double w = window_seconds();
+  WindowSummary s;
+  s.loss = window_.loss_sum / double(std::max<int64_t>(window_.steps, 1));
+  if (window_.norms > 0) s.grad_norm = window_.norm_sum / double(window_.norms);
+  s.samples_per_s = w > 0 ? double(window_.samples) / w : 0.0;
   window_ = {};
   window_t0_ = std::chrono::steady_clock::now();
   return s;

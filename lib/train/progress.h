@@ -1,5 +1,5 @@
-// Progress of a training run: the window statistics between log points, the metrics.jsonl train
-// lines, and what the user sees — a live line rewritten in place on a terminal, or plain periodic
+// Progress of a training run: the window statistics between log points (what train lines report)
+// and what the user sees — a live line rewritten in place on a terminal, or plain periodic
 // lines when stdout is not one ([log] progress = auto | lines | none).
 #pragma once
 #include <nlohmann/json.hpp>
@@ -30,6 +30,13 @@ struct EvalScores {
   std::optional<double> accuracy;
 };
 
+// What a train line reports of the window of steps it closes.
+struct WindowSummary {
+  double loss = 0;                  // the mean of its steps' losses
+  std::optional<double> grad_norm;  // the mean of its gradient norms, where the steps had one
+  double samples_per_s = 0;
+};
+
 class Progress {
  public:
   // progress: "auto" | "lines" | "none"; total_steps for the ETA; log_every in optimizer steps.
@@ -37,14 +44,11 @@ class Progress {
 
   // One optimizer step done: its loss, samples it consumed, and its total gradient norm (< 0: none).
   void step(int64_t step, int64_t epoch, double loss, int64_t samples, double grad_norm);
-  // The train metrics line of the window ending at `step` (call when log_due(step)); resets the window.
-  // `extra`: more fields (",\"key\":value...") placed before samples_per_s; `tail`: fields after it
-  // (the first line's startup_s, so the keys before keep their places).
-  std::string train_line(int64_t step, int64_t epoch, const std::vector<double>& lrs, const std::string& extra = "",
-                         const std::string& tail = "");
+  // The figures of the window ending now, for a train line (call when log_due(step)); opens the next window.
+  WindowSummary close_window();
   bool log_due(int64_t step) const { return step % log_every_ == 0 || step == total_steps_; }
   // Prints what the mode shows for this step (the live line every 5 steps or when `refresh`, or a
-  // plain line when a log is due); call before train_line, which closes the window.
+  // plain line when a log is due); call before close_window.
   void show(int64_t step, int64_t epoch, const std::vector<double>& lrs, bool refresh = false);
   bool live() const { return live_ && !quiet_; }
   // Optimizer steps per second in the open window; and leaving time spent on other work (e.g.
