@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <functional>
 #include "app/commands.h"
+#include "config/run_config.h"
 #include "core/error.h"
 #include "core/registry.h"
 #include "data/dataset_registry.h"
@@ -59,6 +60,8 @@ const std::vector<Kind>& kinds() {
       {"transforms", "[data] transforms = [{type = ...}]",
        [] { return entries_of<data::TransformType>([](auto& e) { return e.doc; }); }},
       {"losses", "[loss] type", [] { return entries_of<nn::LossType>([](auto& e) { return e.doc; }); }},
+      {"keys", "the run config's fixed keys: section.key, type = default, what it is",
+       [] { return config::key_list_entries(); }},
   };
   return k;
 }

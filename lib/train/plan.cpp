@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include "core/allocator.h"
+#include "core/format_bytes.h"
 #include "core/grad_mode.h"
 #include "ops/autocast.h"
 #include "ops/flop_counter.h"
@@ -13,11 +14,8 @@ namespace tr::train {
 
 namespace {
 
-std::string mib(double bytes) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f MiB", bytes / (1 << 20));
-  return b;
-}
+// the plan's memory figures, all in MiB so that its rows compare
+std::string mib(double bytes) { return format_bytes(bytes, 1, "MiB"); }
 
 std::string thousands(int64_t v) {
   std::string s = std::to_string(v), r;

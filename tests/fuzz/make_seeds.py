@@ -119,7 +119,17 @@ def dictionary(name, texts):
         words.update(re.findall(r"`([a-z_0-9]+)`", t))
     words.update(["[[", "]]", " = ", "\n[", "]\n", "'", '"', "true", "false", "[]", "{}", "inf", "nan", "-1", "0", "1e309"])
     os.makedirs(os.path.join(os.path.dirname(ROOT), "dict"), exist_ok=True)
-    with open(os.path.join(os.path.dirname(ROOT), "dict", name + ".dict"), "w") as f:
+    path = os.path.join(os.path.dirname(ROOT), "dict", name + ".dict")
+    # the run config's declared keys (lib/config/run_config_keys.def): tests/unit/test_config_keys.cpp
+    # writes that block and fails when it is stale, so it is kept as it is
+    keys = ""
+    if os.path.exists(path):
+        text = open(path, encoding="utf-8").read()
+        begin, end = text.find("# run_config_keys.def"), text.find("# end of run_config_keys.def\n")
+        if begin >= 0 and end > begin:
+            keys = text[begin:end + len("# end of run_config_keys.def\n")]
+    with open(path, "w") as f:
+        f.write(keys)
         for w in sorted(words):  # libFuzzer's escapes: \\, \" and \xNN
             f.write('"' + "".join(c if 32 <= ord(c) < 127 and c not in '\\"' else "\\x%02X" % ord(c) for c in w) + '"\n')
 

@@ -22,7 +22,8 @@ TEST_CASE("trainer list prints every registered name of each kind with its keys"
   Result all = trainer(d, "list");
   INFO(all.out);
   REQUIRE(all.code == 0);
-  for (const char* kind : {"layers (", "ops (", "optimizers (", "schedulers (", "datasets (", "transforms (", "losses ("})
+  for (const char* kind : {"layers (", "ops (", "optimizers (", "schedulers (", "datasets (", "transforms (", "losses (",
+                           "keys ("})
     CHECK_THAT(all.out, Contains(kind));
   Result opt = trainer(d, "list optimizers");
   INFO(opt.out);
@@ -40,6 +41,11 @@ TEST_CASE("trainer list prints every registered name of each kind with its keys"
   CHECK_THAT(trainer(d, "list layers").out, Contains("linear") && Contains("out_features"));
   CHECK(std::regex_search(trainer(d, "list ops").out, std::regex("\n  mm +2 inputs, kernels: cpu[ a-z]*, differentiable, "
                                                                "autocast: lower precision\n")));
+  // the run config's fixed keys, from their one declaration (config/run_config_keys.def)
+  Result keys = trainer(d, "list keys");
+  INFO(keys.out);
+  CHECK(std::regex_search(keys.out, std::regex("\n  train\.epochs +integer = 1")));
+  CHECK(std::regex_search(keys.out, std::regex("\n  checkpoint\.keep_last +integer = 3")));
   Result bad = trainer(d, "list optimiser");
   CHECK(bad.code != 0);
   CHECK_THAT(bad.out, Contains("unknown kind 'optimiser'; did you mean 'optimizers'?") && Contains("losses"));
