@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "data/dataset_registry.h"
+#include "data/dataset_storage.h"
 
 namespace tr::data {
 
@@ -63,11 +64,11 @@ CsvDataset::CsvDataset(const CsvTable& t, const std::vector<size_t>& rows, const
   std::vector<size_t> cols;
   for (const auto& f : s.features) cols.push_back(t.column(f, "[data] features"));
   const size_t tc = t.column(s.target, "[data] target");
-  x_ = empty({N, F}, DType::F32);
+  x_ = dataset_storage({N, F}, DType::F32);
   float* px = x_.data_ptr<float>();
   std::map<std::string, int64_t> class_of;
   for (size_t k = 0; k < s.classes.size(); ++k) class_of[s.classes[k]] = int64_t(k);
-  y_ = s.classification ? empty({N}, DType::I64) : empty({N, 1}, DType::F32);
+  y_ = s.classification ? dataset_storage({N}, DType::I64) : dataset_storage({N, 1}, DType::F32);
   for (int64_t i = 0; i < N; ++i) {
     const size_t r = rows[size_t(i)];
     for (int64_t f = 0; f < F; ++f)

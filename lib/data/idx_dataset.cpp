@@ -2,6 +2,7 @@
 // dataset built on it and its registration as the dataset "idx".
 #include "data/idx_dataset.h"
 #include "data/dataset_registry.h"
+#include "data/dataset_storage.h"
 #include "data/gunzip.h"
 #include <algorithm>
 #include <cerrno>
@@ -114,7 +115,7 @@ IdxDataset::IdxDataset(const std::string& images_path, const std::string& labels
   images_ = images.view({images.size(0), 1, images.size(1), images.size(2)});
   // Labels widen to i64 once (torch's targets are int64).
   const int64_t n = labels.size(0);
-  labels_ = empty({n}, DType::I64);
+  labels_ = dataset_storage({n}, DType::I64);
   const uint8_t* l8 = labels.data_ptr<uint8_t>();
   int64_t* l64 = labels_.data_ptr<int64_t>();
   for (int64_t i = 0; i < n; ++i) {

@@ -4,6 +4,7 @@
 #include <fstream>
 #include "core/error.h"
 #include "data/dataset_registry.h"
+#include "data/dataset_storage.h"
 #include "data/file_bytes.h"
 #include "data/image_decode.h"
 #include "data/recordio.h"
@@ -23,8 +24,8 @@ RecordIODataset::RecordIODataset(const std::string& rec, const std::string& idx,
   const int64_t N = int64_t(entries.size()), row = numel_of(shape);
   Shape s{N};
   s.insert(s.end(), shape.begin(), shape.end());
-  images_ = empty(s, DType::U8);
-  labels_ = empty({N}, DType::I64);
+  images_ = dataset_storage(s, DType::U8);
+  labels_ = dataset_storage({N}, DType::I64);
   uint8_t* pi = images_.data_ptr<uint8_t>();
   int64_t* pl = labels_.data_ptr<int64_t>();
   for (int64_t i = 0; i < N; ++i) {

@@ -4,6 +4,7 @@
 #include "core/philox.h"
 #include "data/synthetic_dataset.h"
 #include "data/dataset_registry.h"
+#include "data/dataset_storage.h"
 #include <algorithm>
 #include <cstring>
 
@@ -24,19 +25,19 @@ SyntheticDataset::SyntheticDataset(Options opts) : opts_(std::move(opts)) {
   const int64_t N = opts_.size, K = opts_.num_classes, D = numel_of(opts_.input_shape);
   const uint64_t seed = opts_.seed;
 
-  centers_ = empty({K, D}, DType::F32);
+  centers_ = dataset_storage({K, D}, DType::F32);
   float* c = centers_.data_ptr<float>();
   for (int64_t j = 0; j < K * D; ++j)
     c[j] = float(opts_.separation * philox_normal_at(seed, kCentresOffset, uint64_t(j)));
 
-  targets_ = empty({N}, DType::I64);
+  targets_ = dataset_storage({N}, DType::I64);
   int64_t* y = targets_.data_ptr<int64_t>();
   for (int64_t i = 0; i < N; ++i)
     y[i] = std::min<int64_t>(int64_t(philox_uniform_at(seed, kLabelsOffset, uint64_t(i)) * double(K)), K - 1);
 
   Shape shape = opts_.input_shape;
   shape.insert(shape.begin(), N);
-  inputs_ = empty(shape, DType::F32);
+  inputs_ = dataset_storage(shape, DType::F32);
   float* x = inputs_.data_ptr<float>();
   const double noise = opts_.noise;
 #pragma omp parallel for schedule(static) if (N * D > (1 << 16))
