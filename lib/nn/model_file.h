@@ -1,4 +1,4 @@
-// Model files: a TOML layer graph with shape inference.
+// Model files: a TOML layer graph with shape inference (the format: docs/model_files.md).
 //   input = [1, 28, 28]        # per-sample shape (no batch dim)
 //   input_dtype = "float32"     # "int64" for token ids
 //   [[layers]]
