@@ -1,11 +1,16 @@
-// TCP store server: one thread, poll() over non-blocking sockets. The format is described in
-// tcp_store.h.
+// TCP store server: the listening socket, and the thread that runs the state machine
+// (tcp_store_server_impl.cpp) until the server is destroyed. The format is described in tcp_store.h.
 #include "distributed/tcp_store_server_impl.h"
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <cerrno>
+#include <cstring>
+#include "core/error.h"
 
 namespace tr::distributed {
 
