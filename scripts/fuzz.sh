@@ -69,7 +69,7 @@ run_one() {
   fi
   echo "ok   $t: ${execs} executions in $((SECONDS - t0)) s, 0 crashes; corpus ${corpus} inputs ($(ls "tests/fuzz/corpus/$t" | wc -l) committed)"
   if [ $merge = 1 ]; then
-    "$out/fuzz_$t" -merge=1 $dict -timeout=20 -max_len=8192 "tests/fuzz/corpus/$t" "$out/work/$t" > "$out/logs/$t.merge.log" 2>&1
+    "$out/fuzz_$t" -merge=1 -use_counters=0 $dict -timeout=20 -max_len=8192 "tests/fuzz/corpus/$t" "$out/work/$t" > "$out/logs/$t.merge.log" 2>&1
     echo "     merged: $(ls "tests/fuzz/corpus/$t" | wc -l) inputs committed"
   fi
 }
