@@ -1,23 +1,14 @@
 // `trainer eval CONFIG --checkpoint DIR`: the eval split's loss (and accuracy) of saved weights, as
-// one JSON line.
+// one JSON line (numbers as metrics.jsonl writes them).
 #include <cstdio>
 #include "app/commands.h"
 #include "core/error.h"
 #include "config/run_config.h"
+#include "train/progress.h"
 #include "train/run_setup.h"
 #include "train/trainer.h"
 
 namespace tr::app {
-
-namespace {
-
-std::string fmt_g9(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
-
-}  // namespace
 
 void EvalCommand::add_to(CLI::App& app) {
   auto* c = app.add_subcommand("eval", "evaluate saved weights with a run config");
@@ -34,8 +25,8 @@ void EvalCommand::execute() const {
   train::Trainer t(c);
   t.load_weights(train::weights_file(checkpoint, ema));
   train::EvalResult r = t.evaluate();
-  std::string accuracy = r.accuracy ? str(",\"accuracy\":", fmt_g9(*r.accuracy)) : "";
-  std::printf("{\"split\":\"eval\",\"loss\":%s%s,\"count\":%lld}\n", fmt_g9(r.loss).c_str(), accuracy.c_str(),
+  std::string accuracy = r.accuracy ? str(",\"accuracy\":", train::json_num(*r.accuracy)) : "";
+  std::printf("{\"split\":\"eval\",\"loss\":%s%s,\"count\":%lld}\n", train::json_num(r.loss).c_str(), accuracy.c_str(),
               (long long)r.count);
 }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Configures and builds everything into build/ (Release). Extra args go to cmake.
-#   scripts/build.sh --cuda-emulation [cmake args]: the CUDA backend against the CUDA emulator
-#   (tests/cuda_emu) into build-cuda-emu/: the trainer and the test binaries, for running the GPU
-#   path's tests on a machine without a GPU. Never the product.
+#   The build holds the CUDA emulation's binaries too: the CUDA backend against the CUDA emulator
+#   (tests/cuda_emu), linked with the product's other objects into build/cuda-emu/ (trainer,
+#   unit_tests, integration_tests), for running the GPU path's tests on a machine without a GPU.
+#   Never the product. scripts/build.sh --cuda-emulation [cmake args] builds only those.
 #   scripts/build.sh --sanitize [cmake args]: clang, everything under ASan+LSan+UBSan with
 #   libFuzzer coverage, into build-fuzz/: the unit tests and the fuzz targets (tests/fuzz).
 set -euo pipefail
@@ -11,20 +12,23 @@ if [[ ${1:-} == --sanitize ]]; then
   shift
   bash scripts/deps.sh --sanitize
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DTRAINER_FUZZ=ON "$@" >/dev/null
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DTRAINER_FUZZ=ON "$@" >/dev/null
   ninja -C build-fuzz unit_tests fuzz_targets
   exit 0
 fi
 bash scripts/deps.sh
+emulation_only=0
 if [[ ${1:-} == --cuda-emulation ]]; then
   shift
-  cmake -S . -B build-cuda-emu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRAINER_CUDA_EMULATION=ON "$@" >/dev/null
-  ninja -C build-cuda-emu trainer unit_tests integration_tests
-  exit 0
+  emulation_only=1
 fi
 # The CUDA backend is compiled whenever the toolkit is present, even without a GPU.
 if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
   export CUDACXX=/usr/local/cuda/bin/nvcc
 fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
-ninja -C build
+if [[ $emulation_only == 1 ]]; then
+  ninja -C build trainer_emu unit_tests_emu integration_tests_emu
+else
+  ninja -C build
+fi

@@ -11,7 +11,7 @@ PACKAGES=(
   dataset-fashion-mnist fortunes
 )
 if [[ ${1:-} == --sanitize ]]; then
-  PACKAGES+=(clang libclang-rt-dev libomp-dev)
+  PACKAGES+=(clang lld libclang-rt-dev libomp-dev)
 fi
 
 missing=()

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything and runs every test: the build of the product
-# (CUDA compiled in when the toolkit is present; [gpu] tests skip without a GPU), then the CUDA
-# emulation build (tests/cuda_emu), in which the GPU path's tests run on the CPU, then the
-# sanitizer build (clang): the unit tests under ASan, LeakSanitizer and UBSan, and each fuzz
-# target for a few seconds (scripts/fuzz.sh runs them for longer).
+# (CUDA compiled in when the toolkit is present; [gpu] tests skip without a GPU) with, in the same
+# build, the CUDA emulation's binaries (build/cuda-emu/, tests/cuda_emu), in which the GPU path's
+# tests run on the CPU; then the sanitizer build (clang): the unit tests under ASan, LeakSanitizer
+# and UBSan, and each fuzz target for a few seconds (scripts/fuzz.sh runs them for longer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
 build/trainer info
+build/cuda-emu/trainer info
 # [gpu] tests skip with a message when no CUDA device is present; say so here, once.
 skipped=$(build/tests/unit_tests "[gpu]" 2>&1 | grep -c "no CUDA device" || true)
 if [ "$skipped" -gt 0 ]; then
@@ -15,14 +16,7 @@ if [ "$skipped" -gt 0 ]; then
 fi
 (cd build && ctest --output-on-failure -j "$(nproc)")
 
-echo "== the GPU path through the CUDA emulator (build-cuda-emu)"
-bash scripts/build.sh --cuda-emulation
-build-cuda-emu/trainer info
-(cd build-cuda-emu && ctest --output-on-failure -j "$(nproc)")
-
 echo "== the unit tests under ASan, LeakSanitizer and UBSan; each fuzz target briefly (build-fuzz)"
 bash scripts/build.sh --sanitize
-# [large]: the 124M-parameter GPT-2 cases (a minute under ASan); their code paths run small too
-(cd build-fuzz && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  tests/unit_tests "~[gpu]~[large]")
+bash scripts/sanitized_unit_tests.sh
 FUZZ_NO_BUILD=1 bash scripts/fuzz.sh --seconds "${FUZZ_SECONDS:-5}" --jobs "$(nproc)"

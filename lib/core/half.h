@@ -4,8 +4,20 @@
 #include <cstring>
 #include "core/macros.h"
 #if defined(__F16C__) && !defined(__CUDA_ARCH__)
-#include <immintrin.h>
 #define TR_HAVE_F16C 1  // x86 F16C: one instruction each way, the same IEEE rounding
+#if defined(__CUDACC__)
+#include <immintrin.h>
+#define TR_F16C_FROM_FLOAT(f) _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT)
+#define TR_F16C_TO_FLOAT(h) _cvtsh_ss(h)
+#else
+// GCC's and clang's builtins behind _cvtss_sh / _cvtsh_ss, without <immintrin.h> (72,000 lines
+// that every file including a tensor would parse)
+using tr_f16c_v4sf = float __attribute__((vector_size(16)));
+using tr_f16c_v8hi = short __attribute__((vector_size(16)));
+#define TR_F16C_FROM_FLOAT(f) \
+  uint16_t(__builtin_ia32_vcvtps2ph(tr_f16c_v4sf{(f), 0.f, 0.f, 0.f}, 0 /* _MM_FROUND_TO_NEAREST_INT */)[0])
+#define TR_F16C_TO_FLOAT(h) __builtin_ia32_vcvtph2ps(tr_f16c_v8hi{short(h), 0, 0, 0, 0, 0, 0, 0})[0]
+#endif
 #endif
 
 namespace tr {
@@ -41,7 +53,7 @@ TR_HD float bf16_bits_to_float(uint16_t b) { return bits_float(uint32_t(b) << 16
 // f32 -> f16 with round-to-nearest-even, subnormals, overflow to inf, NaN preserved.
 TR_HD uint16_t float_to_half_bits(float f) {
 #if defined(TR_HAVE_F16C)
-  return uint16_t(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
+  return uint16_t(TR_F16C_FROM_FLOAT(f));
 #endif
   uint32_t x = float_bits(f);
   uint32_t sign = (x >> 16) & 0x8000u;
@@ -65,7 +77,7 @@ TR_HD uint16_t float_to_half_bits(float f) {
 }
 TR_HD float half_bits_to_float(uint16_t h) {
 #if defined(TR_HAVE_F16C)
-  return _cvtsh_ss(h);
+  return TR_F16C_TO_FLOAT(h);
 #endif
   uint32_t sign = uint32_t(h & 0x8000u) << 16;
   uint32_t e = (h >> 10) & 0x1fu;

@@ -55,9 +55,8 @@ Tensor operator==(const Tensor& a, double b);
 Tensor operator!=(const Tensor& a, double b);
 
 // ---- elementwise unary ----
-// Tensor name(const Tensor& x) for each op of unary_ops.def without an API of its own (neg abs
-// sign relu exp log sqrt rsqrt sin cos erf tanh sigmoid silu) and of predicate_ops.def
-// (logical_not isnan isfinite: bool results)
+// Tensor name(const Tensor& x) for each op of unary_ops.def without an API of its own and of
+// predicate_ops.def (bool results)
 #define TR_UNARY_OP(NAME, ...) Tensor NAME(const Tensor& x);
 #define TR_UNARY_OP_OWN_API(...)
 #include "ops/unary_ops.def"

@@ -28,7 +28,7 @@ bool all_finite_f32(const fs::path& p) {
 
 }  // namespace
 
-TEST_CASE("amp: bf16 and fp16 runs train; fp16 logs its loss scale", "[integration][amp]") {
+TEST_CASE("amp: bf16 and fp16 runs train, fp16 logs its loss scale", "[integration][amp]") {
   fs::path d = fresh_dir("amp");
   write(d / "syn.toml", kSyntheticConfig);
   Result f32 = trainer(d, "run syn.toml --set run.name=f32");
@@ -53,7 +53,7 @@ TEST_CASE("amp: bf16 and fp16 runs train; fp16 logs its loss scale", "[integrati
   }
 }
 
-TEST_CASE("amp: a forced overflow skips steps and halves the scale; weights stay finite", "[integration][amp]") {
+TEST_CASE("amp: a forced overflow skips steps and halves the scale, weights stay finite", "[integration][amp]") {
   fs::path d = fresh_dir("amp_overflow");
   write(d / "syn.toml", kSyntheticConfig);
   // 2^40: fp16 gradients overflow until the scale is back near 2^16 (about 24 halvings)

@@ -113,7 +113,7 @@ TEST_CASE("EMA of the weights: eval lines gain ema_ keys, training is unchanged,
   CHECK_THAT(trainer(d, "run " + cfg + " --set train.ema_decay=1").out, Contains("ema_decay") && Contains("[0, 1)"));
 }
 
-TEST_CASE("SIGTERM writes a checkpoint and exits 143; the resumed run equals an uninterrupted one",
+TEST_CASE("SIGTERM writes a checkpoint and exits 143, the resumed run equals an uninterrupted one",
           "[integration][checkpoint]") {
   fs::path d = fresh_dir("sigterm");
   write(d / "syn.toml", kSyntheticConfig);
@@ -250,7 +250,7 @@ TEST_CASE("keep_last prunes old checkpoints and keep_best keeps the best eval's"
   CHECK(kept == want);
 }
 
-TEST_CASE("one run, one writer: a second run on a live run's directory is refused; a killed one leaves no lock",
+TEST_CASE("one run, one writer: a second run on a live run's directory is refused, a killed one leaves no lock",
           "[integration][checkpoint][errors]") {
   fs::path d = fresh_dir("run_lock");
   write(d / "syn.toml", kSyntheticConfig);

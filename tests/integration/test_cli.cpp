@@ -41,7 +41,7 @@ TEST_CASE("the first train line carries startup_s: process start to the first st
   CHECK(strip_timing(m2).find("startup_s") == std::string::npos);
 }
 
-TEST_CASE("run writes metrics.jsonl and the resolved config; same seed, same metrics", "[integration]") {
+TEST_CASE("run writes metrics.jsonl and the resolved config, same seed, same metrics", "[integration]") {
   fs::path d = fresh_dir("determinism");
   write(d / "syn.toml", kSyntheticConfig);
   Result a = trainer(d, "run syn.toml --set run.name=a");

@@ -86,7 +86,7 @@ TEST_CASE("recordio: packed Fashion-MNIST trains byte-identically to the IDX fil
   for (size_t i = 0; i < pr.size(); ++i) CHECK(std::abs(pr[i] - pi[i]) <= 1.0);
 }
 
-TEST_CASE("image_folder: trains from PNG and JPEG files; a folder packed as RecordIO gives the same batches",
+TEST_CASE("image_folder: trains from PNG and JPEG files, a folder packed as RecordIO gives the same batches",
           "[integration][image]") {
   fs::path d = fresh_dir("image_folder");
   const std::string root = kRepo + "/tests/fixtures/image_folder";

@@ -138,7 +138,7 @@ TEST_CASE("EMA of the weights on two ranks follows one process and resumes exact
         read(d / "runs/r2/checkpoints/final/ema.safetensors"));
 }
 
-TEST_CASE("kill -9 of one rank: every process gone, one summary, non-zero; --max-restarts completes the run",
+TEST_CASE("kill -9 of one rank: every process gone, one summary, non-zero, --max-restarts completes the run",
           "[integration][dist]") {
   fs::path d = fresh_dir("ddp_kill");
   write(d / "ddp.toml", kDdpConfig);

@@ -72,7 +72,7 @@ TEST_CASE("gpt2: a tied model checkpoints its weight once, resumes exactly, expo
   CHECK(eval_loss.front() == Approx(final_loss.back()).epsilon(1e-6));
 }
 
-TEST_CASE("gpt2: a tied model on two ranks equals one process; ZeRO-2 equals DDP; checkpointed blocks change nothing",
+TEST_CASE("gpt2: a tied model on two ranks equals one process, ZeRO-2 equals DDP, checkpointed blocks change nothing",
           "[integration][gpt2][dist]") {
   fs::path d = fresh_dir("gpt2_tied_dist");
   write(d / "tiny.toml", kTinyGpt2);

@@ -44,8 +44,8 @@ TEST_CASE("trainer list prints every registered name of each kind with its keys"
   // the run config's fixed keys, from their one declaration (config/run_config_keys.def)
   Result keys = trainer(d, "list keys");
   INFO(keys.out);
-  CHECK(std::regex_search(keys.out, std::regex("\n  train\.epochs +integer = 1")));
-  CHECK(std::regex_search(keys.out, std::regex("\n  checkpoint\.keep_last +integer = 3")));
+  CHECK(std::regex_search(keys.out, std::regex("\n  train\\.epochs +integer = 1")));
+  CHECK(std::regex_search(keys.out, std::regex("\n  checkpoint\\.keep_last +integer = 3")));
   Result bad = trainer(d, "list optimiser");
   CHECK(bad.code != 0);
   CHECK_THAT(bad.out, Contains("unknown kind 'optimiser'; did you mean 'optimizers'?") && Contains("losses"));

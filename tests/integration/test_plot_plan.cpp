@@ -40,7 +40,7 @@ TEST_CASE("plot: two runs' loss, accuracy and lr curves in one HTML page or one 
   CHECK_THAT(r.out, Contains("runs/nope/metrics.jsonl"));
 }
 
-TEST_CASE("plan: groups, steps, FLOPs, memory and the schedule; warnings for likely mistakes", "[integration][plan]") {
+TEST_CASE("plan: groups, steps, FLOPs, memory and the schedule, warnings for likely mistakes", "[integration][plan]") {
   fs::path d = fresh_dir("plan");
   write(d / "syn.toml", kSyntheticConfig +
                             "[[optimizer.groups]]\nname = \"out\"\nmatch = [\"3.*\"]\nlr = 0.0\n"

@@ -183,7 +183,7 @@ match = ["0.*"]
   }
 }
 
-TEST_CASE("[train] nonfinite: stop names the op and layer and saves the batch; skip leaves the step out", "[integration][nonfinite]") {
+TEST_CASE("[train] nonfinite: stop names the op and layer and saves the batch, skip leaves the step out", "[integration][nonfinite]") {
   fs::path d = fresh_dir("nonfinite");
   write(d / "syn.toml", synthetic_config_without_dropout());
   const std::string big_lr = " --set optimizer.lr=1e18 --set train.epochs=1 --set log.progress=lines";

@@ -350,7 +350,7 @@ TEST_CASE("activation checkpointing: double backward refuses a parameter also us
   CHECK(equal(g_ckpt, lin.weight.grad()));
 }
 
-TEST_CASE("model files: checkpoint is a key of every layer; a non-boolean is an error naming the file and layer",
+TEST_CASE("model files: checkpoint is a key of every layer, a non-boolean is an error naming the file and layer",
           "[checkpointing][layers]") {
   auto lin = build_toml("type = \"linear\"\nout_features = 2\ncheckpoint = true", {{3}});
   CHECK(lin->activation_checkpointing());

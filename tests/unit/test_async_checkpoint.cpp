@@ -110,7 +110,7 @@ TEST_CASE("AsyncWriter keeps a job's failure until it is collected, and never lo
   CHECK(ran);
 }
 
-TEST_CASE("AsyncWriter: destruction waits for the job in flight; a job's captures go before its outcome",
+TEST_CASE("AsyncWriter: destruction waits for the job in flight, a job's captures go before its outcome",
           "[checkpoint][async]") {
   std::atomic<bool> finished{false};
   {

@@ -80,7 +80,7 @@ TEST_CASE("autocast: each op family's output dtype (CPU, bfloat16)", "[amp][auto
   CHECK_THROWS_WITH(amp::AutocastGuard(DeviceType::CPU, DType::F32), Catch::Contains("bfloat16 or float16"));
 }
 
-TEST_CASE("autocast: a parameter is cast once per region; gradients stay f32", "[amp][autocast]") {
+TEST_CASE("autocast: a parameter is cast once per region, gradients stay f32", "[amp][autocast]") {
   Tensor w = randn({5, 8}).requires_grad_(true), x = randn({4, 8});
   Tensor y;
   {

@@ -88,7 +88,7 @@ TEST_CASE("double backward: d2/dx2 x^3 = 6x", "[autograd]") {
   CHECK(vals(gg) == std::vector<double>{6, -12});
 }
 
-TEST_CASE("leaf gradients accumulate across backward calls; zero_grad", "[autograd]") {
+TEST_CASE("leaf gradients accumulate across backward calls, zero_grad", "[autograd]") {
   Tensor x = leaf({1, 2});
   sum(x * 3.0).backward();
   sum(x * 3.0).backward();
@@ -131,7 +131,7 @@ TEST_CASE("tensor hooks can replace the gradient and be removed", "[autograd]") 
   CHECK(z.grad().item() == 6.0);
 }
 
-TEST_CASE("no_grad records nothing; detach shares storage", "[autograd]") {
+TEST_CASE("no_grad records nothing, detach shares storage", "[autograd]") {
   Tensor x = leaf({1, 2});
   {
     NoGradGuard ng;
@@ -145,7 +145,7 @@ TEST_CASE("no_grad records nothing; detach shares storage", "[autograd]") {
   CHECK(d.storage() == x.storage());
 }
 
-TEST_CASE("backward through a freed graph is an error; retain_graph allows it", "[autograd]") {
+TEST_CASE("backward through a freed graph is an error, retain_graph allows it", "[autograd]") {
   Tensor x = leaf({1, 2});
   Tensor y = sum(x * x);
   y.backward(Tensor(), true);

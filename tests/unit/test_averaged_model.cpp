@@ -99,7 +99,7 @@ TEST_CASE("AveragedModel: SGD steps with an EMA follow torch's", "[optim][ema][t
   }
 }
 
-TEST_CASE("AveragedModel: running statistics are averaged, counters copied; errors", "[optim][ema]") {
+TEST_CASE("AveragedModel: running statistics are averaged, counters copied, errors", "[optim][ema]") {
   nn::ModulePtr model = tiny_model();
   optim::AveragedModel ema(tiny_model(), *model, 0.5);
   auto entry = [](const nn::Module& m, const std::string& name) {

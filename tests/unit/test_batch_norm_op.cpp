@@ -135,7 +135,7 @@ TEST_CASE("batch_norm ops: bf16 and f16 compute in f32 and keep their dtype", "[
   }
 }
 
-TEST_CASE("batch_norm ops: undefined weight and bias are 1 and 0; mixed dtypes promote", "[batch_norm]") {
+TEST_CASE("batch_norm ops: undefined weight and bias are 1 and 0, mixed dtypes promote", "[batch_norm]") {
   Tensor x = randn_t({6, 3, 4}, DType::F64, 900);
   Tensor y = batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), true, 1e-3).output;
   CHECK(allclose(y, composite_train(x, ones({3}, DType::F64), zeros({3}, DType::F64), 1e-3), 1e-12, 1e-12));

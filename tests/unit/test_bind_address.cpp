@@ -60,7 +60,7 @@ TEST_CASE("bind address: an interface that does not exist is an error naming it 
   CHECK_THAT(e, Contains("TRAINER_SOCKET_IFNAME"));
 }
 
-TEST_CASE("bind address: an explicit address passes through; one that cannot be bound is an error",
+TEST_CASE("bind address: an explicit address passes through, one that cannot be bound is an error",
           "[dist][bind_address][errors]") {
   NoIfnameVars env;
   env.set("TRAINER_SOCKET_IFNAME", "nosuchif0");  // the flag wins over the variable

@@ -91,7 +91,7 @@ char* at(void* p) { return static_cast<char*>(p); }
 
 }  // namespace
 
-TEST_CASE("caching allocator: requests round to 512 B; segments of 2 MiB, 20 MiB or the request's own", "[allocator]") {
+TEST_CASE("caching allocator: requests round to 512 B, segments of 2 MiB, 20 MiB or the request's own", "[allocator]") {
   CHECK(CachingAllocator::round_size(0) == 512);
   CHECK(CachingAllocator::round_size(1) == 512);
   CHECK(CachingAllocator::round_size(512) == 512);

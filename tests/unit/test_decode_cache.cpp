@@ -81,7 +81,7 @@ TEST_CASE("decode cache: the first read stores an entry, later reads map it, sam
   CHECK(second[19][27][27].item<int64_t>() == (20 * 784 - 1) % 251);
 }
 
-TEST_CASE("decode cache: a changed source makes its entry stale; it is rebuilt, never used", "[data][cache]") {
+TEST_CASE("decode cache: a changed source makes its entry stale, it is rebuilt, never used", "[data][cache]") {
   TempDir tmp;
   const std::string src = tmp / "imgs.gz";
   write_images(src, 10, 1, "wb0");
@@ -156,7 +156,7 @@ TEST_CASE("decode cache: a damaged entry is reported and rebuilt, never used", "
   CHECK(after.notes().empty());
 }
 
-TEST_CASE("decode cache: an unwritable directory is a note; plain and damaged files store nothing", "[data][cache]") {
+TEST_CASE("decode cache: an unwritable directory is a note, plain and damaged files store nothing", "[data][cache]") {
   TempDir tmp;
   const std::string src = tmp / "imgs.gz";
   write_images(src, 5);

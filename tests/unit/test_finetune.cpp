@@ -56,7 +56,7 @@ TEST_CASE("[model] init: a torch state_dict gives torch's logits", "[finetune]")
   CHECK(run.model.net->get_submodule("1")->tensor("num_batches_tracked").item() == 20);
 }
 
-TEST_CASE("[model] init: strict by default; strict = false lists the keys; prefix tables; errors", "[finetune]") {
+TEST_CASE("[model] init: strict by default, strict = false lists the keys, prefix tables, errors", "[finetune]") {
   TempDir tmp;
   const std::string init = "init = '" + kFixtures + "/finetune_torch.safetensors'\n";
   // without the prefix no key matches

@@ -173,7 +173,7 @@ TEST_CASE("KV cache: the logits equal an uncached forward's at every position, p
   }
 }
 
-TEST_CASE("KV cache: active only inside its forward; positions past the context are an error that clears it",
+TEST_CASE("KV cache: active only inside its forward, positions past the context are an error that clears it",
           "[generate][kv_cache]") {
   nn::Model m = fixture_gpt2();
   nn::KVCache cache;

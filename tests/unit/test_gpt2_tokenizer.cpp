@@ -146,7 +146,7 @@ TEST_CASE("GPT2PreTokenizer: GPT-2's pieces", "[tokenizer]") {
 #endif
 }
 
-TEST_CASE("GPT2Tokenizer: decode(encode(x)) == x for any bytes; the special token's text is ordinary text",
+TEST_CASE("GPT2Tokenizer: decode(encode(x)) == x for any bytes, the special token's text is ordinary text",
           "[tokenizer]") {
   GPT2Tokenizer& tok = fixture_tokenizer();
   std::string all;

@@ -239,7 +239,7 @@ TEST_CASE("GradScaler: scale() dtypes follow torch's promotion with a [1] float3
   CHECK(scaler.scale(v).tolist() == std::vector<double>{8, 8, 8});
 }
 
-TEST_CASE("GradScaler: state_dict round trip; a disabled scaler is the identity", "[amp][scaler]") {
+TEST_CASE("GradScaler: state_dict round trip, a disabled scaler is the identity", "[amp][scaler]") {
   GradScaler a({.init_scale = 256.0, .growth_factor = 4.0, .backoff_factor = 0.25, .growth_interval = 2});
   Tensor x = tensor({1., 2.}, TensorOptions().requires_grad());
   auto opt = sgd({x});

@@ -135,7 +135,7 @@ pid_t fork_launcher(LaunchOptions o, const TempDir& dir) {
 
 }  // namespace
 
-TEST_CASE("launch: every rank gets torchrun's environment; output is prefixed by rank", "[dist]") {
+TEST_CASE("launch: every rank gets torchrun's environment, output is prefixed by rank", "[dist]") {
   TempDir dir;
   EnvGuard env;
   env.set("TRAINER_STORE_TOKEN", std::nullopt);
@@ -182,7 +182,7 @@ TEST_CASE("launch: every rank gets torchrun's environment; output is prefixed by
   }
 }
 
-TEST_CASE("launch: a failing rank stops the others; one summary names it with its stderr", "[dist]") {
+TEST_CASE("launch: a failing rank stops the others, one summary names it with its stderr", "[dist]") {
   TempDir dir;
   // Every rank records its pid and a helper's; rank 1 fails after a moment.
   std::string script = "echo $$ > " + dir / "pid_" + "$RANK; sleep 60 & echo $! > " + dir / "helper_" +

@@ -395,7 +395,7 @@ TEST_CASE("layers: BatchNorm2d normalises by batch stats in train, running stats
   CHECK(bn.num_batches_tracked.item() == 0);
 }
 
-TEST_CASE("layers: BatchNorm1d momentum none is a cumulative average; no tracking uses batch stats", "[layers]") {
+TEST_CASE("layers: BatchNorm1d momentum none is a cumulative average, no tracking uses batch stats", "[layers]") {
   nn::BatchNorm1d bn(3, 1e-5, std::nullopt);
   Tensor x1 = randn64({5, 3}, 41).to(DType::F32), x2 = randn64({6, 3}, 42, 3.0).to(DType::F32) + 1.0;
   bn(x1);

@@ -6,7 +6,7 @@
 
 using namespace tr;
 
-TEST_CASE("JsonlMetricsSink: one record a line; a resume keeps the checkpoint's lines and appends", "[metrics]") {
+TEST_CASE("JsonlMetricsSink: one record a line, a resume keeps the checkpoint's lines and appends", "[metrics]") {
   TempDir tmp;
   const std::string path = tmp / "metrics.jsonl";
   {

@@ -51,7 +51,7 @@ TEST_CASE("node rendezvous: rounds joined by every node, ended once by a failure
   CHECK(n0->any_done());
 }
 
-TEST_CASE("node rendezvous: a node that never joins is named; a lost store says node 0 is lost", "[dist][launcher]") {
+TEST_CASE("node rendezvous: a node that never joins is named, a lost store says node 0 is lost", "[dist][launcher]") {
   auto server = std::make_unique<TCPStoreServer>("127.0.0.1", 0, "tok");
   auto n0 = node(*server, 0, 3, milliseconds(300));
   auto n2 = node(*server, 2, 3, milliseconds(300));

@@ -196,7 +196,7 @@ TEST_CASE("TomlTable records what its getters return, defaults included", "[regi
   CHECK(!out.contains("z"));
 }
 
-TEST_CASE("loss registry: builders read their keys; a run's loss meets the model's output", "[registry][losses]") {
+TEST_CASE("loss registry: builders read their keys, a run's loss meets the model's output", "[registry][losses]") {
   toml::table t = parse("label_smoothing = 0.1\nignore_index = 2\n");
   toml::table out;
   TomlTable tt(t, "cfg.toml", "[loss]");

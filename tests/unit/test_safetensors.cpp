@@ -1,6 +1,6 @@
 // safetensors for Tensors: bit-exact round trips of every dtype, a file written by an independent
 // Python writer (tests/fixtures/generators/safetensors_reader.py), dtypes we cannot hold, and lying files.
-// The format layer's own cases (from memory, under ASan) are in tests/asan/.
+// The format layer's own cases (from memory) are in tests/asan/, run in the sanitizer build.
 #include <catch2/catch.hpp>
 #include "ops/factories.h"
 #include "unit/temp_dir.h"

@@ -449,7 +449,7 @@ TEST_CASE("TCPStore: out of file descriptors, the oldest connection without a he
   CHECK(WEXITSTATUS(status) == 0);
 }
 
-TEST_CASE("TCPStore: connects once the server comes up; gives up naming the address", "[dist]") {
+TEST_CASE("TCPStore: connects once the server comes up, gives up naming the address", "[dist]") {
   int port = free_port();
   std::unique_ptr<TCPStoreServer> server;
   std::thread t([&] {

@@ -71,7 +71,7 @@ TEST_CASE("crc32c: the check value and TensorFlow's mask", "[tensorboard]") {
   CHECK(masked_crc32c("123456789") == ((c >> 15) | (c << 17)) + 0xa282ead8u);
 }
 
-TEST_CASE("tf_record: length, masked CRCs and the data; a torn or corrupted record ends the read", "[tensorboard]") {
+TEST_CASE("tf_record: length, masked CRCs and the data, a torn or corrupted record ends the read", "[tensorboard]") {
   const std::string r = tf_record("abc");
   REQUIRE(r.size() == 3 + 16);
   uint64_t n;

@@ -250,7 +250,7 @@ TEST_CASE("selector: min_dim / max_dim split nanoGPT's decay groups", "[tie][ini
   CHECK(groups[1].params.size() == 2 + 8 * 2);
 }
 
-TEST_CASE("init: [[init]] rules draw torch.nn.init's distributions; later rules win", "[init]") {
+TEST_CASE("init: [[init]] rules draw torch.nn.init's distributions, later rules win", "[init]") {
   manual_seed(0);
   nn::Model m = model_from(R"(
 input = [256]

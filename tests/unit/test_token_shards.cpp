@@ -123,7 +123,7 @@ TEST_CASE("token shards: mixed layouts, every window inside one shard, strided a
              Contains("none of the 4 shards holds one window of block_size + 1 = 51 tokens") && Contains("s0.bin, has 50"));
 }
 
-TEST_CASE("token shards: a path, a glob, a list; sorted; no match and a file twice are errors", "[data][tokens]") {
+TEST_CASE("token shards: a path, a glob, a list, sorted, no match and a file twice are errors", "[data][tokens]") {
   TempDir tmp;
   for (const char* n : {"train_10.bin", "train_2.bin", "train_1.bin", "val.bin"}) write_bytes(tmp / n, write_token_file(marked(1, 20), "llmc"));
   const std::string d = tmp.path.string();

@@ -1,7 +1,8 @@
-// The schedulers torch gives a closed form (_get_closed_form_lr) beside its recursive get_lr:
+// Six of the schedulers torch gives a closed form (_get_closed_form_lr) beside its recursive get_lr:
 // ConstantLR, CosineAnnealingLR, ExponentialLR, LinearLR, MultiStepLR and StepLR of
 // torch.optim.lr_scheduler, one file each in this folder (formulas, builder, registration). They
-// differ only in their hyperparameters, so they are declared together here.
+// differ only in their hyperparameters, so they are declared together here. A new scheduler needs
+// no line here: its class can live in its own .cpp (docs/contributing.md).
 #pragma once
 #include <map>
 #include "optim/lr_scheduler.h"
