@@ -9,7 +9,8 @@ namespace tr::app {
 void CheckpointVerifyCommand::add_to(CLI::App& app) {
   auto* c = app.add_subcommand("checkpoint", "inspect checkpoints");
   c->require_subcommand(1);
-  auto* v = c->add_subcommand("verify", "check a checkpoint's files (sizes, checksums, headers) without loading a model");
+  auto* v =
+      c->add_subcommand("verify", "check a checkpoint's files (sizes, checksums, headers) without loading a model");
   v->add_option("dir", dir, "checkpoint directory (runs/<name>/checkpoints/step_<N>)")->required();
   v->callback([this] { execute(); });
 }

@@ -42,7 +42,8 @@ void InfoCommand::execute() const {
   if (n > 0) {
     std::printf("cuda devices: %d\n", n);
     for (int i = 0; i < n; ++i) print_cuda_device(i);
-  } else std::printf("cuda devices: 0 (%s)\n", cuda::unavailable_reason().c_str());
+  } else
+    std::printf("cuda devices: 0 (%s)\n", cuda::unavailable_reason().c_str());
 }
 
 }  // namespace tr::app

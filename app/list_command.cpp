@@ -35,8 +35,7 @@ std::string describe_op(const OpDef& d) {
 
 using ListEntries = std::vector<std::pair<std::string, std::string>>;  // name, doc line
 
-template <typename T, typename Doc>
-ListEntries entries_of(Doc doc) {
+template <typename T, typename Doc> ListEntries entries_of(Doc doc) {
   ListEntries r;
   for (const auto& [name, e] : Registry<T>::get().all()) r.emplace_back(name, doc(e));
   return r;
@@ -52,10 +51,13 @@ struct Kind {
 // Every kind, in the order `trainer list` prints them; a new kind is one more line.
 const std::vector<Kind>& kinds() {
   static const std::vector<Kind> k = {
-      {"layers", "model files: [[layers]] type", [] { return entries_of<nn::LayerType>([](auto& e) { return e.doc; }); }},
+      {"layers", "model files: [[layers]] type",
+       [] { return entries_of<nn::LayerType>([](auto& e) { return e.doc; }); }},
       {"ops", "the core's op registry, not named by configs", [] { return entries_of<OpDef>(describe_op); }},
-      {"optimizers", "[optimizer] type", [] { return entries_of<optim::OptimizerType>([](auto& e) { return e.doc(); }); }},
-      {"schedulers", "[scheduler] type", [] { return entries_of<optim::SchedulerType>([](auto& e) { return e.doc; }); }},
+      {"optimizers", "[optimizer] type",
+       [] { return entries_of<optim::OptimizerType>([](auto& e) { return e.doc(); }); }},
+      {"schedulers", "[scheduler] type",
+       [] { return entries_of<optim::SchedulerType>([](auto& e) { return e.doc; }); }},
       {"datasets", "[data] dataset", [] { return entries_of<data::DatasetType>([](auto& e) { return e.doc; }); }},
       {"transforms", "[data] transforms = [{type = ...}]",
        [] { return entries_of<data::TransformType>([](auto& e) { return e.doc; }); }},

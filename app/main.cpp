@@ -18,9 +18,7 @@ int main(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  } catch (const tr::app::ExitStatus& e) {
+  } catch (const CLI::ParseError& e) { return app.exit(e); } catch (const tr::app::ExitStatus& e) {
     return e.status;
   } catch (const tr::io::CheckpointWriteError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -24,7 +24,8 @@ void pack_recordio(const std::string& out, const std::string& dir) {
   create_parent_directories(out);
   for (bool train : {true, false}) {
     const data::IdxDataset ds = data::IdxDataset::fashion_mnist(train, std::nullopt, dir);
-    const std::string rec = out + (train ? "_train.rec" : "_test.rec"), idx = out + (train ? "_train.idx" : "_test.idx");
+    const std::string rec = out + (train ? "_train.rec" : "_test.rec"),
+                      idx = out + (train ? "_train.idx" : "_test.idx");
     data::RecordIOWriter w(rec, idx);
     const Tensor images = ds.images().contiguous(), labels = ds.labels();
     const int64_t n = ds.size(), row = images.numel() / std::max<int64_t>(n, 1);

@@ -16,8 +16,8 @@ namespace {
 // One token file: `n` tokens in `format`, or in llm.c's version 2 (uint32) when `wide`.
 void write_token_bin(const std::string& path, const uint32_t* tokens, size_t n, const std::string& format, bool wide,
                      const char* kind) {
-  const std::vector<uint8_t> bytes = data::write_token_file(std::vector<uint32_t>(tokens, tokens + n),
-                                                            wide ? "llmc" : format, wide ? 2 : 1);
+  const std::vector<uint8_t> bytes =
+      data::write_token_file(std::vector<uint32_t>(tokens, tokens + n), wide ? "llmc" : format, wide ? 2 : 1);
   std::FILE* f = std::fopen(path.c_str(), "wb");
   TR_CHECK(f, "trainer pack: cannot write ", path);
   const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
@@ -58,7 +58,8 @@ void pack_tokens(const std::string& out, const std::vector<std::string>& inputs,
   o.eval_fraction = eval_fraction;
   data::TextDataset train(o);
   o.train = false;
-  [[maybe_unused]] const data::TextDataset eval(train.corpus(), o);  // refuses a val split too short, as the text reader does
+  [[maybe_unused]] const data::TextDataset eval(train.corpus(),
+                                                o);  // refuses a val split too short, as the text reader does
   const std::vector<uint32_t> stream(train.corpus()->begin(), train.corpus()->end());
   write_token_splits(out, stream, size_t(train.num_tokens()), format, false, shard_tokens, "byte");
 }
@@ -73,17 +74,19 @@ void pack_bpe_tokens(const std::string& out, const std::vector<std::string>& inp
   for (const std::string& file : files) {
     const std::vector<uint8_t> doc = data::TextDataset::read_files({file});
     const auto t0 = std::chrono::steady_clock::now();
-    const std::vector<uint32_t> ids = tok.encode(std::string_view(reinterpret_cast<const char*>(doc.data()), doc.size()));
+    const std::vector<uint32_t> ids =
+        tok.encode(std::string_view(reinterpret_cast<const char*>(doc.data()), doc.size()));
     encode_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     text_bytes += doc.size();
     stream.push_back(tok.eot_token());
     stream.insert(stream.end(), ids.begin(), ids.end());
   }
   // MB = 10^6 bytes of text, the encoding alone (not reading or writing files)
-  std::printf("encoded %zu files, %.2f MB, into %zu tokens (vocab %u, <|endoftext|> = %u before each file) in "
-              "%.3f s (one thread, PCRE2 %s): %.2f MB/s\n",
-              files.size(), double(text_bytes) / 1e6, stream.size(), tok.vocab_size(), tok.eot_token(), encode_s,
-              tok.pre_tokenizer().jit() ? "JIT" : "interpreter", double(text_bytes) / 1e6 / std::max(encode_s, 1e-9));
+  std::printf(
+      "encoded %zu files, %.2f MB, into %zu tokens (vocab %u, <|endoftext|> = %u before each file) in "
+      "%.3f s (one thread, PCRE2 %s): %.2f MB/s\n",
+      files.size(), double(text_bytes) / 1e6, stream.size(), tok.vocab_size(), tok.eot_token(), encode_s,
+      tok.pre_tokenizer().jit() ? "JIT" : "interpreter", double(text_bytes) / 1e6 / std::max(encode_s, 1e-9));
   const size_t n_train = stream.size() - size_t(double(stream.size()) * eval_fraction);
   TR_CHECK(n_train > 0 && n_train < stream.size(), "trainer pack: ", stream.size(), " tokens with eval_fraction ",
            eval_fraction, " leave the train or the val split empty");

@@ -33,8 +33,9 @@ class TextCodec {
   int64_t vocab_size() const { return bpe_ ? int64_t(bpe_->vocab_size()) : 256; }
   std::optional<int64_t> eot() const { return bpe_ ? std::optional<int64_t>(bpe_->eot_token()) : std::nullopt; }
   std::vector<int64_t> encode(const std::string& text) {  // the BPE's encode fills its cache
-    if (!bpe_) return std::vector<int64_t>(reinterpret_cast<const uint8_t*>(text.data()),
-                                           reinterpret_cast<const uint8_t*>(text.data()) + text.size());
+    if (!bpe_)
+      return std::vector<int64_t>(reinterpret_cast<const uint8_t*>(text.data()),
+                                  reinterpret_cast<const uint8_t*>(text.data()) + text.size());
     const std::vector<uint32_t> ids = bpe_->encode(text);
     return std::vector<int64_t>(ids.begin(), ids.end());
   }
@@ -54,9 +55,7 @@ nn::Model load_model(const config::RunConfig& cfg, const std::string& checkpoint
   TR_CHECK(fs::exists(checkpoint), "trainer sample: --checkpoint ", checkpoint, ": no such file or directory");
   try {
     train::load_weights(*m.net, train::weights_file(checkpoint), cfg.path);
-  } catch (const Error& e) {
-    throw Error(str("trainer sample: ", e.what()));
-  }
+  } catch (const Error& e) { throw Error(str("trainer sample: ", e.what())); }
   if (cfg.run.dtype == "float64") m.net->to(DType::F64);
   const Device device = train::pick_device(cfg.run.device, distributed::DistEnv{}, cfg.path);
   if (device.is_cuda()) {
@@ -72,9 +71,7 @@ void sample(const SampleCommand& a) {
   o.sampling = {a.temperature, a.top_k, a.top_p};
   try {
     o.sampling.check();
-  } catch (const Error& e) {
-    throw Error(str("trainer sample: ", e.what()));
-  }
+  } catch (const Error& e) { throw Error(str("trainer sample: ", e.what())); }
   TR_CHECK(a.max_new_tokens >= 0, "trainer sample: --max-new-tokens must be >= 0, got ", a.max_new_tokens);
   config::RunConfig cfg = a.config.load();
   if (cfg.run.threads > 0) omp_set_num_threads(int(cfg.run.threads));
@@ -85,7 +82,8 @@ void sample(const SampleCommand& a) {
   const int64_t block_size = m.input.shape[0], vocab = m.output.shape[1];
 
   TextCodec codec(a.tokenizer.empty() ? cfg.data.tokenizer : a.tokenizer);
-  TR_CHECK(codec.is_bpe() || vocab <= 256, "trainer sample: the model has ", vocab, " logits, more than bytes: "
+  TR_CHECK(codec.is_bpe() || vocab <= 256, "trainer sample: the model has ", vocab,
+           " logits, more than bytes: "
            "give its GPT-2 tokenizer (--tokenizer DIR or [data] tokenizer = \"DIR\", a directory of vocab.json and "
            "merges.txt)");
   TR_CHECK(codec.vocab_size() <= vocab || !codec.is_bpe(), "trainer sample: the tokenizer has ", codec.vocab_size(),
@@ -125,8 +123,9 @@ void sample(const SampleCommand& a) {
 }  // namespace
 
 void SampleCommand::add_to(CLI::App& app) {
-  auto* c = app.add_subcommand("sample", "continue a prompt with a trained token model (a GPT): text to stdout, "
-                                         "tokens/s to stderr");
+  auto* c = app.add_subcommand("sample",
+                               "continue a prompt with a trained token model (a GPT): text to stdout, "
+                               "tokens/s to stderr");
   config.add_file(*c);
   add_checkpoint_option(*c, checkpoint);
   c->add_option("--prompt", prompt, "text to continue (default: <|endoftext|> with a GPT-2 tokenizer, else \"\\n\")");
@@ -134,11 +133,13 @@ void SampleCommand::add_to(CLI::App& app) {
   c->add_option("--max-new-tokens", max_new_tokens, "tokens to generate at most (default 200)");
   c->add_option("--temperature", temperature, "logits / temperature before sampling; 0: greedy (default 1)");
   c->add_option("--top-k", top_k, "sample from the k most likely tokens only; 1: greedy (default 0: all)");
-  c->add_option("--top-p", top_p, "nucleus sampling: the smallest set of most likely tokens whose probability "
-                                  "reaches p (default 1: all)");
+  c->add_option("--top-p", top_p,
+                "nucleus sampling: the smallest set of most likely tokens whose probability "
+                "reaches p (default 1: all)");
   c->add_option("--seed", seed, "the sampler's Philox seed (default: [run] seed)");
-  c->add_option("--tokenizer", tokenizer, "GPT-2 BPE directory (vocab.json, merges.txt) for a token run (default: "
-                                          "[data] tokenizer; byte-level without one)");
+  c->add_option("--tokenizer", tokenizer,
+                "GPT-2 BPE directory (vocab.json, merges.txt) for a token run (default: "
+                "[data] tokenizer; byte-level without one)");
   c->add_flag("--no-cache", no_cache, "recompute the whole context for every token (no KV cache)");
   config.add_overrides(*c);
   c->callback([this] { execute(); });

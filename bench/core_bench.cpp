@@ -20,8 +20,8 @@ using Clock = std::chrono::steady_clock;
 
 struct Options {
   int reps = 11;
-  int threads = 0;  // 0: the OpenMP default (OMP_NUM_THREADS, else all cores)
-  bool raw = true;  // also time plain OpenMP loops: what the memory system allows
+  int threads = 0;   // 0: the OpenMP default (OMP_NUM_THREADS, else all cores)
+  bool raw = true;   // also time plain OpenMP loops: what the memory system allows
   std::string only;  // comma-separated benchmark names; empty: all
 };
 
@@ -65,7 +65,9 @@ bool selected(const Options& o, const char* bench) {
 volatile float g_sink = 0;  // keeps results observable
 
 void bench_sgemm(const Options& o, int threads) {
-  struct S { int64_t m, k, n; };
+  struct S {
+    int64_t m, k, n;
+  };
   for (S s : {S{1024, 1024, 1024}, S{512, 512, 512}, S{256, 784, 128}}) {
     tr::Tensor a = tr::rand({s.m, s.k}), b = tr::rand({s.k, s.n});
     double sec = median_seconds(o.reps, [&] { g_sink = g_sink + float(tr::mm(a, b).numel()); });
@@ -177,11 +179,16 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--reps") o.reps = std::stoi(next());
-    else if (a == "--threads") o.threads = std::stoi(next());
-    else if (a == "--only") o.only = next();
-    else if (a == "--numel") n = std::stoll(next());
-    else if (a == "--no-raw") o.raw = false;
+    if (a == "--reps")
+      o.reps = std::stoi(next());
+    else if (a == "--threads")
+      o.threads = std::stoi(next());
+    else if (a == "--only")
+      o.only = next();
+    else if (a == "--numel")
+      n = std::stoll(next());
+    else if (a == "--no-raw")
+      o.raw = false;
     else {
       std::fprintf(stderr,
                    "usage: core_bench [--reps N] [--threads T] [--only NAME,...] [--numel N] [--no-raw]\n"

@@ -9,11 +9,11 @@ if [ "${1:-}" = --fix ]; then
   clang-format -i "${files[@]}"
   exit 0
 fi
-bad=()
-for f in "${files[@]}"; do
-  clang-format --dry-run -Werror "$f" > /dev/null 2>&1 || bad+=("$f")
-done
-if [ ${#bad[@]} -gt 0 ]; then
+# one run over every file: each place that differs is a "file:line:col: error: code should be
+# clang-formatted" line
+if ! out=$(clang-format --dry-run -Werror "${files[@]}" 2>&1); then
+  mapfile -t bad < <(sed -n 's/^\([^:]*\):[0-9]*:[0-9]*: error: code should be clang-formatted.*/\1/p' <<< "$out" | sort -u)
+  [ ${#bad[@]} -gt 0 ] || { echo "check_format: clang-format failed:"; echo "$out" | head -20; exit 1; }
   echo "check_format: ${#bad[@]} file(s) differ from .clang-format (scripts/check_format.sh --fix rewrites them):"
   printf '  %s\n' "${bad[@]}"
   exit 1

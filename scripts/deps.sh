@@ -5,7 +5,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  cmake ninja-build g++ ccache pkg-config
+  cmake ninja-build g++ ccache pkg-config clang-format
   catch2 libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev libtomlplusplus-dev
   zlib1g-dev libdeflate-dev libcsv-dev libpng-dev libturbojpeg0-dev libopenblas-openmp-dev libdnnl-dev libmuparser-dev libgloo-dev libboost-context-dev libboost-dev libpcre2-dev
   dataset-fashion-mnist fortunes

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds everything and runs every test: the build of the product
+# Installs what is missing, builds everything and runs every test (and checks the C++ layout,
+# scripts/check_format.sh): the build of the product
 # (CUDA compiled in when the toolkit is present; [gpu] tests skip without a GPU) with, in the same
 # build, the CUDA emulation's binaries (build/cuda-emu/, tests/cuda_emu), in which the GPU path's
 # tests run on the CPU; then the sanitizer build (clang): the unit tests under ASan, LeakSanitizer
@@ -7,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
+bash scripts/check_format.sh
 build/trainer info
 build/cuda-emu/trainer info
 # [gpu] tests skip with a message when no CUDA device is present; say so here, once.

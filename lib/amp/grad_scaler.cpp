@@ -58,8 +58,10 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
   for (Tensor& g : grads) {
     Tensor n = sum(g * 0.0);
     auto it = std::find_if(probes.begin(), probes.end(), [&](const auto& d) { return d.first == g.device(); });
-    if (it == probes.end()) probes.emplace_back(g.device(), n);
-    else it->second = it->second + n;
+    if (it == probes.end())
+      probes.emplace_back(g.device(), n);
+    else
+      it->second = it->second + n;
     g.mul_(inv_scale);
   }
   bool found = false;
@@ -85,8 +87,10 @@ bool GradScaler::step(optim::Optimizer& opt) {
   TR_CHECK(st.checked, "No inf checks were recorded for this optimizer (", opt.type_name(),
            " has no parameter with a gradient).");
   const bool stepped = !st.found_inf;
-  if (stepped) opt.step();
-  else ++skipped_;
+  if (stepped)
+    opt.step();
+  else
+    ++skipped_;
   st.stage = Stage::Stepped;
   return stepped;
 }
@@ -98,7 +102,8 @@ void GradScaler::update() {
     any_check = any_check || st.checked;
     found = found || st.found_inf;
   }
-  TR_CHECK(any_check, "No inf checks were recorded prior to update(): call step() or unscale_() with "
+  TR_CHECK(any_check,
+           "No inf checks were recorded prior to update(): call step() or unscale_() with "
            "gradients since the last update().");
   // torch's _amp_update_scale_ on its float32 scale: products in double, stored as float.
   if (found) {
@@ -134,7 +139,8 @@ nlohmann::json GradScaler::state_dict() const {
 void GradScaler::load_state_dict(const nlohmann::json& s) {
   if (!enabled_) return;
   TR_CHECK(s.is_object(), "GradScaler.load_state_dict: expected a JSON object, got ", s.type_name());
-  TR_CHECK(!s.empty(), "GradScaler.load_state_dict: the source state dict is empty, possibly because it was "
+  TR_CHECK(!s.empty(),
+           "GradScaler.load_state_dict: the source state dict is empty, possibly because it was "
            "saved from a disabled instance of GradScaler.");
   const std::string who = "GradScaler.load_state_dict";
   const double scale = optim::json_field<double>(s, "scale", who);

@@ -84,7 +84,7 @@ class GradScaler {
   enum class Stage { Ready, Unscaled, Stepped };
   struct OptState {
     Stage stage = Stage::Ready;
-    bool checked = false;    // an inf check was recorded (the optimizer had a gradient)
+    bool checked = false;  // an inf check was recorded (the optimizer had a gradient)
     bool found_inf = false;
   };
 

@@ -20,8 +20,10 @@ struct NodeTask {
 // Adds `g` into slot `i` of a node's input buffer (out of place, so create_graph keeps a graph).
 void accumulate(std::vector<Tensor>& buf, size_t i, const Tensor& g) {
   if (!g.defined()) return;
-  if (!buf[i].defined()) buf[i] = g;
-  else buf[i] = add(buf[i], g);
+  if (!buf[i].defined())
+    buf[i] = g;
+  else
+    buf[i] = add(buf[i], g);
 }
 
 bool has_nan(const Tensor& t) {
@@ -74,9 +76,11 @@ class GraphWalk {
     std::unordered_map<Node*, int> indeg;
     for (auto* n : discovery_order_) indeg[n] = 0;
     for (auto* n : discovery_order_)
-      for (auto& e : n->next_edges) if (e.fn) indeg[e.fn.get()]++;
+      for (auto& e : n->next_edges)
+        if (e.fn) indeg[e.fn.get()]++;
     std::vector<Node*> topo, q;
-    for (auto* n : discovery_order_) if (indeg[n] == 0) q.push_back(n);
+    for (auto* n : discovery_order_)
+      if (indeg[n] == 0) q.push_back(n);
     while (!q.empty()) {
       Node* n = q.back();
       q.pop_back();
@@ -92,7 +96,8 @@ class GraphWalk {
 
   // Puts the roots' incoming gradients in their buffers and queues the roots nothing points to.
   void seed_roots(const std::vector<Edge>& roots, const std::vector<Tensor>& root_grads) {
-    for (size_t i = 0; i < roots.size(); ++i) accumulate(buffer_of(roots[i].fn.get()), roots[i].input_nr, root_grads[i]);
+    for (size_t i = 0; i < roots.size(); ++i)
+      accumulate(buffer_of(roots[i].fn.get()), roots[i].input_nr, root_grads[i]);
     for (auto& e : roots) {
       Node* n = e.fn.get();
       if (deps_[n] == 0 && queued_.insert(n).second) ready_.push({n});
@@ -190,11 +195,11 @@ class GraphWalk {
 
   const bool capturing_for_grad_;
   const bool keep_graph_;
-  std::unordered_map<Node*, int> deps_;                       // incoming edges not yet run
+  std::unordered_map<Node*, int> deps_;                     // incoming edges not yet run
   std::unordered_map<Node*, std::shared_ptr<Node>> owner_;  // keeps the nodes alive during the walk
   std::vector<Node*> discovery_order_;
   std::unordered_map<Node*, std::vector<std::pair<uint32_t, size_t>>> capture_at_;  // node -> (nr, result idx)
-  std::unordered_set<Node*> needed_;  // capturing for grad: the nodes that lead to a capture
+  std::unordered_set<Node*> needed_;                        // capturing for grad: the nodes that lead to a capture
   std::unordered_map<Node*, std::vector<Tensor>> buffers_;  // each waiting node's incoming gradients
   std::priority_queue<NodeTask> ready_;
   std::unordered_set<Node*> queued_;

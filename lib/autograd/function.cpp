@@ -51,7 +51,8 @@ std::vector<Tensor> apply_function(const std::string& name, const std::vector<Te
   if (GradMode::is_enabled())
     for (auto& t : inputs) needs = needs || (t.defined() && t.requires_grad());
   auto is_output = [&](const Tensor& t) {
-    for (auto& o : outputs) if (o.is_same(t)) return true;
+    for (auto& o : outputs)
+      if (o.is_same(t)) return true;
     return false;
   };
   if (!needs) {

@@ -26,8 +26,7 @@ class FunctionCtx {
  private:
   friend std::vector<Tensor> apply_function(const std::string&, const std::vector<Tensor>&,
                                             std::vector<Tensor> (*)(FunctionCtx&, const std::vector<Tensor>&),
-                                            std::vector<Tensor> (*)(FunctionCtx&, const std::vector<Tensor>&),
-                                            Attrs);
+                                            std::vector<Tensor> (*)(FunctionCtx&, const std::vector<Tensor>&), Attrs);
   std::vector<Tensor> to_save_;
   std::vector<SavedVariable> saved_;
   std::string name_;
@@ -38,8 +37,7 @@ std::vector<Tensor> apply_function(const std::string& name, const std::vector<Te
                                    std::vector<Tensor> (*backward)(FunctionCtx&, const std::vector<Tensor>&),
                                    Attrs data = {});  // initial ctx.saved_data (arguments for forward)
 
-template <typename F>
-struct Function {
+template <typename F> struct Function {
   static std::vector<Tensor> apply(const std::vector<Tensor>& inputs, const std::string& name = "CustomFunction",
                                    Attrs data = {}) {
     return apply_function(name, inputs, &F::forward, &F::backward, std::move(data));

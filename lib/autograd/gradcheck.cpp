@@ -36,7 +36,8 @@ GradcheckResult gradcheck(const TensorFn& fn, const std::vector<Tensor>& inputs,
 
   // Analytical Jacobian, one row per output element: grad of output element j w.r.t. inputs.
   std::vector<size_t> in_idx;
-  for (size_t i = 0; i < inputs.size(); ++i) if (inputs[i].requires_grad()) in_idx.push_back(i);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].requires_grad()) in_idx.push_back(i);
   std::vector<std::vector<std::vector<double>>> analytical(in_idx.size(), std::vector<std::vector<double>>(m));
   size_t row = 0;
   for (size_t oi = 0; oi < diff_outs.size(); ++oi) {
@@ -56,11 +57,15 @@ GradcheckResult gradcheck(const TensorFn& fn, const std::vector<Tensor>& inputs,
       bool any_graph = false;
       for (auto& d : diff_outs) any_graph = any_graph || d.requires_grad();
       std::vector<Tensor> gr;
-      if (any_graph) gr = autograd::grad(diff_outs, ins, gos, true, false, true);
-      else gr.resize(ins.size());
+      if (any_graph)
+        gr = autograd::grad(diff_outs, ins, gos, true, false, true);
+      else
+        gr.resize(ins.size());
       for (size_t k = 0; k < ins.size(); ++k) {
-        if (gr[k].defined()) analytical[k][row] = gr[k].tolist();
-        else analytical[k][row] = std::vector<double>(size_t(ins[k].numel()), 0.0);
+        if (gr[k].defined())
+          analytical[k][row] = gr[k].tolist();
+        else
+          analytical[k][row] = std::vector<double>(size_t(ins[k].numel()), 0.0);
       }
     }
   }
@@ -120,9 +125,11 @@ GradcheckResult gradgradcheck(const TensorFn& fn, const std::vector<Tensor>& inp
     std::vector<Tensor> gos(xs.begin() + long(n_in), xs.end());
     std::vector<Tensor> o = fn(ins);
     std::vector<Tensor> diff;
-    for (auto& t : o) if (t.defined() && t.is_floating_point()) diff.push_back(t);
+    for (auto& t : o)
+      if (t.defined() && t.is_floating_point()) diff.push_back(t);
     std::vector<Tensor> req;
-    for (auto& t : ins) if (t.requires_grad()) req.push_back(t);
+    for (auto& t : ins)
+      if (t.requires_grad()) req.push_back(t);
     bool any = false;
     for (auto& d : diff) any = any || d.requires_grad();
     if (!any) return std::vector<Tensor>{};

@@ -25,8 +25,7 @@ void defer_release(std::shared_ptr<Node>& p) {
 }
 
 void defer_release_tensor(Tensor& t) {
-  if (t.defined() && t.impl_ptr().use_count() == 1 && t.impl()->autograd)
-    defer_release(t.impl()->autograd->grad_fn);
+  if (t.defined() && t.impl_ptr().use_count() == 1 && t.impl()->autograd) defer_release(t.impl()->autograd->grad_fn);
   t = Tensor();
 }
 

@@ -35,7 +35,7 @@ class Node : public std::enable_shared_from_this<Node> {
   uint64_t sequence_nr() const { return sequence_nr_; }
   size_t num_outputs() const { return output_specs.size(); }  // outputs of the forward call
 
-  std::vector<Edge> next_edges;              // one per forward input
+  std::vector<Edge> next_edges;                       // one per forward input
   std::vector<std::pair<Shape, DType>> output_specs;  // of the forward outputs (sizes, dtype)
   // Tensor hooks by forward output index: run on the incoming gradient before apply().
   std::map<uint32_t, std::vector<std::pair<int, TensorHook>>> pre_hooks;

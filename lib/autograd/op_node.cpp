@@ -32,8 +32,10 @@ class OpNode : public Node {
     std::vector<Tensor> r = op_.backward(ctx);
     r.resize(next_edges.size());
     for (size_t i = 0; i < r.size(); ++i) {
-      if (!needs[i]) r[i] = Tensor();
-      else if (r[i].defined() && r[i].dtype() != input_specs_[i].dtype) r[i] = cast(r[i], input_specs_[i].dtype);
+      if (!needs[i])
+        r[i] = Tensor();
+      else if (r[i].defined() && r[i].dtype() != input_specs_[i].dtype)
+        r[i] = cast(r[i], input_specs_[i].dtype);
     }
     return r;
   }

@@ -1,5 +1,6 @@
-// Tensor printing in torch's repr format (here, above autograd, because the repr names grad_fn): a port of torch 1.13's torch/_tensor_str.py (threshold 1000,
-// edgeitems 3, linewidth 80, automatic sci_mode, settable precision) for strided real tensors.
+// Tensor printing in torch's repr format (here, above autograd, because the repr names grad_fn): a port of torch 1.13's
+// torch/_tensor_str.py (threshold 1000, edgeitems 3, linewidth 80, automatic sci_mode, settable precision) for strided
+// real tensors.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -146,8 +147,10 @@ void collect_offsets(const Shape& sizes, const Shape& strides, size_t d, int64_t
   }
   int64_t n = sizes[d];
   if (summarize && n > 2 * kEdgeItems) {
-    for (int64_t i = 0; i < kEdgeItems; ++i) collect_offsets(sizes, strides, d + 1, off + i * strides[d], summarize, out);
-    for (int64_t i = n - kEdgeItems; i < n; ++i) collect_offsets(sizes, strides, d + 1, off + i * strides[d], summarize, out);
+    for (int64_t i = 0; i < kEdgeItems; ++i)
+      collect_offsets(sizes, strides, d + 1, off + i * strides[d], summarize, out);
+    for (int64_t i = n - kEdgeItems; i < n; ++i)
+      collect_offsets(sizes, strides, d + 1, off + i * strides[d], summarize, out);
   } else {
     for (int64_t i = 0; i < n; ++i) collect_offsets(sizes, strides, d + 1, off + i * strides[d], summarize, out);
   }

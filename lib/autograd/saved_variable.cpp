@@ -36,14 +36,17 @@ SavedVariable::SavedVariable(const Tensor& t, bool is_output) {
 
 Tensor SavedVariable::unpack(const std::string& saved_by) const {
   if (!defined_) return Tensor();
-  TR_CHECK(!released_, "Trying to backward through the graph a second time (or directly access saved tensors "
-           "after they have already been freed), in ", saved_by,
-           ". Specify retain_graph=true if you need to backward through the graph a second time.");
+  TR_CHECK(!released_,
+           "Trying to backward through the graph a second time (or directly access saved tensors "
+           "after they have already been freed), in ",
+           saved_by, ". Specify retain_graph=true if you need to backward through the graph a second time.");
   if (data_.version() != saved_version_) {
-    throw Error(str("one of the variables needed for gradient computation has been modified by an inplace "
-                    "operation: [", dtype_name(data_.dtype()), " tensor of shape ", data_.sizes(), "] is at version ",
-                    data_.version(), "; expected version ", saved_version_, " instead (saved by ", saved_by,
-                    "). Hint: replace the in-place operation by an out-of-place one, or clone() before it."));
+    throw Error(
+        str("one of the variables needed for gradient computation has been modified by an inplace "
+            "operation: [",
+            dtype_name(data_.dtype()), " tensor of shape ", data_.sizes(), "] is at version ", data_.version(),
+            "; expected version ", saved_version_, " instead (saved by ", saved_by,
+            "). Hint: replace the in-place operation by an out-of-place one, or clone() before it."));
   }
   if (!is_output_) return data_;
   auto impl = std::make_shared<TensorImpl>();

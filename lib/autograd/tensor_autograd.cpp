@@ -18,8 +18,10 @@ void Tensor::retain_grad() const {
     if (auto impl = weak.lock()) {
       Tensor self(impl);
       AutogradMeta& mm = *impl->autograd;
-      if (!mm.grad.defined()) mm.grad = g.detach().clone();
-      else mm.grad = add(mm.grad, g.detach());
+      if (!mm.grad.defined())
+        mm.grad = g.detach().clone();
+      else
+        mm.grad = add(mm.grad, g.detach());
     }
     return Tensor();
   });
@@ -36,7 +38,10 @@ void Tensor::remove_hook(int handle) const {
   if (!e.fn) return;
   auto& v = e.fn->pre_hooks[e.input_nr];
   for (auto it = v.begin(); it != v.end(); ++it)
-    if (it->first == handle) { v.erase(it); return; }
+    if (it->first == handle) {
+      v.erase(it);
+      return;
+    }
 }
 
 }  // namespace tr

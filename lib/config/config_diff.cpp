@@ -32,11 +32,24 @@ void flatten(const toml::table& t, const std::string& prefix, std::map<std::stri
 }  // namespace
 
 bool harmless_change(const std::string& key) {
-  static const char* kHarmless[] = {"run.name",         "run.out_dir",        "run.threads",     "run.device",
-                                    "data.workers",     "data.eval_batch_size", "data.cache",    "train.steps",
-                                    "train.epochs",     "data.tokenizer",
-                                    "train.eval_every", "train.eval_batches", "train.log_every", "train.nonfinite",
-                                    "run.cudnn_benchmark", "run.deterministic", "run.allow_tf32", "run.fused_ops",
+  static const char* kHarmless[] = {"run.name",
+                                    "run.out_dir",
+                                    "run.threads",
+                                    "run.device",
+                                    "data.workers",
+                                    "data.eval_batch_size",
+                                    "data.cache",
+                                    "train.steps",
+                                    "train.epochs",
+                                    "data.tokenizer",
+                                    "train.eval_every",
+                                    "train.eval_batches",
+                                    "train.log_every",
+                                    "train.nonfinite",
+                                    "run.cudnn_benchmark",
+                                    "run.deterministic",
+                                    "run.allow_tf32",
+                                    "run.fused_ops",
                                     "run.attention",
                                     "model.activation_checkpointing"};  // bit-identical either way
   for (const char* h : kHarmless)
@@ -72,7 +85,8 @@ bool unread_optimizer_key(const std::string& key, const std::map<std::string, st
 
 }  // namespace
 
-std::vector<ConfigChange> diff_configs(const toml::table& saved, const toml::table& now, const toml::table* now_source) {
+std::vector<ConfigChange> diff_configs(const toml::table& saved, const toml::table& now,
+                                       const toml::table* now_source) {
   std::map<std::string, std::string> a, b;
   flatten(saved, "", a);
   flatten(now, "", b);

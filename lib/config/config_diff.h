@@ -9,8 +9,8 @@
 namespace tr::config {
 
 struct ConfigChange {
-  std::string key;      // dotted: "optimizer.lr", "train.log_every"
-  std::string before;   // the value as TOML ("(absent)" when missing)
+  std::string key;     // dotted: "optimizer.lr", "train.log_every"
+  std::string before;  // the value as TOML ("(absent)" when missing)
   std::string after;
   bool harmless = false;
   std::string str() const { return key + ": " + before + " -> " + after; }

@@ -9,8 +9,9 @@ namespace tr::config {
 const std::vector<KeyDoc>& key_docs() {
   static const std::vector<KeyDoc> rows = [] {
     std::vector<KeyDoc> r;
-#define TR_KEY(Struct, tbl, member, key, Type, dflt, check, doc) \
-  r.push_back({tbl, key, keys::Type::kName, keys::shown_default<keys::Type>(dflt), keys::shown_allowed<keys::Type>(check), doc});
+#define TR_KEY(Struct, tbl, member, key, Type, dflt, check, doc)                   \
+  r.push_back({tbl, key, keys::Type::kName, keys::shown_default<keys::Type>(dflt), \
+               keys::shown_allowed<keys::Type>(check), doc});
 #include "config/run_config_keys.def"
     return r;
   }();
@@ -41,9 +42,7 @@ bool is_toml_value(const std::string& s) {
   try {
     (void)toml::parse("v = " + s);
     return true;
-  } catch (const toml::parse_error&) {
-    return false;
-  }
+  } catch (const toml::parse_error&) { return false; }
 }
 
 }  // namespace

@@ -61,7 +61,8 @@ Check range_oo(double lo, double hi, std::string message) {
 
 namespace keys {
 
-Int::value_type Int::read(const TomlTable& t, const std::string& key, value_type dflt, const Check& c, const KeyContext&) {
+Int::value_type Int::read(const TomlTable& t, const std::string& key, value_type dflt, const Check& c,
+                          const KeyContext&) {
   const value_type v = t.get_int(key, dflt);
   if (t.has(key)) c.check(t, key, double(v));
   return v;
@@ -129,14 +130,17 @@ NormType::value_type NormType::read(const TomlTable& t, const std::string& key, 
 }
 
 void NormType::write(toml::table& out, const std::string& key, value_type v) {
-  if (std::isinf(v)) out.insert_or_assign(key, "inf");
-  else out.insert_or_assign(key, v);
+  if (std::isinf(v))
+    out.insert_or_assign(key, "inf");
+  else
+    out.insert_or_assign(key, v);
 }
 
 DeviceSpec::value_type DeviceSpec::read(const TomlTable& t, const std::string& key, const value_type& dflt,
                                         const Check& c, const KeyContext& ctx) {
   value_type v = String::read(t, key, dflt, c, ctx);
-  if (v != "auto" && v != "cpu" && v.rfind("cuda", 0) != 0) t.fail(key, str("is '", v, "', expected auto, cpu, cuda or cuda:N"));
+  if (v != "auto" && v != "cpu" && v.rfind("cuda", 0) != 0)
+    t.fail(key, str("is '", v, "', expected auto, cpu, cuda or cuda:N"));
   return v;
 }
 

@@ -39,8 +39,8 @@ struct Check {
 
 Check any_value();
 Check one_of(std::vector<std::string> choices);
-Check above(double lo, std::string message);     // > lo
-Check at_least(double lo, std::string message);  // >= lo
+Check above(double lo, std::string message);                // > lo
+Check at_least(double lo, std::string message);             // >= lo
 Check range_co(double lo, double hi, std::string message);  // [lo, hi)
 Check range_oo(double lo, double hi, std::string message);  // (lo, hi)
 
@@ -52,15 +52,15 @@ struct KeyContext {
 namespace keys {
 
 // A struct member's starting value from the declared default ({} included: D is then T).
-template <typename T, typename D = T>
-T initial(const D& v) {
-  if constexpr (std::is_same_v<D, Derived>) return T{};
-  else return T(v);
+template <typename T, typename D = T> T initial(const D& v) {
+  if constexpr (std::is_same_v<D, Derived>)
+    return T{};
+  else
+    return T(v);
 }
 
 // A value as TOML writes it: 25.0, true; a string in double quotes, as the docs write strings.
-template <typename V>
-std::string toml_text(const V& v) {
+template <typename V> std::string toml_text(const V& v) {
   if constexpr (std::is_convertible_v<V, std::string>) {
     std::string s = "\"";
     for (char ch : std::string(v)) s += ch == '"' || ch == '\\' ? std::string("\\") + ch : std::string(1, ch);
@@ -77,7 +77,8 @@ std::string toml_text(const V& v) {
 struct Int {
   using value_type = int64_t;
   static constexpr const char* kName = "integer";
-  static value_type read(const TomlTable& t, const std::string& key, value_type dflt, const Check& c, const KeyContext&);
+  static value_type read(const TomlTable& t, const std::string& key, value_type dflt, const Check& c,
+                         const KeyContext&);
   static void write(toml::table& out, const std::string& key, value_type v) { out.insert_or_assign(key, v); }
   static std::string show(value_type v) { return std::to_string(v); }
 };
@@ -93,7 +94,8 @@ struct OptionalInt : Int {
 struct Float {
   using value_type = double;
   static constexpr const char* kName = "number";
-  static value_type read(const TomlTable& t, const std::string& key, value_type dflt, const Check& c, const KeyContext&);
+  static value_type read(const TomlTable& t, const std::string& key, value_type dflt, const Check& c,
+                         const KeyContext&);
   static void write(toml::table& out, const std::string& key, value_type v) { out.insert_or_assign(key, v); }
   static std::string show(value_type v) { return toml_text(v); }
 };
@@ -208,15 +210,17 @@ struct GroupRules {
 };
 
 // The docs' default and allowed columns of a key.
-template <typename Type, typename D = typename Type::value_type>
-std::string shown_default(const D& dflt) {
-  if constexpr (std::is_same_v<D, Derived>) return dflt.shown;
-  else return Type::show(initial<typename Type::value_type>(dflt));
+template <typename Type, typename D = typename Type::value_type> std::string shown_default(const D& dflt) {
+  if constexpr (std::is_same_v<D, Derived>)
+    return dflt.shown;
+  else
+    return Type::show(initial<typename Type::value_type>(dflt));
 }
-template <typename Type>
-std::string shown_allowed(const Check& c) {
-  if constexpr (requires { Type::kAllowed; }) return Type::kAllowed;
-  else return c.shown();
+template <typename Type> std::string shown_allowed(const Check& c) {
+  if constexpr (requires { Type::kAllowed; })
+    return Type::kAllowed;
+  else
+    return c.shown();
 }
 
 }  // namespace keys

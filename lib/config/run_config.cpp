@@ -40,9 +40,7 @@ void apply_override(toml::table& root, const std::string& assignment) {
   } catch (const toml::parse_error&) {
     try {
       parsed = toml::parse("v = '''" + value + "'''", source);
-    } catch (const toml::parse_error&) {
-      parsed.insert("v", value);
-    }
+    } catch (const toml::parse_error&) { parsed.insert("v", value); }
   }
   t->insert_or_assign(parts.back(), std::move(*parsed.get("v")));
 }
@@ -58,13 +56,11 @@ TomlTable section(const RunConfig& c, const TomlTable& top, const char* name) {
 }
 
 // Reads the declared keys of `table` (run_config_keys.def) into `s`, in the declaration's order.
-template <typename S>
-void read_keys(S& s, const TomlTable& t, std::string_view table, const RunConfig& c) {
+template <typename S> void read_keys(S& s, const TomlTable& t, std::string_view table, const RunConfig& c) {
   const KeyContext ctx{fs::path(c.path).parent_path().string()};
-#define TR_KEY(Struct, tbl, member, key, Type, dflt, check, doc)                                             \
-  if constexpr (std::is_same_v<S, Struct>)                                                                  \
-    if (table == tbl)                                                                                       \
-      s.member = keys::Type::read(t, key, keys::initial<keys::Type::value_type>(dflt), check, ctx);
+#define TR_KEY(Struct, tbl, member, key, Type, dflt, check, doc) \
+  if constexpr (std::is_same_v<S, Struct>)                       \
+    if (table == tbl) s.member = keys::Type::read(t, key, keys::initial<keys::Type::value_type>(dflt), check, ctx);
 #include "config/run_config_keys.def"
 }
 
@@ -91,7 +87,8 @@ namespace {
 void load_model(RunConfig& c, const TomlTable& t) {
   read_keys(c.model, t, "model", c);
   for (const char* k : {"strict", "prefix", "init_format"})
-    if (c.model.init.empty() && t.has(k)) t.fail(k, "applies to starting weights: set init = \"weights.safetensors\" too");
+    if (c.model.init.empty() && t.has(k))
+      t.fail(k, "applies to starting weights: set init = \"weights.safetensors\" too");
   if (t.has("file")) {
     t.finish();
     return;
@@ -105,8 +102,9 @@ void load_model(RunConfig& c, const TomlTable& t) {
 void load_data(RunConfig& c, const TomlTable& t) {
   read_keys(c.data, t, "data", c);
   if (t.has("micro_batch_size") && t.has("batch_size"))
-    t.fail("micro_batch_size", "and batch_size are two ways to size a micro-step (per rank, or the global batch): "
-                               "give one");
+    t.fail("micro_batch_size",
+           "and batch_size are two ways to size a micro-step (per rank, or the global batch): "
+           "give one");
   c.data.table = t;
 }
 
@@ -135,8 +133,9 @@ void load_train(RunConfig& c, const TomlTable& t) {
   read_keys(tr, t, "train", c);
   if (tr.epochs <= 0 && tr.steps <= 0) t.fail("epochs", "and steps: one of them must be positive");
   if (t.has("tokens_per_step") && t.has("accumulate"))
-    t.fail("tokens_per_step", "sets the accumulation count (tokens_per_step / (batch x tokens per sample)); give it "
-                              "or accumulate, not both");
+    t.fail("tokens_per_step",
+           "sets the accumulation count (tokens_per_step / (batch x tokens per sample)); give it "
+           "or accumulate, not both");
   if (auto gc = t.get_table("grad_clip")) {
     read_keys(tr.grad_clip, *gc, "train.grad_clip", c);
     gc->finish();
@@ -182,7 +181,8 @@ RunConfig make_run_config(std::shared_ptr<toml::table> parsed, const std::string
   c.path = path;
   c.source = parsed;
   TomlTable top(*parsed, path, "run config");
-  for (const char* s : {"run", "model", "data", "optimizer", "scheduler", "loss", "train", "log", "checkpoint", "dist", "amp"})
+  for (const char* s :
+       {"run", "model", "data", "optimizer", "scheduler", "loss", "train", "log", "checkpoint", "dist", "amp"})
     top.has(s);
   top.finish();
   load_run(c, section(c, top, "run"));
@@ -212,11 +212,10 @@ RunConfig parse_run_config(std::string_view text, const std::string& path, const
 namespace {
 
 // The declared keys of `table` in `s` as TOML (run_config_keys.def; each kind leaves out what is unset).
-template <typename S>
-toml::table keys_toml(const S& s, std::string_view table) {
+template <typename S> toml::table keys_toml(const S& s, std::string_view table) {
   toml::table out;
 #define TR_KEY(Struct, tbl, member, key, Type, dflt, check, doc) \
-  if constexpr (std::is_same_v<S, Struct>)                      \
+  if constexpr (std::is_same_v<S, Struct>)                       \
     if (table == tbl) keys::Type::write(out, key, s.member);
 #include "config/run_config_keys.def"
   return out;
@@ -247,7 +246,8 @@ toml::table data_toml(const DataSection& d) {
 toml::table train_toml(const TrainSection& t) {
   toml::table r = keys_toml(t, "train");
   if (t.tokens_per_step > 0) r.erase("accumulate");  // one of the two ways to size a step
-  if (t.grad_clip.max_norm > 0 || t.grad_clip.value > 0) r.insert("grad_clip", keys_toml(t.grad_clip, "train.grad_clip"));
+  if (t.grad_clip.max_norm > 0 || t.grad_clip.value > 0)
+    r.insert("grad_clip", keys_toml(t.grad_clip, "train.grad_clip"));
   return r;
 }
 

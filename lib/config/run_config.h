@@ -51,7 +51,7 @@ struct OptimizerSection {
 #define TR_OPTIMIZER_KEY TR_CONFIG_MEMBER
 #include "config/run_config_keys.def"
   optim::Options hyperparameters;  // every one of the type's, defaults included (Options keys)
-  toml::table resolved;  // type and hyperparameters as TOML writes them, defaults included
+  toml::table resolved;            // type and hyperparameters as TOML writes them, defaults included
 };
 
 // [loss]: a registered loss (nn/loss.h); its keys are read by the loss's builder at setup.
@@ -131,7 +131,8 @@ struct RunConfig {
 // validates and fills defaults (the dataset's, transforms' and loss's keys: at setup).
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides = {});
 // The same from the text of a config file; `path` names it in errors and anchors its relative paths.
-RunConfig parse_run_config(std::string_view text, const std::string& path, const std::vector<std::string>& overrides = {});
+RunConfig parse_run_config(std::string_view text, const std::string& path,
+                           const std::vector<std::string>& overrides = {});
 // Applies one "a.b.c=value" override to a table (creating tables on the way).
 void apply_override(toml::table& t, const std::string& assignment);
 // The resolved config (every key, defaults included) as TOML; complete once the run is set up.

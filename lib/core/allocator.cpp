@@ -113,8 +113,8 @@ void register_allocator(DeviceType t, std::function<Allocator&(int)> get) { fact
 Allocator& allocator_for(Device d) {
   if (d.is_cpu()) {
     // 64-byte aligned; blocks of 1 MiB and more are cached for reuse
-    static ExactSizeCachingAllocator cpu([](size_t n) { return std::aligned_alloc(64, n); }, [](void* p) { std::free(p); },
-                                size_t(1) << 20);
+    static ExactSizeCachingAllocator cpu([](size_t n) { return std::aligned_alloc(64, n); },
+                                         [](void* p) { std::free(p); }, size_t(1) << 20);
     return cpu;
   }
   auto& f = factory(d.type);

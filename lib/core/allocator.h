@@ -67,8 +67,8 @@ class ExactSizeCachingAllocator : public Allocator {
   size_t min_cached_;
   std::function<std::string()> describe_;
   mutable std::mutex mu_;
-  std::multimap<size_t, void*> free_blocks_;        // rounded size -> block
-  std::unordered_map<void*, size_t> live_blocks_;   // block -> rounded size
+  std::multimap<size_t, void*> free_blocks_;       // rounded size -> block
+  std::unordered_map<void*, size_t> live_blocks_;  // block -> rounded size
   MemoryStats stats_;
 
   void release(void* p, size_t rounded);

@@ -45,8 +45,8 @@ class DeviceMemory {
 class CachingAllocator : public Allocator {
  public:
   using Stream = DeviceMemory::Stream;
-  static constexpr size_t kMinBlock = 512;                 // the rounding of every request
-  static constexpr size_t kSmallRequest = size_t(1) << 20; // at most this: the small pool
+  static constexpr size_t kMinBlock = 512;                  // the rounding of every request
+  static constexpr size_t kSmallRequest = size_t(1) << 20;  // at most this: the small pool
   static constexpr size_t kSmallSegment = size_t(2) << 20;
   static constexpr size_t kLargeSegment = size_t(20) << 20;
   static constexpr size_t kMinLargeAlloc = size_t(10) << 20;  // from this size a segment is the request's own
@@ -79,8 +79,8 @@ class CachingAllocator : public Allocator {
 
   std::unique_ptr<DeviceMemory> device_;
   mutable std::mutex mu_;
-  Pool small_, large_;                         // free blocks
-  std::unordered_map<void*, Block*> live_;     // allocated blocks by address
+  Pool small_, large_;                                           // free blocks
+  std::unordered_map<void*, Block*> live_;                       // allocated blocks by address
   std::vector<std::pair<DeviceMemory::Event, Block*>> pending_;  // freed blocks awaiting other streams
   MemoryStats stats_;
 

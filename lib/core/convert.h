@@ -7,8 +7,7 @@
 
 namespace tr {
 
-template <typename To, typename From>
-TR_HD To convert(From v) {
+template <typename To, typename From> TR_HD To convert(From v) {
   if constexpr (std::is_same_v<To, bool>) {
     return static_cast<float>(v) != 0.0f;
   } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {

@@ -8,8 +8,8 @@
 namespace tr::cuda {
 
 bool is_compiled();
-int device_count();              // 0 when there is no GPU or no driver
-std::string unavailable_reason(); // why device_count() is 0, for error messages
+int device_count();                // 0 when there is no GPU or no driver
+std::string unavailable_reason();  // why device_count() is 0, for error messages
 bool is_available();
 // Copies n bytes between any two of (host, cuda:N). Host to device returns once the source has
 // been read (the copy itself is queued on the device's stream); the others wait for completion.

@@ -13,10 +13,14 @@ constexpr int kNumDTypes = 8;
 
 inline constexpr size_t itemsize(DType t) {
   switch (t) {
-    case DType::Bool: case DType::U8: return 1;
-    case DType::F16: case DType::BF16: return 2;
-    case DType::I32: case DType::F32: return 4;
-    case DType::I64: case DType::F64: return 8;
+    case DType::Bool:
+    case DType::U8: return 1;
+    case DType::F16:
+    case DType::BF16: return 2;
+    case DType::I32:
+    case DType::F32: return 4;
+    case DType::I64:
+    case DType::F64: return 8;
   }
   return 0;
 }
@@ -63,41 +67,41 @@ template <typename T> using acc_t = typename acc_type<T>::type;
   }
 
 // TR_DISPATCH_FLOAT(dtype, "op", [&] { ... scalar_t ... });
-#define TR_DISPATCH_FLOAT(DT, NAME, ...)                                  \
-  do {                                                                    \
-    switch (DT) {                                                         \
-      TR_DTYPE_CASE(F32, float, __VA_ARGS__)                              \
-      TR_DTYPE_CASE(F64, double, __VA_ARGS__)                             \
-      TR_DTYPE_CASE(F16, ::tr::Half, __VA_ARGS__)                         \
-      TR_DTYPE_CASE(BF16, ::tr::BFloat16, __VA_ARGS__)                    \
-      default: ::tr::throw_dtype_unsupported(NAME, DT);                   \
-    }                                                                     \
+#define TR_DISPATCH_FLOAT(DT, NAME, ...)                \
+  do {                                                  \
+    switch (DT) {                                       \
+      TR_DTYPE_CASE(F32, float, __VA_ARGS__)            \
+      TR_DTYPE_CASE(F64, double, __VA_ARGS__)           \
+      TR_DTYPE_CASE(F16, ::tr::Half, __VA_ARGS__)       \
+      TR_DTYPE_CASE(BF16, ::tr::BFloat16, __VA_ARGS__)  \
+      default: ::tr::throw_dtype_unsupported(NAME, DT); \
+    }                                                   \
   } while (0)
 
-#define TR_DISPATCH_NUMERIC(DT, NAME, ...)                                \
-  do {                                                                    \
-    switch (DT) {                                                         \
-      TR_DTYPE_CASE(F32, float, __VA_ARGS__)                              \
-      TR_DTYPE_CASE(F64, double, __VA_ARGS__)                             \
-      TR_DTYPE_CASE(F16, ::tr::Half, __VA_ARGS__)                         \
-      TR_DTYPE_CASE(BF16, ::tr::BFloat16, __VA_ARGS__)                    \
-      TR_DTYPE_CASE(I64, int64_t, __VA_ARGS__)                            \
-      TR_DTYPE_CASE(I32, int32_t, __VA_ARGS__)                            \
-      TR_DTYPE_CASE(U8, uint8_t, __VA_ARGS__)                             \
-      default: ::tr::throw_dtype_unsupported(NAME, DT);                   \
-    }                                                                     \
+#define TR_DISPATCH_NUMERIC(DT, NAME, ...)              \
+  do {                                                  \
+    switch (DT) {                                       \
+      TR_DTYPE_CASE(F32, float, __VA_ARGS__)            \
+      TR_DTYPE_CASE(F64, double, __VA_ARGS__)           \
+      TR_DTYPE_CASE(F16, ::tr::Half, __VA_ARGS__)       \
+      TR_DTYPE_CASE(BF16, ::tr::BFloat16, __VA_ARGS__)  \
+      TR_DTYPE_CASE(I64, int64_t, __VA_ARGS__)          \
+      TR_DTYPE_CASE(I32, int32_t, __VA_ARGS__)          \
+      TR_DTYPE_CASE(U8, uint8_t, __VA_ARGS__)           \
+      default: ::tr::throw_dtype_unsupported(NAME, DT); \
+    }                                                   \
   } while (0)
 
-#define TR_DISPATCH_ALL(DT, NAME, ...)                                    \
-  do {                                                                    \
-    switch (DT) {                                                         \
-      TR_DTYPE_CASE(F32, float, __VA_ARGS__)                              \
-      TR_DTYPE_CASE(F64, double, __VA_ARGS__)                             \
-      TR_DTYPE_CASE(F16, ::tr::Half, __VA_ARGS__)                         \
-      TR_DTYPE_CASE(BF16, ::tr::BFloat16, __VA_ARGS__)                    \
-      TR_DTYPE_CASE(I64, int64_t, __VA_ARGS__)                            \
-      TR_DTYPE_CASE(I32, int32_t, __VA_ARGS__)                            \
-      TR_DTYPE_CASE(U8, uint8_t, __VA_ARGS__)                             \
-      TR_DTYPE_CASE(Bool, bool, __VA_ARGS__)                              \
-    }                                                                     \
+#define TR_DISPATCH_ALL(DT, NAME, ...)                 \
+  do {                                                 \
+    switch (DT) {                                      \
+      TR_DTYPE_CASE(F32, float, __VA_ARGS__)           \
+      TR_DTYPE_CASE(F64, double, __VA_ARGS__)          \
+      TR_DTYPE_CASE(F16, ::tr::Half, __VA_ARGS__)      \
+      TR_DTYPE_CASE(BF16, ::tr::BFloat16, __VA_ARGS__) \
+      TR_DTYPE_CASE(I64, int64_t, __VA_ARGS__)         \
+      TR_DTYPE_CASE(I32, int32_t, __VA_ARGS__)         \
+      TR_DTYPE_CASE(U8, uint8_t, __VA_ARGS__)          \
+      TR_DTYPE_CASE(Bool, bool, __VA_ARGS__)           \
+    }                                                  \
   } while (0)

@@ -24,24 +24,20 @@ class OutOfMemoryError : public Error {
 
 namespace detail {
 inline void str_append(std::ostringstream&) {}
-template <typename T>
-void put(std::ostringstream& os, const std::vector<T>& v) {
+template <typename T> void put(std::ostringstream& os, const std::vector<T>& v) {
   os << '[';
   for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
   os << ']';
 }
-template <typename T>
-void put(std::ostringstream& os, const T& v) { os << v; }
-template <typename T, typename... R>
-void str_append(std::ostringstream& os, const T& v, const R&... rest) {
+template <typename T> void put(std::ostringstream& os, const T& v) { os << v; }
+template <typename T, typename... R> void str_append(std::ostringstream& os, const T& v, const R&... rest) {
   put(os, v);
   str_append(os, rest...);
 }
 }  // namespace detail
 
 // Concatenates its arguments; vectors print as [a, b, c].
-template <typename... A>
-std::string str(const A&... a) {
+template <typename... A> std::string str(const A&... a) {
   std::ostringstream os;
   detail::str_append(os, a...);
   return os.str();
@@ -49,7 +45,7 @@ std::string str(const A&... a) {
 
 }  // namespace tr
 
-#define TR_CHECK(cond, ...)                                  \
-  do {                                                       \
-    if (!(cond)) throw ::tr::Error(::tr::str(__VA_ARGS__));  \
+#define TR_CHECK(cond, ...)                                 \
+  do {                                                      \
+    if (!(cond)) throw ::tr::Error(::tr::str(__VA_ARGS__)); \
   } while (0)

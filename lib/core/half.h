@@ -59,9 +59,9 @@ TR_HD uint16_t float_to_half_bits(float f) {
   uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t absx = x & 0x7fffffffu;
   if (absx > 0x7f800000u) return uint16_t(sign | 0x7e00u | ((absx >> 13) & 0x3ffu));  // NaN
-  if (absx >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to >= 65520 -> inf
-  if (absx < 0x38800000u) {                                   // result is subnormal or zero
-    if (absx < 0x33000000u) return uint16_t(sign);            // < 2^-25 rounds to 0
+  if (absx >= 0x477ff000u) return uint16_t(sign | 0x7c00u);                           // rounds to >= 65520 -> inf
+  if (absx < 0x38800000u) {                                                           // result is subnormal or zero
+    if (absx < 0x33000000u) return uint16_t(sign);                                    // < 2^-25 rounds to 0
     uint32_t e = absx >> 23;
     uint32_t m = (absx & 0x7fffffu) | 0x800000u;
     uint32_t shift = 126u - e;  // 14 + (113 - e) ... mantissa shift into subnormal range
@@ -97,7 +97,11 @@ struct Half {
   Half() = default;
   TR_HD Half(float f) : x(float_to_half_bits(f)) {}
   TR_HD operator float() const { return half_bits_to_float(x); }
-  static TR_HD Half from_bits(uint16_t b) { Half h; h.x = b; return h; }
+  static TR_HD Half from_bits(uint16_t b) {
+    Half h;
+    h.x = b;
+    return h;
+  }
 };
 
 struct BFloat16 {
@@ -105,7 +109,11 @@ struct BFloat16 {
   BFloat16() = default;
   TR_HD BFloat16(float f) : x(float_to_bf16_bits(f)) {}
   TR_HD operator float() const { return bf16_bits_to_float(x); }
-  static TR_HD BFloat16 from_bits(uint16_t b) { BFloat16 h; h.x = b; return h; }
+  static TR_HD BFloat16 from_bits(uint16_t b) {
+    BFloat16 h;
+    h.x = b;
+    return h;
+  }
 };
 
 }  // namespace tr

@@ -26,7 +26,10 @@ TR_HD Philox4 philox4x32_10(uint64_t seed, uint64_t counter) {
     philox_mulhilo(0xD2511F53u, c0, hi0, lo0);
     philox_mulhilo(0xCD9E8D57u, c2, hi1, lo1);
     uint32_t n0 = hi1 ^ c1 ^ k0, n1 = lo1, n2 = hi0 ^ c3 ^ k1, n3 = lo0;
-    c0 = n0; c1 = n1; c2 = n2; c3 = n3;
+    c0 = n0;
+    c1 = n1;
+    c2 = n2;
+    c3 = n3;
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }
@@ -54,7 +57,7 @@ TR_HD double philox_normal_at(uint64_t seed, uint64_t offset, uint64_t i) {
   Philox4 b = philox4x32_10(seed, offset + i / 4);
   unsigned pair = unsigned(i % 4) / 2;
   double u1 = (double(b.v[2 * pair]) + 1.0) * (1.0 / 4294967297.0);  // (0, 1]
-  double u2 = double(b.v[2 * pair + 1]) * (1.0 / 4294967296.0);       // [0, 1)
+  double u2 = double(b.v[2 * pair + 1]) * (1.0 / 4294967296.0);      // [0, 1)
   double r = ::sqrt(-2.0 * ::log(u1));
   double t = 6.283185307179586 * u2;
   return (i % 2 == 0) ? r * ::cos(t) : r * ::sin(t);

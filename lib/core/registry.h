@@ -21,8 +21,7 @@ namespace tr {
 // max(2, len/3)): the "did you mean" of unknown keys and names.
 std::string nearest_name(const std::string& name, const std::vector<std::string>& candidates);
 
-template <typename T>
-class Registry {
+template <typename T> class Registry {
  public:
   static Registry& get() {
     static Registry r;
@@ -55,8 +54,8 @@ class Registry {
     const std::string near = nearest_name(name, known);
     std::string list;
     for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-    return str("unknown ", kind(), " '", name, "'", near.empty() ? "" : "; did you mean '" + near + "'?", " (known: ",
-               list, ")");
+    return str("unknown ", kind(), " '", name, "'", near.empty() ? "" : "; did you mean '" + near + "'?",
+               " (known: ", list, ")");
   }
 
   std::vector<std::string> names() const {
@@ -74,8 +73,7 @@ class Registry {
 // Registers one entry at static-initialisation time (a namespace-scope `static const` object).
 // Each kind wraps it in a macro (TR_REGISTER_LAYER, TR_REGISTER_OPTIMIZER, ...) that names the
 // object after the line: TR_REGISTRY_CONCAT(tr_loss_registrar_, __LINE__).
-template <typename T>
-struct Registrar {
+template <typename T> struct Registrar {
   Registrar(const char* name, T entry) { Registry<T>::get().add(name, std::move(entry)); }
 };
 

@@ -49,8 +49,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   for (size_t i = 0; i < n; ++i) {
     int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    TR_CHECK(x == y || x == 1 || y == 1, op, *op ? ": " : "", "shapes ", a, " and ", b,
-             " are not broadcastable (size ", x, " vs ", y, " at dimension ", i, ")");
+    TR_CHECK(x == y || x == 1 || y == 1, op, *op ? ": " : "", "shapes ", a, " and ", b, " are not broadcastable (size ",
+             x, " vs ", y, " at dimension ", i, ")");
     r[i] = x == 1 ? y : x;
   }
   return r;
@@ -81,9 +81,8 @@ double Tensor::item() const {
   alignas(8) unsigned char bytes[8];
   cuda::memcpy(bytes, kCPU, raw_data(), device(), element_size());
   double v = 0;
-  TR_DISPATCH_ALL(dtype(), "item", [&] {
-    v = double(static_cast<acc_t<scalar_t>>(*reinterpret_cast<const scalar_t*>(bytes)));
-  });
+  TR_DISPATCH_ALL(dtype(), "item",
+                  [&] { v = double(static_cast<acc_t<scalar_t>>(*reinterpret_cast<const scalar_t*>(bytes))); });
   return v;
 }
 
@@ -100,8 +99,9 @@ bool Tensor::requires_grad() const {
 Tensor& Tensor::requires_grad_(bool r) {
   if (!r && !requires_grad()) return *this;
   TR_CHECK(is_leaf(), "requires_grad_: you can only change requires_grad flags of leaf variables; use detach()");
-  TR_CHECK(!r || is_floating(dtype()), "requires_grad_: only tensors of floating point dtype can require gradients (got ",
-           dtype_name(dtype()), ")");
+  TR_CHECK(!r || is_floating(dtype()),
+           "requires_grad_: only tensors of floating point dtype can require gradients (got ", dtype_name(dtype()),
+           ")");
   mutable_autograd_meta().requires_grad = r;
   return *this;
 }
@@ -116,7 +116,8 @@ const Tensor& Tensor::grad() const {
 }
 void Tensor::set_grad(const Tensor& g) const {
   if (g.defined())
-    TR_CHECK(g.sizes() == sizes(), "set_grad: assigned grad has shape ", g.sizes(), " but the tensor has shape ", sizes());
+    TR_CHECK(g.sizes() == sizes(), "set_grad: assigned grad has shape ", g.sizes(), " but the tensor has shape ",
+             sizes());
   mutable_autograd_meta().grad = g;
 }
 const std::shared_ptr<Node>& Tensor::grad_fn() const {
@@ -175,7 +176,8 @@ Tensor empty_like(const Tensor& t) { return empty(t.sizes(), TensorOptions(t.dty
 Tensor from_blob(void* data, const Shape& shape, DType dtype, std::shared_ptr<const void> owner) {
   for (auto s : shape) TR_CHECK(s >= 0, "from_blob: negative dimension in shape ", shape);
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<StorageImpl>(data, size_t(numel_of(shape)) * itemsize(dtype), kCPU, std::move(owner));
+  impl->storage =
+      std::make_shared<StorageImpl>(data, size_t(numel_of(shape)) * itemsize(dtype), kCPU, std::move(owner));
   impl->sizes = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
@@ -183,7 +185,8 @@ Tensor from_blob(void* data, const Shape& shape, DType dtype, std::shared_ptr<co
 }
 Tensor wrap_scalar(double v, DType like) {
   Tensor t = empty({}, TensorOptions(like));
-  TR_DISPATCH_ALL(like, "wrap_scalar", [&] { *t.data_ptr<scalar_t>() = static_cast<scalar_t>(static_cast<acc_t<scalar_t>>(v)); });
+  TR_DISPATCH_ALL(like, "wrap_scalar",
+                  [&] { *t.data_ptr<scalar_t>() = static_cast<scalar_t>(static_cast<acc_t<scalar_t>>(v)); });
   t.impl()->wrapped_number = true;
   return t;
 }

@@ -27,11 +27,23 @@ struct TensorOptions {
   bool requires_grad_ = false;
 
   TensorOptions() = default;
-  TensorOptions(DType d) : dtype_(d) {}     // NOLINT: zeros({2}, DType::F64)
-  TensorOptions(Device d) : device_(d) {}   // NOLINT
-  TensorOptions dtype(DType d) const { auto o = *this; o.dtype_ = d; return o; }
-  TensorOptions device(Device d) const { auto o = *this; o.device_ = d; return o; }
-  TensorOptions requires_grad(bool r = true) const { auto o = *this; o.requires_grad_ = r; return o; }
+  TensorOptions(DType d) : dtype_(d) {}    // NOLINT: zeros({2}, DType::F64)
+  TensorOptions(Device d) : device_(d) {}  // NOLINT
+  TensorOptions dtype(DType d) const {
+    auto o = *this;
+    o.dtype_ = d;
+    return o;
+  }
+  TensorOptions device(Device d) const {
+    auto o = *this;
+    o.device_ = d;
+    return o;
+  }
+  TensorOptions requires_grad(bool r = true) const {
+    auto o = *this;
+    o.requires_grad_ = r;
+    return o;
+  }
 };
 
 using TensorHook = std::function<Tensor(const Tensor&)>;  // returns a replacement gradient or undefined
@@ -60,8 +72,8 @@ class Tensor {
   bool is_floating_point() const { return is_floating(dtype()); }
   void* raw_data() const;  // address of element 0 (storage base + offset)
   template <typename T> T* data_ptr() const {
-    TR_CHECK(dtype_of<std::remove_const_t<T>>::value == dtype(), "data_ptr: tensor has dtype ",
-             dtype_name(dtype()), ", requested ", dtype_name(dtype_of<std::remove_const_t<T>>::value));
+    TR_CHECK(dtype_of<std::remove_const_t<T>>::value == dtype(), "data_ptr: tensor has dtype ", dtype_name(dtype()),
+             ", requested ", dtype_name(dtype_of<std::remove_const_t<T>>::value));
     return static_cast<T*>(raw_data());
   }
   const Storage& storage() const;

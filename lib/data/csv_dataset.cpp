@@ -82,9 +82,9 @@ CsvDataset::CsvDataset(const CsvTable& t, const std::vector<size_t>& rows, const
       y_.data_ptr<float>()[i] = float(csv_number(t, r, tc));
     }
   }
-  describe_ = str("CsvDataset(", split, ": ", N, " rows of ", t.path, ", ", F, " features", s.standardize ? " standardised" : "",
-                  ", target '", s.target, "'", s.classification ? str(": ", s.classes.size(), " classes") : std::string(": a value"),
-                  ")");
+  describe_ = str("CsvDataset(", split, ": ", N, " rows of ", t.path, ", ", F, " features",
+                  s.standardize ? " standardised" : "", ", target '", s.target, "'",
+                  s.classification ? str(": ", s.classes.size(), " classes") : std::string(": a value"), ")");
 }
 
 Example CsvDataset::get(int64_t i) const {
@@ -94,7 +94,8 @@ Example CsvDataset::get(int64_t i) const {
 
 Example CsvDataset::get_batch(const std::vector<int64_t>& idx) const {
   for (int64_t i : idx) check_index(i);
-  Tensor ix = from_vector(std::vector<double>(idx.begin(), idx.end()), {int64_t(idx.size())}, TensorOptions(DType::I64));
+  Tensor ix =
+      from_vector(std::vector<double>(idx.begin(), idx.end()), {int64_t(idx.size())}, TensorOptions(DType::I64));
   return {index_select(x_, 0, ix), index_select(y_, 0, ix)};
 }
 
@@ -131,7 +132,8 @@ DatasetSplits build_csv(const TomlTable& t, const DatasetContext& ctx) {
     Generator gen(uint64_t(t.get_int("split_seed", int64_t(ctx.seed))));
     const std::vector<double> perm = randperm(int64_t(train.rows.size()), &gen).tolist();
     const size_t n_eval = size_t(double(train.rows.size()) * frac);
-    for (size_t i = 0; i < perm.size(); ++i) (i + n_eval < perm.size() ? train_rows : eval_rows).push_back(size_t(perm[i]));
+    for (size_t i = 0; i < perm.size(); ++i)
+      (i + n_eval < perm.size() ? train_rows : eval_rows).push_back(size_t(perm[i]));
     std::sort(train_rows.begin(), train_rows.end());
     std::sort(eval_rows.begin(), eval_rows.end());
   }
@@ -150,8 +152,9 @@ DatasetSplits build_csv(const TomlTable& t, const DatasetContext& ctx) {
 
 }  // namespace
 
-TR_REGISTER_DATASET("csv", {build_csv, "train, eval (or eval_fraction = 0.2, split_seed), target, features "
-                                       "(default: every other column), task = classification | regression, "
-                                       "standardize = true"});
+TR_REGISTER_DATASET("csv", {build_csv,
+                            "train, eval (or eval_fraction = 0.2, split_seed), target, features "
+                            "(default: every other column), task = classification | regression, "
+                            "standardize = true"});
 
 }  // namespace tr::data

@@ -47,8 +47,8 @@ CsvTable parse_csv(const char* data, size_t size, const std::string& path) {
     if (csv_parse(&p, data + at, end - at, on_field, on_record, &sink) != end - at) {
       const std::string why = csv_strerror(csv_error(&p));
       csv_free(&p);
-      throw Error(str("CSV ", path, ": line ", sink.line, ": ", why, " (fields in quotes must close their quotes; a quote",
-                      " inside one is written twice)"));
+      throw Error(str("CSV ", path, ": line ", sink.line, ": ", why,
+                      " (fields in quotes must close their quotes; a quote", " inside one is written twice)"));
     }
     at = end;
     ++sink.line;
@@ -90,8 +90,8 @@ CsvTable read_csv(const std::string& path) {
 size_t CsvTable::column(const std::string& name, const std::string& who) const {
   for (size_t c = 0; c < header.size(); ++c)
     if (header[c] == name) return c;
-  throw Error(str("CSV ", path, ": ", who, " names column '", name, "', which the header does not have (columns: ",
-                  header, ")"));
+  throw Error(str("CSV ", path, ": ", who, " names column '", name,
+                  "', which the header does not have (columns: ", header, ")"));
 }
 
 std::string CsvTable::where(size_t i) const { return str(path, ": record ", i + 1, " (line ", row_line[i], ")"); }

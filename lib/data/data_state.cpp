@@ -37,8 +37,10 @@ std::string shard_change(const std::vector<std::pair<std::string, int64_t>>& sav
     if (!after.count(f)) gone.push_back(str(f, " (", n, " tokens)"));
   for (const auto& [f, n] : now) {
     auto it = before.find(f);
-    if (it == before.end()) added.push_back(str(f, " (", n, " tokens)"));
-    else if (it->second != n) resized.push_back(str(f, ": ", it->second, " tokens, now ", n));
+    if (it == before.end())
+      added.push_back(str(f, " (", n, " tokens)"));
+    else if (it->second != n)
+      resized.push_back(str(f, ": ", it->second, " tokens, now ", n));
   }
   std::string what;
   auto part = [&](const std::vector<std::string>& v, const char* verb) {

@@ -7,8 +7,8 @@ namespace tr::data {
 DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions opts)
     : dataset_(std::move(dataset)), opts_(std::move(opts)) {
   TR_CHECK(dataset_ != nullptr, "DataLoader: null dataset");
-  TR_CHECK(opts_.batch_size >= 1, "DataLoader: batch_size should be a positive integer value, but got batch_size=",
-           opts_.batch_size);
+  TR_CHECK(opts_.batch_size >= 1,
+           "DataLoader: batch_size should be a positive integer value, but got batch_size=", opts_.batch_size);
   TR_CHECK(opts_.num_workers >= 0, "DataLoader: num_workers option should be non-negative, got ", opts_.num_workers);
   TR_CHECK(opts_.prefetch_factor >= 1, "DataLoader: prefetch_factor must be >= 1, got ", opts_.prefetch_factor);
   TR_CHECK(opts_.world_size >= 1 && opts_.rank >= 0 && opts_.rank < opts_.world_size, "DataLoader: rank ", opts_.rank,
@@ -80,8 +80,9 @@ Batch DataLoader::assemble(int64_t k) const {
   b.indices = rb.indices;
   if (!rb.indices.empty()) {
     Example e = dataset_->get_batch(rb.indices);
-    b.input = opts_.transforms.empty() ? std::move(e.input)
-                                       : apply_transforms(opts_.transforms, std::move(e.input), rb.indices, epoch_, opts_.seed);
+    b.input = opts_.transforms.empty()
+                  ? std::move(e.input)
+                  : apply_transforms(opts_.transforms, std::move(e.input), rb.indices, epoch_, opts_.seed);
     b.target = std::move(e.target);
   }
   return b;
@@ -150,9 +151,7 @@ void DataLoader::worker_loop() {
     Slot slot;
     try {
       slot.batch = assemble(k);
-    } catch (...) {
-      slot.error = std::current_exception();
-    }
+    } catch (...) { slot.error = std::current_exception(); }
     {
       std::lock_guard<std::mutex> lk(mu_);
       ready_[k] = std::move(slot);

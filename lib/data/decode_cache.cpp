@@ -61,7 +61,7 @@ SourceId id_of(const FileBytes& b) {
 std::optional<SourceId> id_now(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
-  struct stat st{};
+  struct stat st {};
   SourceId id;
   bool ok = ::fstat(fd, &st) == 0;
   if (ok) {
@@ -130,11 +130,10 @@ std::optional<FileBytes> DecodeCache::find(const std::string& source) {
   FileBytes e;
   try {
     e = map_file(path, "dataset cache");
-  } catch (const Error& err) {
-    return damaged(err.what());
-  }
+  } catch (const Error& err) { return damaged(err.what()); }
   Header h;
-  if (e.size < sizeof h) return damaged(str("truncated: ", e.size, " bytes, shorter than its ", sizeof h, "-byte header"));
+  if (e.size < sizeof h)
+    return damaged(str("truncated: ", e.size, " bytes, shorter than its ", sizeof h, "-byte header"));
   std::memcpy(&h, e.data, sizeof h);
   if (std::memcmp(h.magic, kMagic, 8) != 0) return damaged("not a trainer cache entry: bad magic");
   if (h.version != kVersion) return damaged(str("format version ", h.version, ", expected ", kVersion));
@@ -143,14 +142,16 @@ std::optional<FileBytes> DecodeCache::find(const std::string& source) {
   if (header_crc(h, stored) != h.header_crc32) return damaged("header checksum mismatch");
   const std::optional<SourceId> now = id_now(source);
   if (stored != absolute_path(source) || !now || !(*now == h.source)) {
-    const std::string why = stored != absolute_path(source) ? str("it was made from '", stored, "'")
-                                                             : str("'", source, "' changed since: ", changes(h.source, now));
+    const std::string why = stored != absolute_path(source)
+                                ? str("it was made from '", stored, "'")
+                                : str("'", source, "' changed since: ", changes(h.source, now));
     notes_.push_back(str("dataset cache entry '", path, "' is stale (", why, "); decoding '", source, "' again"));
     return std::nullopt;
   }
   if (h.data_offset < sizeof h + h.path_len || h.data_offset > e.size || e.size - h.data_offset != h.data_size)
     return damaged(str("truncated or padded: ", e.size, " bytes, expected ", h.data_offset + h.data_size));
-  if (libdeflate_crc32(0, e.data + h.data_offset, h.data_size) != h.data_crc32) return damaged("data checksum mismatch");
+  if (libdeflate_crc32(0, e.data + h.data_offset, h.data_size) != h.data_crc32)
+    return damaged("data checksum mismatch");
   FileBytes b;
   b.data = e.data + h.data_offset;
   b.size = size_t(h.data_size);
@@ -159,7 +160,7 @@ std::optional<FileBytes> DecodeCache::find(const std::string& source) {
 }
 
 std::unique_ptr<DecodeCache::Entry> DecodeCache::begin_store(const std::string& source, const FileBytes& source_bytes,
-                                                              size_t size) {
+                                                             size_t size) {
   const std::string path = entry_path(source);
   const std::string abs = absolute_path(source);
   auto fail = [&](const std::string& why) {

@@ -12,7 +12,7 @@ namespace tr::data {
 FileBytes map_file(const std::string& path, const char* who, MapPages pages) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   TR_CHECK(fd >= 0, who, ": cannot open '", path, "': ", errno == ENOENT ? "no such file" : std::strerror(errno));
-  struct stat st{};
+  struct stat st {};
   const int rc = ::fstat(fd, &st);
   const int err = errno;
   if (rc != 0 || S_ISDIR(st.st_mode)) ::close(fd);

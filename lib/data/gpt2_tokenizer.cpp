@@ -62,7 +62,8 @@ std::string token_text_to_bytes(std::string_view text, const std::string& where)
       TR_CHECK((c >> 6) == 0x2, where, ": the token '", std::string(text), "' is not valid UTF-8");
       cp = cp << 6 | (c & 0x3F);
     }
-    TR_CHECK(cp < byte_of.size() && byte_of[cp] >= 0, where, ": the token '", std::string(text), "' has the character ", code_point(cp),
+    TR_CHECK(cp < byte_of.size() && byte_of[cp] >= 0, where, ": the token '", std::string(text), "' has the character ",
+             code_point(cp),
              ", which is none of GPT-2's 256 byte characters (bytes_to_unicode): not a byte-level BPE file");
     out.push_back(char(byte_of[cp]));
     i += size_t(len);
@@ -87,7 +88,8 @@ void GPT2Tokenizer::load_vocab(const std::string& path) {
     throw Error(str("GPT2Tokenizer: ", path, " is not valid JSON: ", e.what()));
   }
   TR_CHECK(j.is_object() && !j.empty(), "GPT2Tokenizer: ", path,
-           " must be a JSON object of token -> id (GPT-2's vocab.json), it is ", j.is_object() ? "empty" : j.type_name());
+           " must be a JSON object of token -> id (GPT-2's vocab.json), it is ",
+           j.is_object() ? "empty" : j.type_name());
   bytes_.assign(j.size(), std::string());
   std::vector<const std::string*> text_of(j.size(), nullptr);  // for errors: the entry that has an id
   for (const auto& [text, id] : j.items()) {
@@ -126,13 +128,14 @@ void GPT2Tokenizer::load_merges(const std::string& path) {
     pos = end + 1;
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);  // CRLF: '\r' is no token's character
-    if (line.starts_with("#version")) continue;                        // save_model's "#version: 0.2"
+    if (line.starts_with("#version")) continue;                       // save_model's "#version: 0.2"
     const std::string where = str("GPT2Tokenizer: ", path, " line ", line_no);
     const size_t sp = line.find(' ');
     TR_CHECK(sp != std::string_view::npos && sp > 0 && sp + 1 < line.size() &&
                  line.find(' ', sp + 1) == std::string_view::npos,
              where, ": '", std::string(line), "' is not two tokens separated by one space");
-    const std::string a = token_text_to_bytes(line.substr(0, sp), where), b = token_text_to_bytes(line.substr(sp + 1), where);
+    const std::string a = token_text_to_bytes(line.substr(0, sp), where),
+                      b = token_text_to_bytes(line.substr(sp + 1), where);
     auto ia = ids_.find(a), ib = ids_.find(b), iab = ids_.find(a + b);
     for (auto [it, part] : {std::pair{ia, line.substr(0, sp)}, std::pair{ib, line.substr(sp + 1)}})
       TR_CHECK(it != ids_.end(), where, ": the merge's part '", std::string(part), "' is not in vocab.json");
@@ -166,7 +169,8 @@ void GPT2Tokenizer::bpe(std::string_view piece, std::vector<uint32_t>& out) {
   };
   const int32_t n = int32_t(piece.size());
   std::vector<Symbol> sym(static_cast<size_t>(n));
-  for (int32_t i = 0; i < n; ++i) sym[size_t(i)] = {byte_ids_[uint8_t(piece[size_t(i)])], i - 1, i + 1 < n ? i + 1 : -1};
+  for (int32_t i = 0; i < n; ++i)
+    sym[size_t(i)] = {byte_ids_[uint8_t(piece[size_t(i)])], i - 1, i + 1 < n ? i + 1 : -1};
   std::vector<Candidate> heap;
   const auto push = [&](int32_t left) {
     if (left < 0 || sym[size_t(left)].next < 0) return;
@@ -211,7 +215,8 @@ std::vector<uint32_t> GPT2Tokenizer::encode(std::string_view text) {
 }
 
 const std::string& GPT2Tokenizer::token_bytes(uint32_t id) const {
-  TR_CHECK(id < bytes_.size(), "GPT2Tokenizer: token id ", id, " is out of the vocabulary (", bytes_.size(), " tokens)");
+  TR_CHECK(id < bytes_.size(), "GPT2Tokenizer: token id ", id, " is out of the vocabulary (", bytes_.size(),
+           " tokens)");
   return bytes_[id];
 }
 

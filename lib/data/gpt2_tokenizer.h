@@ -33,7 +33,7 @@ class GPT2Tokenizer {
   // The tokens' bytes concatenated (not necessarily UTF-8: a character may span tokens).
   std::string decode(const std::vector<uint32_t>& ids) const;
 
-  uint32_t eot_token() const { return eot_; }                 // the id of <|endoftext|> in vocab.json
+  uint32_t eot_token() const { return eot_; }                      // the id of <|endoftext|> in vocab.json
   uint32_t vocab_size() const { return uint32_t(bytes_.size()); }  // the largest id + 1
   const std::string& token_bytes(uint32_t id) const;
   const GPT2PreTokenizer& pre_tokenizer() const { return pre_; }
@@ -55,9 +55,9 @@ class GPT2Tokenizer {
   void bpe(std::string_view piece, std::vector<uint32_t>& out);
 
   GPT2PreTokenizer pre_;
-  std::vector<std::string> bytes_;  // id -> the token's bytes
+  std::vector<std::string> bytes_;                 // id -> the token's bytes
   std::unordered_map<std::string, uint32_t> ids_;  // the token's bytes -> id
-  uint32_t byte_ids_[256] = {};     // the single-byte tokens: BPE's starting point
+  uint32_t byte_ids_[256] = {};                    // the single-byte tokens: BPE's starting point
   std::unordered_map<uint64_t, Merge> merges_;
   uint32_t eot_ = 0;
 

@@ -52,8 +52,8 @@ size_t gzip_stated_size(const FileBytes& in) {
 bool gunzip_exact(const FileBytes& in, uint8_t* out, size_t n) {
   Decompressor dec;
   size_t in_used = 0, out_used = 0;
-  return dec.d && libdeflate_gzip_decompress_ex(dec.d, in.data, in.size, out, n, &in_used, &out_used) ==
-                      LIBDEFLATE_SUCCESS &&
+  return dec.d &&
+         libdeflate_gzip_decompress_ex(dec.d, in.data, in.size, out, n, &in_used, &out_used) == LIBDEFLATE_SUCCESS &&
          in_used == in.size && out_used == n;
 }
 
@@ -68,8 +68,8 @@ Gunzipped gunzip(const FileBytes& in, const std::string& path) {
   while (in_pos < in.size) {
     if (in_pos > 0 && !is_gzip(in.data + in_pos, in.size - in_pos)) break;  // trailing bytes: ignored, as gzip -d
     size_t in_used = 0, out_used = 0;
-    const libdeflate_result r = libdeflate_gzip_decompress_ex(dec.d, in.data + in_pos, in.size - in_pos, out.data + out_len,
-                                                              cap - out_len, &in_used, &out_used);
+    const libdeflate_result r = libdeflate_gzip_decompress_ex(dec.d, in.data + in_pos, in.size - in_pos,
+                                                              out.data + out_len, cap - out_len, &in_used, &out_used);
     if (r == LIBDEFLATE_INSUFFICIENT_SPACE) {
       cap *= 2;
       FileBytes bigger = alloc_bytes(cap);

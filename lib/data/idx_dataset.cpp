@@ -38,7 +38,8 @@ Tensor read_idx(const std::string& path, uint32_t expected_magic, DecodeCache* c
   std::error_code ec;
   TR_CHECK(fs::exists(path, ec), "IdxDataset: cannot open '", path,
            "': no such file (expected a gzipped IDX file such as Fashion-MNIST's train-images-idx3-ubyte.gz; "
-           "Debian's dataset-fashion-mnist installs them under ", IdxDataset::kFashionMnistDir, ")");
+           "Debian's dataset-fashion-mnist installs them under ",
+           IdxDataset::kFashionMnistDir, ")");
   // The file's bytes: a valid cache entry's, else the file's own (mapped), gunzipped if gzip:
   // straight into a new cache entry when the trailer's length is the size, else in memory.
   std::optional<FileBytes> cached = cache ? cache->find(path) : std::nullopt;
@@ -67,8 +68,8 @@ Tensor read_idx(const std::string& path, uint32_t expected_magic, DecodeCache* c
   }
   const std::string suffix = decode_error.empty() ? "" : str(" (zlib: ", decode_error, ")");
   const int64_t n = int64_t(bytes.size);
-  TR_CHECK(n >= 4, "IdxDataset: '", path, "' is truncated: ", n, " bytes of data, fewer than the 4-byte IDX magic number",
-           suffix);
+  TR_CHECK(n >= 4, "IdxDataset: '", path, "' is truncated: ", n,
+           " bytes of data, fewer than the 4-byte IDX magic number", suffix);
   const uint32_t magic = big_endian_u32(bytes.data);
   if (expected_magic != 0) {
     TR_CHECK(magic == expected_magic, "IdxDataset: '", path, "': bad magic number ", hex32(magic), ", expected ",
@@ -88,8 +89,10 @@ Tensor read_idx(const std::string& path, uint32_t expected_magic, DecodeCache* c
   for (int d = 0; d < ndims; ++d) {
     const int64_t s = int64_t(big_endian_u32(bytes.data + 4 + 4 * d));
     sizes.push_back(s);
-    if (s != 0 && total > std::numeric_limits<int64_t>::max() / s) overflow = true;
-    else total *= s;
+    if (s != 0 && total > std::numeric_limits<int64_t>::max() / s)
+      overflow = true;
+    else
+      total *= s;
   }
   TR_CHECK(!overflow, "IdxDataset: '", path, "' is truncated or corrupt: the header promises ", sizes,
            " bytes of data, more than any file holds (", avail, " bytes follow the header)", suffix);
@@ -100,8 +103,10 @@ Tensor read_idx(const std::string& path, uint32_t expected_magic, DecodeCache* c
   TR_CHECK(decode_error.empty(), "IdxDataset: '", path, "': corrupt gzip data after the IDX data", suffix);
   // Kept once the file proved to be a whole IDX file (a damaged one throws above, and its
   // uncommitted entry is removed).
-  if (entry) entry->commit();
-  else if (store_copy) cache->store(path, source, bytes);
+  if (entry)
+    entry->commit();
+  else if (store_copy)
+    cache->store(path, source, bytes);
   return from_blob(bytes.data + header, sizes, DType::U8, bytes.owner);
 }
 
@@ -130,8 +135,8 @@ IdxDataset::IdxDataset(const std::string& images_path, const std::string& labels
 IdxDataset IdxDataset::fashion_mnist(bool train, std::optional<Normalize> normalize, const std::string& dir,
                                      DecodeCache* cache) {
   const std::string split = train ? "train" : "t10k";
-  return IdxDataset(dir + "/" + split + "-images-idx3-ubyte.gz", dir + "/" + split + "-labels-idx1-ubyte.gz",
-                    normalize, cache);
+  return IdxDataset(dir + "/" + split + "-images-idx3-ubyte.gz", dir + "/" + split + "-labels-idx1-ubyte.gz", normalize,
+                    cache);
 }
 
 // The same f32 operations in 8- or 16-lane registers: IEEE division and subtraction round each
@@ -224,7 +229,8 @@ DatasetSplits build_idx(const TomlTable& t, const DatasetContext& ctx) {
 
 }  // namespace
 
-TR_REGISTER_DATASET("idx", {build_idx, "train_images, train_labels, test_images, test_labels (default: Debian's "
-                                       "Fashion-MNIST), normalize = [mean, std], cache = true"});
+TR_REGISTER_DATASET("idx", {build_idx,
+                            "train_images, train_labels, test_images, test_labels (default: Debian's "
+                            "Fashion-MNIST), normalize = [mean, std], cache = true"});
 
 }  // namespace tr::data

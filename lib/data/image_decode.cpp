@@ -27,7 +27,8 @@ DecodedImage decode_png(const uint8_t* data, size_t size, const std::string& whe
   png_image img;
   std::memset(&img, 0, sizeof img);
   img.version = PNG_IMAGE_VERSION;
-  TR_CHECK(png_image_begin_read_from_memory(&img, data, size) != 0, where, ": not a readable PNG (libpng: ", img.message, ")");
+  TR_CHECK(png_image_begin_read_from_memory(&img, data, size) != 0, where,
+           ": not a readable PNG (libpng: ", img.message, ")");
   check_pixels(img.width, img.height, where);
   img.format = PNG_FORMAT_RGBA;
   std::vector<uint8_t> rgba(PNG_IMAGE_SIZE(img));
@@ -59,8 +60,8 @@ DecodedImage decode_jpeg(const uint8_t* data, size_t size, const std::string& wh
   out.channels = channels;
   out.pixels.resize(size_t(w) * size_t(h) * size_t(channels));
   // TJFLAG_ACCURATEDCT: the IDCT libjpeg (and PIL) use by default
-  TR_CHECK(tjDecompress2(tj.get(), data, static_cast<unsigned long>(size), out.pixels.data(), w, 0, h,
-                         TJPF_RGB, TJFLAG_ACCURATEDCT) == 0,
+  TR_CHECK(tjDecompress2(tj.get(), data, static_cast<unsigned long>(size), out.pixels.data(), w, 0, h, TJPF_RGB,
+                         TJFLAG_ACCURATEDCT) == 0,
            where, ": a damaged JPEG (TurboJPEG: ", tjGetErrorStr2(tj.get()), ")");
   return out;
 }
@@ -72,9 +73,12 @@ bool is_encoded_image(const uint8_t* data, size_t size) { return is_png(data, si
 DecodedImage decode_image(const uint8_t* data, size_t size, int channels, const std::string& where) {
   TR_CHECK(channels == 1 || channels == 3, where, ": ", channels, " channels; images decode to 1 (gray) or 3 (RGB)");
   DecodedImage rgb;
-  if (is_png(data, size)) rgb = decode_png(data, size, where);
-  else if (is_jpeg(data, size)) rgb = decode_jpeg(data, size, where);
-  else throw Error(str(where, ": neither a PNG nor a JPEG (no signature of either in its first bytes)"));
+  if (is_png(data, size))
+    rgb = decode_png(data, size, where);
+  else if (is_jpeg(data, size))
+    rgb = decode_jpeg(data, size, where);
+  else
+    throw Error(str(where, ": neither a PNG nor a JPEG (no signature of either in its first bytes)"));
   if (channels == 3) return rgb;
   // PIL's convert("L"): ITU-R 601-2 luma in 16-bit fixed point (a gray source comes back unchanged)
   DecodedImage l;
@@ -106,8 +110,11 @@ DecodedImage resize_bilinear(const DecodedImage& img, int64_t height, int64_t wi
       const int64_t x0 = std::min<int64_t>(int64_t(fx), img.width - 1), x1 = std::min<int64_t>(x0 + 1, img.width - 1);
       const float lx = fx - float(x0);
       for (int64_t c = 0; c < img.channels; ++c) {
-        auto at = [&](int64_t yy, int64_t xx) { return float(img.pixels[size_t((yy * img.width + xx) * img.channels + c)]); };
-        const float v = (1 - ly) * ((1 - lx) * at(y0, x0) + lx * at(y0, x1)) + ly * ((1 - lx) * at(y1, x0) + lx * at(y1, x1));
+        auto at = [&](int64_t yy, int64_t xx) {
+          return float(img.pixels[size_t((yy * img.width + xx) * img.channels + c)]);
+        };
+        const float v =
+            (1 - ly) * ((1 - lx) * at(y0, x0) + lx * at(y0, x1)) + ly * ((1 - lx) * at(y1, x0) + lx * at(y1, x1));
         out.pixels[size_t((y * width + x) * img.channels + c)] = uint8_t(std::clamp(std::nearbyint(v), 0.0f, 255.0f));
       }
     }

@@ -1,7 +1,7 @@
 // Image files as pixels: PNG through libpng's simplified API, JPEG through libjpeg-turbo's TurboJPEG,
 // told apart by their signatures; RGB (3 channels; an alpha channel dropped) or grayscale (1:
-// PIL's luma of the RGB), as PIL's convert("RGB") / convert("L") give them. And the resize of torchvision's Resize (bilinear, half-pixel centres,
-// no antialias: torch.nn.functional.interpolate(mode="bilinear", align_corners=False)).
+// PIL's luma of the RGB), as PIL's convert("RGB") / convert("L") give them. And the resize of torchvision's Resize
+// (bilinear, half-pixel centres, no antialias: torch.nn.functional.interpolate(mode="bilinear", align_corners=False)).
 #pragma once
 #include <cstddef>
 #include <cstdint>

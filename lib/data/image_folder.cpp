@@ -23,8 +23,8 @@ bool is_image_file(const fs::path& p) {
 
 ImageFolderDataset::ImageFolderDataset(Options o) : opts_(std::move(o)) {
   std::error_code ec;
-  TR_CHECK(fs::is_directory(opts_.root, ec), "image folder ", opts_.root, ": not a directory (expected <root>/<class>/<image>)",
-           ec ? " (" + ec.message() + ")" : std::string());
+  TR_CHECK(fs::is_directory(opts_.root, ec), "image folder ", opts_.root,
+           ": not a directory (expected <root>/<class>/<image>)", ec ? " (" + ec.message() + ")" : std::string());
   if (opts_.classes.empty()) {
     for (const auto& e : fs::directory_iterator(opts_.root))
       if (e.is_directory()) opts_.classes.push_back(e.path().filename().string());
@@ -42,13 +42,14 @@ ImageFolderDataset::ImageFolderDataset(Options o) : opts_(std::move(o)) {
   }
   // a class of the eval root that the training root does not have
   for (const auto& e : fs::directory_iterator(opts_.root))
-    if (e.is_directory() && std::find(opts_.classes.begin(), opts_.classes.end(), e.path().filename().string()) == opts_.classes.end())
+    if (e.is_directory() &&
+        std::find(opts_.classes.begin(), opts_.classes.end(), e.path().filename().string()) == opts_.classes.end())
       throw Error(str("image folder ", opts_.root, ": class '", e.path().filename().string(),
                       "' is not among the training folder's classes (", opts_.classes, ")"));
   TR_CHECK(!files_.empty(), "image folder ", opts_.root, ": no .png, .jpg or .jpeg files under its class folders");
   const size_t C = size_t(opts_.channels);
-  TR_CHECK((opts_.mean.size() == 1 || opts_.mean.size() == C) && opts_.mean.size() == opts_.std.size(),
-           "image folder ", opts_.root, ": mean and std need 1 or ", C, " values each");
+  TR_CHECK((opts_.mean.size() == 1 || opts_.mean.size() == C) && opts_.mean.size() == opts_.std.size(), "image folder ",
+           opts_.root, ": mean and std need 1 or ", C, " values each");
 }
 
 void ImageFolderDataset::load(int64_t i, float* chw, int64_t* label) const {
@@ -60,7 +61,8 @@ void ImageFolderDataset::load(int64_t i, float* chw, int64_t* label) const {
   img = resize_bilinear(img, opts_.height, opts_.width);
   const int64_t C = opts_.channels, HW = opts_.height * opts_.width;
   for (int64_t c = 0; c < C; ++c) {
-    const float mean = opts_.mean[opts_.mean.size() == 1 ? 0 : size_t(c)], std = opts_.std[opts_.std.size() == 1 ? 0 : size_t(c)];
+    const float mean = opts_.mean[opts_.mean.size() == 1 ? 0 : size_t(c)],
+                std = opts_.std[opts_.std.size() == 1 ? 0 : size_t(c)];
     float* d = chw + c * HW;
     const uint8_t* s = img.pixels.data() + c;
     for (int64_t k = 0; k < HW; ++k) d[k] = (float(s[k * C]) / 255.0f - mean) / std;
@@ -86,8 +88,8 @@ Example ImageFolderDataset::get_batch(const std::vector<int64_t>& idx) const {
 }
 
 std::string ImageFolderDataset::describe() const {
-  return str("ImageFolderDataset('", opts_.root, "', ", size(), " images, ", opts_.classes.size(), " classes, decoded to [",
-             opts_.channels, ", ", opts_.height, ", ", opts_.width, "])");
+  return str("ImageFolderDataset('", opts_.root, "', ", size(), " images, ", opts_.classes.size(),
+             " classes, decoded to [", opts_.channels, ", ", opts_.height, ", ", opts_.width, "])");
 }
 
 namespace {
@@ -103,7 +105,8 @@ DatasetSplits build_image_folder(const TomlTable& t, const DatasetContext& ctx) 
   DatasetSplits s;
   if (t.has("normalize")) {
     std::vector<double> n = t.get_floats("normalize");
-    if (n.size() != 2 || n[1] <= 0) t.fail("normalize", "must be [mean, std] with std > 0 (or give mean and std per channel)");
+    if (n.size() != 2 || n[1] <= 0)
+      t.fail("normalize", "must be [mean, std] with std > 0 (or give mean and std per channel)");
     o.mean = {float(n[0])};
     o.std = {float(n[1])};
     s.pixel_mean = n[0];
@@ -127,7 +130,8 @@ DatasetSplits build_image_folder(const TomlTable& t, const DatasetContext& ctx) 
 
 }  // namespace
 
-TR_REGISTER_DATASET("image_folder", {build_image_folder, "train, eval (folders of <class>/<image>: PNG or JPEG), "
-                                                         "normalize = [mean, std] or mean, std per channel"});
+TR_REGISTER_DATASET("image_folder", {build_image_folder,
+                                     "train, eval (folders of <class>/<image>: PNG or JPEG), "
+                                     "normalize = [mean, std] or mean, std per channel"});
 
 }  // namespace tr::data

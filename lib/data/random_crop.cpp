@@ -22,8 +22,10 @@ Tensor RandomCrop::apply(const Tensor& images, const std::vector<int64_t>& indic
   float* dst = out.data_ptr<float>();
   for (int64_t b = 0; b < B; ++b) {
     // torch.randint(0, n + 1): top and left of the window in padded coordinates
-    const int64_t top = int64_t(sample_uniform(seed, stream, epoch, indices[size_t(b)], 0) * double(H + 2 * p - height_ + 1));
-    const int64_t left = int64_t(sample_uniform(seed, stream, epoch, indices[size_t(b)], 2) * double(W + 2 * p - width_ + 1));
+    const int64_t top =
+        int64_t(sample_uniform(seed, stream, epoch, indices[size_t(b)], 0) * double(H + 2 * p - height_ + 1));
+    const int64_t left =
+        int64_t(sample_uniform(seed, stream, epoch, indices[size_t(b)], 2) * double(W + 2 * p - width_ + 1));
     for (int64_t c = 0; c < C; ++c) {
       const float* s = src + (b * C + c) * H * W;
       float* d = dst + (b * C + c) * height_ * width_;
@@ -64,7 +66,8 @@ TransformPtr build(const TomlTable& t, const TransformContext& ctx) {
 
 }  // namespace
 
-TR_REGISTER_TRANSFORM("random_crop", {build, "padding = 0, size (default and only value: the input's [H, W]), "
-                                             "fill = 0.0 (pixel units in [0, 1], normalised like the pixels)"});
+TR_REGISTER_TRANSFORM("random_crop", {build,
+                                      "padding = 0, size (default and only value: the input's [H, W]), "
+                                      "fill = 0.0 (pixel units in [0, 1], normalised like the pixels)"});
 
 }  // namespace tr::data

@@ -8,7 +8,9 @@ namespace tr::data {
 
 namespace {
 
-uint32_t le32(const uint8_t* p) { return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24; }
+uint32_t le32(const uint8_t* p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
 
 void put32(std::vector<uint8_t>& out, uint32_t v) {
   for (int k = 0; k < 4; ++k) out.push_back(uint8_t(v >> (8 * k)));
@@ -22,18 +24,19 @@ void put_part(std::vector<uint8_t>& out, uint32_t cflag, const uint8_t* p, uint3
 
 }  // namespace
 
-std::vector<uint8_t> read_record(const uint8_t* data, size_t size, uint64_t offset, const std::string& path,
-                                 int* parts, uint64_t* end) {
+std::vector<uint8_t> read_record(const uint8_t* data, size_t size, uint64_t offset, const std::string& path, int* parts,
+                                 uint64_t* end) {
   std::vector<uint8_t> out;
   uint64_t at = offset;
   for (int part = 0;; ++part) {
     TR_CHECK(at <= size && size - at >= 8, "RecordIO ", path, ": the record at byte ", offset,
              " runs past the end of the file (", size, " bytes): the file is cut short or the index is stale");
     TR_CHECK(le32(data + at) == kRecordIOMagic, "RecordIO ", path, ": no record magic at byte ", at,
-             " (the record at byte ", offset, "): the index points into the middle of a record, or this is no .rec file");
+             " (the record at byte ", offset,
+             "): the index points into the middle of a record, or this is no .rec file");
     const uint32_t lrec = le32(data + at + 4), cflag = lrec >> 29U, len = lrec & ((1U << 29U) - 1U);
-    TR_CHECK(part == 0 ? (cflag == 0 || cflag == 1) : (cflag == 2 || cflag == 3),
-             "RecordIO ", path, ": record at byte ", offset, ": part ", part, " has continuation flag ", cflag);
+    TR_CHECK(part == 0 ? (cflag == 0 || cflag == 1) : (cflag == 2 || cflag == 3), "RecordIO ", path,
+             ": record at byte ", offset, ": part ", part, " has continuation flag ", cflag);
     const uint64_t padded = (uint64_t(len) + 3U) / 4U * 4U;
     TR_CHECK(size - at - 8 >= padded, "RecordIO ", path, ": the record at byte ", offset, " needs ", len,
              " bytes past byte ", at + 8, ", the file ends at ", size, ": it is cut short");
@@ -63,7 +66,8 @@ std::vector<uint8_t> write_record(const std::vector<uint8_t>& payload) {
   return out;
 }
 
-RecordIOWriter::RecordIOWriter(std::string rec, std::string idx) : rec_path_(std::move(rec)), idx_path_(std::move(idx)) {
+RecordIOWriter::RecordIOWriter(std::string rec, std::string idx)
+    : rec_path_(std::move(rec)), idx_path_(std::move(idx)) {
   rec_ = std::fopen(rec_path_.c_str(), "wb");
   idx_ = std::fopen(idx_path_.c_str(), "wb");
   if (!rec_ || !idx_) {
@@ -128,8 +132,8 @@ ImageRecord unpack_image_record(const std::vector<uint8_t>& payload, const std::
   if (flag == 0) {
     r.labels = {label};
   } else {
-    TR_CHECK(payload.size() - 24 >= size_t(flag) * 4, where, ": the IRHeader announces ", flag, " labels, the record holds ",
-             (payload.size() - 24) / 4);
+    TR_CHECK(payload.size() - 24 >= size_t(flag) * 4, where, ": the IRHeader announces ", flag,
+             " labels, the record holds ", (payload.size() - 24) / 4);
     r.labels.resize(flag);
     std::memcpy(r.labels.data(), payload.data() + 24, size_t(flag) * 4);
     at += size_t(flag) * 4;

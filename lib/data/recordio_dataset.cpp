@@ -37,19 +37,22 @@ RecordIODataset::RecordIODataset(const std::string& rec, const std::string& idx,
     const ImageRecord r = unpack_image_record(payload, where);
     if (is_encoded_image(r.image, r.image_size)) {  // PNG or JPEG: decoded now, kept as CHW bytes
       TR_CHECK(shape.size() == 3, where, ": an encoded image needs [data] image_shape [C, H, W], got ", shape);
-      const DecodedImage img = resize_bilinear(decode_image(r.image, r.image_size, int(shape[0]), where), shape[1], shape[2]);
+      const DecodedImage img =
+          resize_bilinear(decode_image(r.image, r.image_size, int(shape[0]), where), shape[1], shape[2]);
       const int64_t C = shape[0], HW = shape[1] * shape[2];
       for (int64_t c = 0; c < C; ++c)
         for (int64_t k = 0; k < HW; ++k) pi[i * row + c * HW + k] = img.pixels[size_t(k * C + c)];
       ++encoded_;
     } else {
-      TR_CHECK(r.image_size == size_t(row), where, ": ", r.image_size, " image bytes; a raw u8 image of [data] image_shape ",
-               shape, " has ", row, " (and it is no PNG or JPEG)");
+      TR_CHECK(r.image_size == size_t(row), where, ": ", r.image_size,
+               " image bytes; a raw u8 image of [data] image_shape ", shape, " has ", row,
+               " (and it is no PNG or JPEG)");
       std::memcpy(pi + i * row, r.image, size_t(row));
     }
     const float label = r.labels[0];
     TR_CHECK(std::floor(label) == label && label >= 0 && (num_classes <= 0 || label < float(num_classes)), where,
-             ": label ", label, " is no class index", num_classes > 0 ? str(" in [0, ", num_classes, ")") : std::string());
+             ": label ", label, " is no class index",
+             num_classes > 0 ? str(" in [0, ", num_classes, ")") : std::string());
     pl[i] = int64_t(label);
   }
 }
@@ -85,7 +88,8 @@ DatasetSplits build_recordio(const TomlTable& t, const DatasetContext& ctx) {
   auto rec_path = [&](const char* key) { return resolve_path(t.get_string(key), ctx.config_dir); };
   auto idx_of = [&](const std::string& rec, const char* key) {
     if (t.has(key)) return resolve_path(t.get_string(key), ctx.config_dir);
-    const std::string stem = rec.size() > 4 && rec.substr(rec.size() - 4) == ".rec" ? rec.substr(0, rec.size() - 4) : rec;
+    const std::string stem =
+        rec.size() > 4 && rec.substr(rec.size() - 4) == ".rec" ? rec.substr(0, rec.size() - 4) : rec;
     return stem + ".idx";
   };
   Shape shape = ctx.input_shape;
@@ -106,8 +110,9 @@ DatasetSplits build_recordio(const TomlTable& t, const DatasetContext& ctx) {
 
 }  // namespace
 
-TR_REGISTER_DATASET("recordio", {build_recordio, "train, eval (.rec files; their .idx beside them, or train_idx, "
-                                                 "eval_idx), image_shape (default: the model's input), normalize = "
-                                                 "[mean, std], num_classes (0: labels unchecked)"});
+TR_REGISTER_DATASET("recordio", {build_recordio,
+                                 "train, eval (.rec files; their .idx beside them, or train_idx, "
+                                 "eval_idx), image_shape (default: the model's input), normalize = "
+                                 "[mean, std], num_classes (0: labels unchecked)"});
 
 }  // namespace tr::data

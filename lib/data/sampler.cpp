@@ -78,9 +78,8 @@ RankBatch global_batch_slice(const std::vector<int64_t>& global_order, int64_t b
                              int64_t world_size, int64_t rank, bool drop_last) {
   TR_CHECK(world_size >= 1, "global batches: world_size must be >= 1, got ", world_size);
   TR_CHECK(rank >= 0 && rank < world_size, "global batches: rank ", rank, " is not in [0, ", world_size - 1, "]");
-  TR_CHECK(global_batch >= 1 && global_batch % world_size == 0, "global batches: the global batch_size ",
-           global_batch, " must be a positive multiple of the world size ", world_size, " (", world_size,
-           " ranks x per-rank batch)");
+  TR_CHECK(global_batch >= 1 && global_batch % world_size == 0, "global batches: the global batch_size ", global_batch,
+           " must be a positive multiple of the world size ", world_size, " (", world_size, " ranks x per-rank batch)");
   const int64_t n = int64_t(global_order.size());
   const int64_t nb = num_global_batches(n, global_batch, drop_last);
   TR_CHECK(batch >= 0 && batch < nb, "global batches: batch ", batch, " is out of range: the epoch has ", nb,

@@ -14,7 +14,7 @@ std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch);
 class Sampler {
  public:
   virtual ~Sampler() = default;
-  virtual int64_t size() const = 0;                // len(sampler)
+  virtual int64_t size() const = 0;                  // len(sampler)
   virtual std::vector<int64_t> indices() const = 0;  // list(iter(sampler)) for the current epoch
   // Selects the epoch whose order indices() returns (torch has it on DistributedSampler only;
   // here every sampler takes it, so that an epoch's order never depends on how many came before).

@@ -96,7 +96,8 @@ DatasetSplits build_synthetic(const TomlTable& t, const DatasetContext& ctx) {
 
 }  // namespace
 
-TR_REGISTER_DATASET("synthetic", {build_synthetic, "num_classes = 10, train_size = 4096, eval_size = 1024 (inputs "
-                                                   "of the model's input shape)"});
+TR_REGISTER_DATASET("synthetic", {build_synthetic,
+                                  "num_classes = 10, train_size = 4096, eval_size = 1024 (inputs "
+                                  "of the model's input shape)"});
 
 }  // namespace tr::data

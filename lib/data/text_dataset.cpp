@@ -56,8 +56,10 @@ std::vector<std::string> expand_text_paths(const std::vector<std::string>& entri
   if (entries.empty()) return expand_text_glob(dflt);
   std::vector<std::string> files;
   for (const std::string& p : entries) {
-    if (p.find_first_of("*?[") == std::string::npos) files.push_back(p);
-    else for (std::string& f : expand_text_glob(p)) files.push_back(std::move(f));
+    if (p.find_first_of("*?[") == std::string::npos)
+      files.push_back(p);
+    else
+      for (std::string& f : expand_text_glob(p)) files.push_back(std::move(f));
   }
   return files;
 }
@@ -125,7 +127,8 @@ DatasetSplits build_text(const TomlTable& t, const DatasetContext& ctx) {
 
 }  // namespace
 
-TR_REGISTER_DATASET("text", {build_text, "paths (files or globs; default: Debian's fortunes), block_size = 128, "
-                                         "eval_fraction = 0.1"});
+TR_REGISTER_DATASET("text", {build_text,
+                             "paths (files or globs; default: Debian's fortunes), block_size = 128, "
+                             "eval_fraction = 0.1"});
 
 }  // namespace tr::data

@@ -23,9 +23,9 @@ class TextDataset : public TokenWindows {
   struct Options {
     std::vector<std::string> paths;  // files in this order (an entry with * ? [ is a glob); empty: `glob`
     std::string glob = kFortunesGlob;
-    int64_t block_size = 128;        // T
-    double eval_fraction = 0.1;      // the tail of the token stream: floor(n * eval_fraction) tokens
-    bool train = true;               // which split this dataset serves
+    int64_t block_size = 128;    // T
+    double eval_fraction = 0.1;  // the tail of the token stream: floor(n * eval_fraction) tokens
+    bool train = true;           // which split this dataset serves
     // Windows: false (default) -> size() = (n - 1) / T non-overlapping windows, s = i * T, so an
     // epoch sees each token once; true -> size() = n - T windows, s = i (every offset).
     bool overlapping = false;
@@ -38,7 +38,7 @@ class TextDataset : public TokenWindows {
   std::string describe() const override;
 
   int64_t vocab_size() const { return 256; }
-  int64_t num_tokens() const { return end_ - begin_; }  // tokens in this split
+  int64_t num_tokens() const { return end_ - begin_; }                // tokens in this split
   int64_t corpus_tokens() const { return int64_t(corpus_->size()); }  // both splits
   const std::vector<std::string>& files() const { return files_; }
   const std::shared_ptr<const std::vector<uint8_t>>& corpus() const { return corpus_; }

@@ -14,7 +14,9 @@ namespace {
 std::string file_name(const std::string& path) { return std::filesystem::path(path).filename().string(); }
 
 // "nanogpt", "llmc v1" (uint16) or "llmc v2" (uint32)
-std::string layout(const TokenFileView& v) { return v.format == "llmc" ? (v.width == 2 ? "llmc v1" : "llmc v2") : v.format; }
+std::string layout(const TokenFileView& v) {
+  return v.format == "llmc" ? (v.width == 2 ? "llmc v1" : "llmc v2") : v.format;
+}
 
 }  // namespace
 
@@ -68,8 +70,9 @@ std::vector<const TokenShard*> TokenDataset::short_shards() const {
 std::string TokenDataset::describe() const {
   const size_t n_short = short_shards().size();
   const std::string unused = n_short == 0 ? std::string()
-                             : str("; ", n_short, n_short == 1 ? " shard is shorter than block_size + 1 and gives none"
-                                                                : " shards are shorter than block_size + 1 and give none");
+                                          : str("; ", n_short,
+                                                n_short == 1 ? " shard is shorter than block_size + 1 and gives none"
+                                                             : " shards are shorter than block_size + 1 and give none");
   if (shards_.size() == 1) {
     const TokenShard& s = shards_[0];
     return str("TokenDataset('", s.path, "', ", layout(s.view), ", ", s.view.count, " tokens of ", s.view.width * 8,
@@ -79,21 +82,22 @@ std::string TokenDataset::describe() const {
   for (const TokenShard& s : shards_) {
     const std::string l = layout(s.view);
     auto it = std::find_if(layouts.begin(), layouts.end(), [&](const auto& e) { return e.first == l; });
-    if (it == layouts.end()) layouts.emplace_back(l, 1);
-    else ++it->second;
+    if (it == layouts.end())
+      layouts.emplace_back(l, 1);
+    else
+      ++it->second;
   }
   std::string kinds;
   for (const auto& [l, k] : layouts) kinds += str(kinds.empty() ? "" : ", ", k, " ", l);
-  return str("TokenDataset(", shards_.size(), " shards '", shards_.front().path, "' .. '", file_name(shards_.back().path),
-             "' (", kinds, "), ", num_tokens_, " tokens, ", describe_windows(), unused, ")");
+  return str("TokenDataset(", shards_.size(), " shards '", shards_.front().path, "' .. '",
+             file_name(shards_.back().path), "' (", kinds, "), ", num_tokens_, " tokens, ", describe_windows(), unused,
+             ")");
 }
 
 std::string TokenDataset::locate(int64_t i) const {
   const Place p = window_place(i);
-  return nlohmann::json{{"window", i},
-                        {"shard", p.segment},
-                        {"file", file_name(shards_[size_t(p.segment)].path)},
-                        {"offset", p.start}}
+  return nlohmann::json{
+      {"window", i}, {"shard", p.segment}, {"file", file_name(shards_[size_t(p.segment)].path)}, {"offset", p.start}}
       .dump();
 }
 
@@ -109,13 +113,11 @@ namespace {
 // resolved config) as the string it is, so that configs of one file compare as they did before shards.
 std::vector<std::string> shard_files(const TomlTable& t, const std::string& key, const DatasetContext& ctx) {
   const toml::node* n = t.node(key);
-  const std::vector<std::string> entries = n && n->is_string() ? std::vector<std::string>{t.get_string(key)}
-                                                                : t.get_strings(key);
+  const std::vector<std::string> entries =
+      n && n->is_string() ? std::vector<std::string>{t.get_string(key)} : t.get_strings(key);
   try {
     return expand_shard_paths(entries, ctx.config_dir);
-  } catch (const Error& e) {
-    t.fail(key, e.what());
-  }
+  } catch (const Error& e) { t.fail(key, e.what()); }
 }
 
 // A warning naming the shards too short for one window (they are read as if absent).
@@ -157,9 +159,10 @@ DatasetSplits build_tokens(const TomlTable& t, const DatasetContext& ctx) {
 
 }  // namespace
 
-TR_REGISTER_DATASET("tokens", {build_tokens, "train, eval (a token file, a glob or a list of them: nanoGPT's uint16 "
-                                             ".bin, llm.c's headered .bin of uint16 or uint32 tokens), format = auto, "
-                                             "block_size = 128, overlapping = false, vocab_size (default: the "
-                                             "model's embedding rows)"});
+TR_REGISTER_DATASET("tokens", {build_tokens,
+                               "train, eval (a token file, a glob or a list of them: nanoGPT's uint16 "
+                               ".bin, llm.c's headered .bin of uint16 or uint32 tokens), format = auto, "
+                               "block_size = 128, overlapping = false, vocab_size (default: the "
+                               "model's embedding rows)"});
 
 }  // namespace tr::data

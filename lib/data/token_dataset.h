@@ -30,7 +30,7 @@ class TokenDataset : public TokenWindows {
     std::string format = "auto";     // auto (each file by its first bytes) | nanogpt | llmc
     int64_t block_size = 128;        // T
     bool overlapping = false;
-    int64_t vocab_size = 0;          // > 0: every token read must be below it (the model's embedding rows)
+    int64_t vocab_size = 0;  // > 0: every token read must be below it (the model's embedding rows)
   };
   explicit TokenDataset(Options opts);
 

@@ -43,7 +43,8 @@ TokenFileView parse_token_file(const uint8_t* bytes, size_t size, const std::str
   v.width = version == 1 ? 2 : 4;
   const size_t want = kLlmcHeaderBytes + size_t(count) * size_t(v.width);
   TR_CHECK(size == want, "token file ", path, ": the header says ", count, " tokens of ", v.width, " bytes (", want,
-           " bytes with the header), the file has ", size, size < want ? ": it is cut short" : ": bytes follow the tokens");
+           " bytes with the header), the file has ", size,
+           size < want ? ": it is cut short" : ": bytes follow the tokens");
   v.tokens = bytes + kLlmcHeaderBytes;
   v.count = count;
   return v;
@@ -56,7 +57,8 @@ std::vector<uint8_t> write_token_file(const std::vector<uint32_t>& tokens, const
            llmc_version, " with format ", format, " (version 2, uint32 tokens, is format llmc only)");
   std::vector<uint8_t> out;
   if (format == "llmc") {
-    TR_CHECK(tokens.size() <= size_t(INT32_MAX), "write_token_file: ", tokens.size(), " tokens exceed llm.c's int32 count");
+    TR_CHECK(tokens.size() <= size_t(INT32_MAX), "write_token_file: ", tokens.size(),
+             " tokens exceed llm.c's int32 count");
     put32(out, uint32_t(kLlmcMagic));
     put32(out, uint32_t(llmc_version));
     put32(out, uint32_t(tokens.size()));

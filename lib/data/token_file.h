@@ -18,8 +18,8 @@ inline constexpr size_t kLlmcHeaderBytes = 256 * 4;
 struct TokenFileView {
   const uint8_t* tokens = nullptr;  // the first token
   int64_t count = 0;
-  int width = 2;                    // bytes per token
-  std::string format;               // "nanogpt" | "llmc"
+  int width = 2;       // bytes per token
+  std::string format;  // "nanogpt" | "llmc"
   int64_t at(int64_t i) const {
     if (width == 2) return int64_t(uint16_t(tokens[2 * i] | (tokens[2 * i + 1] << 8)));
     const uint8_t* p = tokens + 4 * i;

@@ -28,7 +28,8 @@ TokenWindows::Place TokenWindows::window_place(int64_t i) const {
 }
 
 std::string TokenWindows::describe_windows() const {
-  return str("block_size=", block_size_, ", ", num_windows_, overlapping_ ? " overlapping" : " non-overlapping", " windows");
+  return str("block_size=", block_size_, ", ", num_windows_, overlapping_ ? " overlapping" : " non-overlapping",
+             " windows");
 }
 
 void TokenWindows::fill(int64_t i, int64_t* x, int64_t* y) const {

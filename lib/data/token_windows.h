@@ -16,7 +16,7 @@ namespace tr::data {
 class TokenWindows : public Dataset {
  public:
   int64_t size() const override { return num_windows_; }
-  Example get(int64_t i) const override;                               // input, target: i64 [T]
+  Example get(int64_t i) const override;                              // input, target: i64 [T]
   Example get_batch(const std::vector<int64_t>& idx) const override;  // i64 [B, T]
   int64_t block_size() const { return block_size_; }
   bool overlapping() const { return overlapping_; }

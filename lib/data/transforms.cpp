@@ -31,12 +31,12 @@ std::vector<TransformPtr> build_transforms(const TomlTable& data, const Transfor
 void expect_image_samples(const TomlTable& t, const TransformContext& ctx, const std::string& type) {
   t.finish();  // a misspelt key says more than what the data lacks
   if (ctx.sample.size() != 3)
-    throw Error(str(t.location(), ": [data] transforms: ", type, " needs image samples [C, H, W], but the ", ctx.dataset,
-                    " data gives ", ctx.sample));
+    throw Error(str(t.location(), ": [data] transforms: ", type, " needs image samples [C, H, W], but the ",
+                    ctx.dataset, " data gives ", ctx.sample));
 }
 
-Tensor apply_transforms(const std::vector<TransformPtr>& transforms, Tensor images,
-                        const std::vector<int64_t>& indices, int64_t epoch, uint64_t seed) {
+Tensor apply_transforms(const std::vector<TransformPtr>& transforms, Tensor images, const std::vector<int64_t>& indices,
+                        int64_t epoch, uint64_t seed) {
   for (size_t k = 0; k < transforms.size(); ++k) images = transforms[k]->apply(images, indices, epoch, seed, k);
   return images;
 }

@@ -29,8 +29,8 @@ using TransformPtr = std::shared_ptr<const Transform>;
 
 // What a transform's builder gets besides its table.
 struct TransformContext {
-  Shape sample;         // the dataset's per-sample input shape
-  std::string dataset;  // its name, for messages
+  Shape sample;                              // the dataset's per-sample input shape
+  std::string dataset;                       // its name, for messages
   double pixel_mean = 0.0, pixel_std = 1.0;  // the dataset's pixel normalisation (DatasetSplits)
 };
 
@@ -41,8 +41,9 @@ struct TransformType {
   static constexpr const char* kRegistryKind = "transform";
 };
 
-#define TR_REGISTER_TRANSFORM(NAME, ...) \
-  static const ::tr::Registrar<::tr::data::TransformType> TR_REGISTRY_CONCAT(tr_transform_registrar_, __LINE__)(NAME, __VA_ARGS__)
+#define TR_REGISTER_TRANSFORM(NAME, ...)                                                                         \
+  static const ::tr::Registrar<::tr::data::TransformType> TR_REGISTRY_CONCAT(tr_transform_registrar_, __LINE__)( \
+      NAME, __VA_ARGS__)
 
 // The transforms a [data] table lists under `transforms` (none without the key), in order.
 std::vector<TransformPtr> build_transforms(const TomlTable& data, const TransformContext& ctx);
@@ -51,8 +52,8 @@ std::vector<TransformPtr> build_transforms(const TomlTable& data, const Transfor
 void expect_image_samples(const TomlTable& t, const TransformContext& ctx, const std::string& type);
 
 // The transforms in order; stream k for the k-th.
-Tensor apply_transforms(const std::vector<TransformPtr>& transforms, Tensor images,
-                        const std::vector<int64_t>& indices, int64_t epoch, uint64_t seed);
+Tensor apply_transforms(const std::vector<TransformPtr>& transforms, Tensor images, const std::vector<int64_t>& indices,
+                        int64_t epoch, uint64_t seed);
 
 // Throws unless `x` is a CPU f32 image batch [B, C, H, W] (what transforms apply to).
 void check_image_batch(const Tensor& x, const char* who);

@@ -15,8 +15,9 @@ namespace tr::distributed {
 
 namespace {
 
-const char* kHowToChoose = "choose the address with `trainer run --bind-addr ADDR` or the interface with "
-                           "TRAINER_SOCKET_IFNAME=<interface>";
+const char* kHowToChoose =
+    "choose the address with `trainer run --bind-addr ADDR` or the interface with "
+    "TRAINER_SOCKET_IFNAME=<interface>";
 
 struct Fd {
   int fd;
@@ -35,8 +36,7 @@ std::string numeric(const sockaddr* sa) {
 }
 
 bool is_loopback(const sockaddr* sa) {
-  if (sa->sa_family == AF_INET)
-    return (ntohl(reinterpret_cast<const sockaddr_in*>(sa)->sin_addr.s_addr) >> 24) == 127;
+  if (sa->sa_family == AF_INET) return (ntohl(reinterpret_cast<const sockaddr_in*>(sa)->sin_addr.s_addr) >> 24) == 127;
   if (sa->sa_family == AF_INET6) return IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr);
   return false;
 }
@@ -128,8 +128,8 @@ std::string interface_address(const std::string& ifname) {
   std::string known;
   for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
   TR_CHECK(!names.count(ifname), "the network interface '", ifname, "' has no IPv4 address; ", kHowToChoose);
-  throw Error(str("there is no network interface '", ifname, "' on this host (there are: ", known, "); ",
-                  kHowToChoose));
+  throw Error(
+      str("there is no network interface '", ifname, "' on this host (there are: ", known, "); ", kHowToChoose));
 }
 
 BindAddress choose_bind_address(const std::string& master_addr, const std::string& bind_addr) {
@@ -140,8 +140,8 @@ BindAddress choose_bind_address(const std::string& master_addr, const std::strin
     b.reason = "given by --bind-addr";
     b.by_user = true;
   } else if (const char* var = env_or_null("TRAINER_SOCKET_IFNAME") ? "TRAINER_SOCKET_IFNAME"
-                                 : env_or_null("GLOO_SOCKET_IFNAME") ? "GLOO_SOCKET_IFNAME"
-                                                                     : nullptr) {
+                               : env_or_null("GLOO_SOCKET_IFNAME")  ? "GLOO_SOCKET_IFNAME"
+                                                                    : nullptr) {
     b.interface = std::getenv(var);
     b.address = interface_address(b.interface);
     b.reason = str("set by ", var);
@@ -154,8 +154,8 @@ BindAddress choose_bind_address(const std::string& master_addr, const std::strin
 }
 
 std::string describe(const BindAddress& b) {
-  return str("gloo: binding ", b.address, " (", b.interface.empty() ? "no interface holds it" : b.interface, "): ",
-             b.reason);
+  return str("gloo: binding ", b.address, " (", b.interface.empty() ? "no interface holds it" : b.interface,
+             "): ", b.reason);
 }
 
 }  // namespace tr::distributed

@@ -70,8 +70,10 @@ void DistributedDataParallel::broadcast_buffers() {
     const Tensor& b = named.second;
     auto same = [&](const std::vector<Tensor>& g) { return g[0].dtype() == b.dtype() && g[0].device() == b.device(); };
     auto it = std::find_if(groups.begin(), groups.end(), same);
-    if (it == groups.end()) groups.push_back({b});
-    else it->push_back(b);
+    if (it == groups.end())
+      groups.push_back({b});
+    else
+      it->push_back(b);
   }
   for (auto& g : groups) {
     std::vector<Tensor> flat;
@@ -156,9 +158,12 @@ void DistributedDataParallel::launch(Bucket& b) {
   if (!b.flat.defined()) b.flat = new_flat(b);
   for (size_t s = 0; s < b.params.size(); ++s)
     if (!copied_[b.params[s]]) copy_into_bucket(b, s);
-  pg_.label_next(str("DDP bucket ", &b - buckets_.data(), " of ", buckets_.size(), " (", b.params.size(), " parameters)"));
-  if (sharded()) b.work = pg_.reduce_scatter_async(b.shard_grad, b.flat, ReduceOp::SUM);
-  else b.work = pg_.allreduce_async(b.flat, ReduceOp::SUM);
+  pg_.label_next(
+      str("DDP bucket ", &b - buckets_.data(), " of ", buckets_.size(), " (", b.params.size(), " parameters)"));
+  if (sharded())
+    b.work = pg_.reduce_scatter_async(b.shard_grad, b.flat, ReduceOp::SUM);
+  else
+    b.work = pg_.allreduce_async(b.flat, ReduceOp::SUM);
 }
 
 void DistributedDataParallel::finish() {

@@ -95,11 +95,11 @@ class DistributedDataParallel {
 
  private:
   struct Bucket {
-    std::vector<size_t> params;  // indices into params_
+    std::vector<size_t> params;    // indices into params_
     std::vector<int64_t> offsets;  // of each parameter in flat, and the end
-    Tensor flat;                 // the gradients, concatenated (sharded: padded to world * window)
-    int64_t window = 0;          // sharded: elements of flat per rank
-    Tensor shard_grad;           // sharded: this rank's window of the reduced gradients
+    Tensor flat;                   // the gradients, concatenated (sharded: padded to world * window)
+    int64_t window = 0;            // sharded: elements of flat per rank
+    Tensor shard_grad;             // sharded: this rank's window of the reduced gradients
     size_t ready = 0;
     std::shared_ptr<Work> work;
   };
@@ -121,7 +121,7 @@ class DistributedDataParallel {
   std::vector<size_t> bucket_of_;  // param -> its bucket
   std::vector<size_t> slot_of_;    // param -> its index in the bucket's params
   std::vector<Bucket> buckets_;
-  std::vector<char> seen_;  // this backward: the parameter's gradient is ready
+  std::vector<char> seen_;      // this backward: the parameter's gradient is ready
   std::vector<char> had_grad_;  // when copied into its bucket: the parameter had a gradient here
   std::vector<char> copied_;    // this backward: the gradient is in its bucket
   std::vector<int> hooks_;

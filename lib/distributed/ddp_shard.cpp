@@ -19,7 +19,8 @@ const char* shard_name(Shard s) {
 Shard parse_shard(const std::string& name) {
   for (Shard s : {Shard::None, Shard::Optimizer, Shard::Gradients})
     if (name == shard_name(s)) return s;
-  throw Error(str("[dist] shard = \"", name, "\": expected \"none\", \"optimizer\" (ZeRO-1) or \"gradients\" (ZeRO-2)"));
+  throw Error(
+      str("[dist] shard = \"", name, "\": expected \"none\", \"optimizer\" (ZeRO-1) or \"gradients\" (ZeRO-2)"));
 }
 
 void DistributedDataParallel::build_shards() {
@@ -30,14 +31,16 @@ void DistributedDataParallel::build_shards() {
     const int64_t lo = r * b.window, hi = lo + b.window;
     const Tensor& first = params_[b.params[0]];
     // ZeRO-1 reduces in place into its bucket's window; ZeRO-2 keeps only the window
-    b.shard_grad = opts_.shard == Shard::Optimizer ? b.flat.narrow(0, lo, b.window)
-                                                  : zeros({b.window}, TensorOptions(first.dtype()).device(first.device()));
+    b.shard_grad = opts_.shard == Shard::Optimizer
+                       ? b.flat.narrow(0, lo, b.window)
+                       : zeros({b.window}, TensorOptions(first.dtype()).device(first.device()));
     for (size_t s = 0; s < b.params.size(); ++s) {
       const int64_t a = std::max(lo, b.offsets[s]), e = std::min(hi, b.offsets[s + 1]);
       if (a >= e) continue;
       const size_t k = b.params[s];
       const Tensor& p = params_[k];
-      TR_CHECK(p.is_contiguous(), "[dist] shard: parameter '", names_[k], "' is not contiguous (strides ", p.strides(), ")");
+      TR_CHECK(p.is_contiguous(), "[dist] shard: parameter '", names_[k], "' is not contiguous (strides ", p.strides(),
+               ")");
       ShardPiece piece;
       piece.param = k;
       piece.begin = a - b.offsets[s];

@@ -58,7 +58,8 @@ void read_slurm(DistEnv& e) {
   e.local_rank = int_var("SLURM_LOCALID", 0, 0, e.world_size - 1);
   const int node = int_var("SLURM_NODEID", 0, 0, e.world_size - 1);
   e.node_rank = node;
-  const auto per_node = env("SLURM_STEP_TASKS_PER_NODE") ? env("SLURM_STEP_TASKS_PER_NODE") : env("SLURM_TASKS_PER_NODE");
+  const auto per_node =
+      env("SLURM_STEP_TASKS_PER_NODE") ? env("SLURM_STEP_TASKS_PER_NODE") : env("SLURM_TASKS_PER_NODE");
   const std::optional<int> here = per_node ? slurm_tasks_on_node(*per_node, node) : std::nullopt;
   e.local_world_size = here ? *here : e.world_size;
   TR_CHECK(e.local_rank < e.local_world_size, "SLURM_LOCALID=", e.local_rank, " is not below the ", e.local_world_size,
@@ -137,8 +138,10 @@ DistEnv read_dist_env() {
     TR_CHECK(!env("RANK"), "environment variable RANK is set but WORLD_SIZE is not: set both (or neither)");
     // no torchrun-style variables: a cluster launcher's, where one started several tasks
     if (started_as_rank()) {
-      if (env("OMPI_COMM_WORLD_SIZE") && env("OMPI_COMM_WORLD_RANK")) read_openmpi(e);
-      else read_slurm(e);
+      if (env("OMPI_COMM_WORLD_SIZE") && env("OMPI_COMM_WORLD_RANK"))
+        read_openmpi(e);
+      else
+        read_slurm(e);
       return e;
     }
     return e;  // one process (a single task of either, too)

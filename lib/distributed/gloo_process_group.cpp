@@ -34,9 +34,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using ms = std::chrono::milliseconds;
 
-int64_t ms_since(Clock::time_point t0) {
-  return std::chrono::duration_cast<ms>(Clock::now() - t0).count();
-}
+int64_t ms_since(Clock::time_point t0) { return std::chrono::duration_cast<ms>(Clock::now() - t0).count(); }
 
 // "[file.cc:123] message" -> "message": the Gloo source location means nothing to a user.
 std::string strip_location(const std::string& m) {
@@ -57,8 +55,7 @@ bool contains_address(const std::string& msg, const std::string& addr) {
 
 using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 
-template <typename T>
-ReduceFn reduce_fn(ReduceOp op) {
+template <typename T> ReduceFn reduce_fn(ReduceOp op) {
   switch (op) {
     case ReduceOp::SUM:
     case ReduceOp::AVG: return static_cast<ReduceFn>(&gloo::sum<T>);
@@ -115,8 +112,7 @@ struct GlooProcessGroup::Impl {
   std::string explain(const GlooWork& w, const std::string& gloo_msg, int64_t elapsed_ms);
   std::string who(int r) const;
 
-  template <typename T>
-  void allreduce(T* p, size_t n, ReduceOp op, uint32_t tag) {
+  template <typename T> void allreduce(T* p, size_t n, ReduceOp op, uint32_t tag) {
     if (shm) {  // every rank on this machine: through shared memory, no sockets
       shm->allreduce(p, n, op);
       return;
@@ -159,7 +155,11 @@ struct GlooProcessGroup::Impl {
 };
 
 GlooProcessGroup::Impl::Impl(Store& s, const ProcessGroupOptions& o)
-    : store(s), prefix(o.prefix + "/gloo"), rank(o.rank), size(o.size), timeout(o.timeout),
+    : store(s),
+      prefix(o.prefix + "/gloo"),
+      rank(o.rank),
+      size(o.size),
+      timeout(o.timeout),
       log(s, prefix, o.rank, o.size, o.timeout) {
   if (size == 1) return;  // nothing to connect: every collective is the identity
   rendezvous(o);
@@ -184,7 +184,8 @@ void GlooProcessGroup::Impl::rendezvous(const ProcessGroupOptions& o) {
   //    would only report a store key it waited for).
   const std::string joined = str(o.node, " ", o.hostname);
   std::vector<std::string> advertised;  // rank -> the address it binds
-  for (const Bytes& b : join_ranks(store, prefix + "/joined", rank, size, timeout, where, Bytes(joined.begin(), joined.end()))) {
+  for (const Bytes& b :
+       join_ranks(store, prefix + "/joined", rank, size, timeout, where, Bytes(joined.begin(), joined.end()))) {
     const std::string v(b.begin(), b.end());
     node.push_back(std::atoi(v.c_str()));
     advertised.push_back(v.substr(std::min(v.size(), v.find(' ') + 1)));
@@ -210,8 +211,8 @@ void GlooProcessGroup::Impl::rendezvous(const ProcessGroupOptions& o) {
       if (r != rank && advertised[size_t(r)] != o.hostname) {
         peers += str(listed++ ? ", " : "", who(r), " at ", advertised[size_t(r)]);
       }
-    throw Error(str(where, ": connecting to the other ranks failed after ", ms_since(t0), " ms: ",
-                    strip_location(e.what()), peers.empty() ? "" : str("; the other ranks listen on ", peers),
+    throw Error(str(where, ": connecting to the other ranks failed after ", ms_since(t0),
+                    " ms: ", strip_location(e.what()), peers.empty() ? "" : str("; the other ranks listen on ", peers),
                     "; this rank listens on ", o.hostname,
                     ". Where an address is not reachable from the other nodes, choose another on its node with "
                     "`trainer run --bind-addr ADDR` or TRAINER_SOCKET_IFNAME=<interface>"));
@@ -246,7 +247,8 @@ std::string GlooProcessGroup::Impl::activity() {
   const double s = std::chrono::duration<double>(Clock::now() - running_since).count();
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.1f", s);
-  return str("gloo ", running_name, ", running for ", secs, " s", queue.empty() ? "" : str(", ", queue.size(), " queued behind it"));
+  return str("gloo ", running_name, ", running for ", secs, " s",
+             queue.empty() ? "" : str(", ", queue.size(), " queued behind it"));
 }
 
 std::shared_ptr<Work> GlooProcessGroup::Impl::submit(std::string name, std::function<void(uint32_t)> run) {
@@ -283,8 +285,8 @@ void GlooProcessGroup::Impl::comm_loop() {
     std::exception_ptr err;
     const auto t0 = Clock::now();
     if (!broken.empty()) {
-      err = std::make_exception_ptr(
-          Error(str("gloo ", w->name, " was not run: an earlier collective failed: ", broken)));
+      err =
+          std::make_exception_ptr(Error(str("gloo ", w->name, " was not run: an earlier collective failed: ", broken)));
     } else {
       try {
         w->run(uint32_t(w->tag));
@@ -332,8 +334,8 @@ void GlooProcessGroup::Impl::monitor_loop() {
 std::string GlooProcessGroup::Impl::who(int r) const {
   const bool nodes = std::any_of(node.begin(), node.end(), [&](int n) { return n != node[0]; });
   if (!nodes || size_t(r) >= node.size() || node[size_t(r)] < 0) return str("rank ", r);
-  return str("rank ", r, " (node ", node[size_t(r)], size_t(r) < listen_addr.size() ? " at " + listen_addr[size_t(r)] : "",
-             ")");
+  return str("rank ", r, " (node ", node[size_t(r)],
+             size_t(r) < listen_addr.size() ? " at " + listen_addr[size_t(r)] : "", ")");
 }
 
 std::string GlooProcessGroup::Impl::explain(const GlooWork& w, const std::string& gloo_msg, int64_t elapsed_ms) {
@@ -352,7 +354,8 @@ std::string GlooProcessGroup::Impl::explain(const GlooWork& w, const std::string
     if (peer < 0 && size == 2) peer = 1 - rank;
   }
   std::string why;
-  const bool shm_exit = msg.rfind("rank ", 0) == 0 && msg.find(" exited during the shared-memory allreduce") != std::string::npos;
+  const bool shm_exit =
+      msg.rfind("rank ", 0) == 0 && msg.find(" exited during the shared-memory allreduce") != std::string::npos;
   const bool mismatch = msg.rfind("ranks issued different collectives", 0) == 0;
   if (mismatch)
     return str("gloo ", w.name, " failed on rank ", rank, " of ", size, " after ", elapsed_ms, " ms: the ", msg);
@@ -394,8 +397,8 @@ std::shared_ptr<Work> GlooProcessGroup::allreduce_async(Tensor& t, ReduceOp op) 
   check_allreduce(t, op, DeviceType::CPU);
   const DType dt = t.dtype();
   const size_t n = size_t(t.numel());
-  std::string name = str("allreduce (", reduce_op_name(op), ") of ", format_bytes(n * t.element_size(), 1), " ",
-                         dtype_name(dt));
+  std::string name =
+      str("allreduce (", reduce_op_name(op), ") of ", format_bytes(n * t.element_size(), 1), " ", dtype_name(dt));
   if (size_ == 1) return std::make_shared<DoneWork>();
   Impl* im = impl_.get();
   return impl_->submit(name + take_label(), [im, t, op, dt, n](uint32_t tag) {
@@ -435,17 +438,18 @@ std::shared_ptr<Work> GlooProcessGroup::broadcast_async(Tensor& t, int root) {
   const size_t bytes = size_t(t.numel()) * t.element_size();
   if (size_ == 1) return std::make_shared<DoneWork>();
   Impl* im = impl_.get();
-  return impl_->submit(str("broadcast of ", format_bytes(bytes, 1), " ", dtype_name(t.dtype()), " from rank ", root, take_label()),
-                       [im, t, root, bytes](uint32_t tag) {
-                         if (bytes == 0) return;
-                         if (im->shm) return im->shm->broadcast(t.raw_data(), bytes, root);
-                         gloo::BroadcastOptions o(im->ctx);
-                         o.setOutput(static_cast<uint8_t*>(t.raw_data()), bytes);  // the root sends from it
-                         o.setRoot(root);
-                         o.setTag(tag);
-                         o.setTimeout(im->timeout);
-                         gloo::broadcast(o);
-                       });
+  return impl_->submit(
+      str("broadcast of ", format_bytes(bytes, 1), " ", dtype_name(t.dtype()), " from rank ", root, take_label()),
+      [im, t, root, bytes](uint32_t tag) {
+        if (bytes == 0) return;
+        if (im->shm) return im->shm->broadcast(t.raw_data(), bytes, root);
+        gloo::BroadcastOptions o(im->ctx);
+        o.setOutput(static_cast<uint8_t*>(t.raw_data()), bytes);  // the root sends from it
+        o.setRoot(root);
+        o.setTag(tag);
+        o.setTimeout(im->timeout);
+        gloo::broadcast(o);
+      });
 }
 
 std::shared_ptr<Work> GlooProcessGroup::allgather_async(const Tensor& t, std::vector<Tensor>& out) {
@@ -461,27 +465,29 @@ std::shared_ptr<Work> GlooProcessGroup::allgather_async(const Tensor& t, std::ve
     return std::make_shared<DoneWork>();
   }
   Impl* im = impl_.get();
-  return impl_->submit(str("allgather of ", format_bytes(bytes, 1), " ", dtype_name(t.dtype()), " per rank", take_label()),
-                       [im, t, flat, bytes](uint32_t tag) {
-                         if (bytes == 0) return;
-                         gloo::AllgatherOptions o(im->ctx);
-                         o.setInput(static_cast<uint8_t*>(t.raw_data()), bytes);
-                         o.setOutput(static_cast<uint8_t*>(flat.raw_data()), bytes * size_t(im->size));
-                         o.setTag(tag);
-                         o.setTimeout(im->timeout);
-                         gloo::allgather(o);
-                       });
+  return impl_->submit(
+      str("allgather of ", format_bytes(bytes, 1), " ", dtype_name(t.dtype()), " per rank", take_label()),
+      [im, t, flat, bytes](uint32_t tag) {
+        if (bytes == 0) return;
+        gloo::AllgatherOptions o(im->ctx);
+        o.setInput(static_cast<uint8_t*>(t.raw_data()), bytes);
+        o.setOutput(static_cast<uint8_t*>(flat.raw_data()), bytes * size_t(im->size));
+        o.setTag(tag);
+        o.setTimeout(im->timeout);
+        gloo::allgather(o);
+      });
 }
 
 std::shared_ptr<Work> GlooProcessGroup::reduce_scatter_async(Tensor& output, Tensor& input, ReduceOp op) {
   const DType dt = input.dtype();
-  if (!impl_->shm || (dt != DType::F32 && dt != DType::F64)) return ProcessGroup::reduce_scatter_async(output, input, op);
+  if (!impl_->shm || (dt != DType::F32 && dt != DType::F64))
+    return ProcessGroup::reduce_scatter_async(output, input, op);
   check_scatter_gather(input, output, "reduce_scatter", DeviceType::CPU);
   check_allreduce(input, op, DeviceType::CPU);
   const size_t m = size_t(output.numel());
   Impl* im = impl_.get();
-  return impl_->submit(str("reduce_scatter (", reduce_op_name(op), ") of ", format_bytes(m * input.element_size(), 1), " ",
-                           dtype_name(dt), " per rank", take_label()),
+  return impl_->submit(str("reduce_scatter (", reduce_op_name(op), ") of ", format_bytes(m * input.element_size(), 1),
+                           " ", dtype_name(dt), " per rank", take_label()),
                        [im, input, output, op, dt, m](uint32_t) {
                          if (m == 0) return;
                          if (dt == DType::F32)
@@ -501,25 +507,26 @@ std::shared_ptr<Work> GlooProcessGroup::allgather_into_async(Tensor& output, con
     return std::make_shared<DoneWork>();
   }
   Impl* im = impl_.get();
-  return impl_->submit(str("allgather_into of ", format_bytes(bytes, 1), " ", dtype_name(input.dtype()), " per rank", take_label()),
-                       [im, input, output, bytes](uint32_t tag) {
-                         if (bytes == 0) return;
-                         if (im->shm) return im->shm->allgather_into(input.raw_data(), bytes, output.raw_data());
-                         // Gloo copies the input into its window itself; an input that is that window
-                         // is copied first, so the two never overlap in one memcpy
-                         std::vector<uint8_t> copy;
-                         const void* in = input.raw_data();
-                         if (static_cast<const uint8_t*>(in) == static_cast<uint8_t*>(output.raw_data()) + bytes * size_t(im->rank)) {
-                           copy.assign(static_cast<const uint8_t*>(in), static_cast<const uint8_t*>(in) + bytes);
-                           in = copy.data();
-                         }
-                         gloo::AllgatherOptions o(im->ctx);
-                         o.setInput(static_cast<uint8_t*>(const_cast<void*>(in)), bytes);
-                         o.setOutput(static_cast<uint8_t*>(output.raw_data()), bytes * size_t(im->size));
-                         o.setTag(tag);
-                         o.setTimeout(im->timeout);
-                         gloo::allgather(o);
-                       });
+  return impl_->submit(
+      str("allgather_into of ", format_bytes(bytes, 1), " ", dtype_name(input.dtype()), " per rank", take_label()),
+      [im, input, output, bytes](uint32_t tag) {
+        if (bytes == 0) return;
+        if (im->shm) return im->shm->allgather_into(input.raw_data(), bytes, output.raw_data());
+        // Gloo copies the input into its window itself; an input that is that window
+        // is copied first, so the two never overlap in one memcpy
+        std::vector<uint8_t> copy;
+        const void* in = input.raw_data();
+        if (static_cast<const uint8_t*>(in) == static_cast<uint8_t*>(output.raw_data()) + bytes * size_t(im->rank)) {
+          copy.assign(static_cast<const uint8_t*>(in), static_cast<const uint8_t*>(in) + bytes);
+          in = copy.data();
+        }
+        gloo::AllgatherOptions o(im->ctx);
+        o.setInput(static_cast<uint8_t*>(const_cast<void*>(in)), bytes);
+        o.setOutput(static_cast<uint8_t*>(output.raw_data()), bytes * size_t(im->size));
+        o.setTag(tag);
+        o.setTimeout(im->timeout);
+        gloo::allgather(o);
+      });
 }
 
 std::string GlooProcessGroup::activity() const { return impl_->activity(); }

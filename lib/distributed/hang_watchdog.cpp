@@ -17,9 +17,7 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // wall-clock seconds since the epoch: what dates a status across processes and hosts
-double wall_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double wall_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 // Set when the watchdog stops the process: the training thread, which the abort may wake, can
 // reach exit() before the watchdog's _Exit; the exit status stays the watchdog's.
@@ -45,6 +43,9 @@ HangWatchdog::HangWatchdog(std::unique_ptr<Store> store, ProcessGroup& pg, HangW
   char host[256] = "?";
   ::gethostname(host, sizeof host - 1);
   host_ = host;
+  // a first status before the first step: a rank cut off or stopped within its first period is then
+  // reported as one that stopped publishing, with where it was, not as one that never reported
+  publish();
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -98,13 +99,12 @@ std::string HangWatchdog::report(const std::vector<std::string>& statuses, doubl
                                  double now_s, const std::vector<bool>& stopped) {
   std::string r = str("hang watchdog: '", phase, "' has run for more than hang_timeout_s = ", fixed1(timeout_s), " s");
   std::vector<size_t> order, quiet;  // the ranks that stopped publishing first
-  for (size_t i = 0; i < statuses.size(); ++i)
-    (i < stopped.size() && stopped[i] ? quiet : order).push_back(i);
+  for (size_t i = 0; i < statuses.size(); ++i) (i < stopped.size() && stopped[i] ? quiet : order).push_back(i);
   if (!quiet.empty()) {
     std::string names;
     for (size_t i : quiet) names += str(names.empty() ? "" : ", ", i);
-    r += str("; rank", quiet.size() > 1 ? "s " : " ", names, " stopped publishing (stopped, dead or cut off): ",
-             quiet.size() > 1 ? "the suspects" : "the suspect");
+    r += str("; rank", quiet.size() > 1 ? "s " : " ", names,
+             " stopped publishing (stopped, dead or cut off): ", quiet.size() > 1 ? "the suspects" : "the suspect");
   }
   const std::string never = describe_never_joined(statuses);
   if (!never.empty()) r += "; " + never;
@@ -122,11 +122,11 @@ std::string HangWatchdog::report(const std::vector<std::string>& statuses, doubl
     std::string where = str("pid ", j.value("pid", 0), " on ", j.value("host", "?"));
     if (j.contains("node")) where = str("node ", j.value("node", 0), ", ", where);
     if (j.contains("addr")) where += str(" at ", j.value("addr", ""));
-    r += str("\n  rank ", i, " (", where, "): ",
-             quiet_rank ? "STOPPED PUBLISHING; " : "", "status ", fixed1(age), " s old: in ", j.value("phase", "?"),
-             " for ", fixed1(j.value("phase_s", 0.0)), " s, last completed step ", j.value("last_step", 0), "; ",
-             coll.empty() ? std::string("in no collective (computing, or stuck outside the process group)")
-                          : "in " + coll);
+    r += str(
+        "\n  rank ", i, " (", where, "): ", quiet_rank ? "STOPPED PUBLISHING; " : "", "status ", fixed1(age),
+        " s old: in ", j.value("phase", "?"), " for ", fixed1(j.value("phase_s", 0.0)), " s, last completed step ",
+        j.value("last_step", 0), "; ",
+        coll.empty() ? std::string("in no collective (computing, or stuck outside the process group)") : "in " + coll);
   }
   return r + str("\n  stopping every rank (exit status ", kHangExitStatus, ")");
 }
@@ -157,8 +157,7 @@ void HangWatchdog::stop_group(const std::string& phase, double elapsed) {
           store_->wait({key(o_.key_prefix + "/status", r)}, wait);
           const Bytes b = store_->get(key(o_.key_prefix + "/status", r));
           statuses[size_t(r)] = std::string(b.begin(), b.end());
-        } catch (...) {
-        }
+        } catch (...) {}
       }
       return statuses;
     };
@@ -166,9 +165,7 @@ void HangWatchdog::stop_group(const std::string& phase, double elapsed) {
       if (s.empty()) return int64_t(-1);
       try {
         return nlohmann::json::parse(s).value("seq", int64_t(-1));
-      } catch (...) {
-        return int64_t(-1);
-      }
+      } catch (...) { return int64_t(-1); }
     };
     const std::vector<std::string> first = read(std::chrono::milliseconds(2000));
     std::this_thread::sleep_for(o_.period * 5 / 2);
@@ -206,8 +203,10 @@ void HangWatchdog::stop_group(const std::string& phase, double elapsed) {
                    rank, elapsed, phase.c_str(), o_.store_address.empty() ? "?" : o_.store_address.c_str(), silent,
                    last_error.c_str());
     else
-      std::fprintf(stderr, "error: rank %d: the hang watchdog stopped this rank after %.1f s in %s (rank 0 reports every rank)\n",
-                   rank, elapsed, phase.c_str());
+      std::fprintf(
+          stderr,
+          "error: rank %d: the hang watchdog stopped this rank after %.1f s in %s (rank 0 reports every rank)\n", rank,
+          elapsed, phase.c_str());
   }
   std::fflush(stderr);
   stopping = true;

@@ -68,8 +68,8 @@ void HashStore::wait(const std::vector<std::string>& keys, std::chrono::millisec
     if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
       missing = missing_locked(keys);
       if (missing.empty()) return;
-      throw Error(str("store wait timed out after ", timeout.count(), " ms at HashStore: keys still missing: ",
-                      missing));
+      throw Error(
+          str("store wait timed out after ", timeout.count(), " ms at HashStore: keys still missing: ", missing));
     }
   }
 }

@@ -61,12 +61,12 @@ class SignalScope {
       throw Error(str("launch: pipe2 failed: ", std::strerror(errno)));
     }
     g_sig_write = fds_[1];
-    struct sigaction sa{};
+    struct sigaction sa {};
     sa.sa_handler = on_launcher_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
     for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &sa, &old_[i]);
-    struct sigaction ign{};
+    struct sigaction ign {};
     ign.sa_handler = SIG_IGN;
     ::sigaction(SIGPIPE, &ign, &old_[3]);
   }
@@ -269,7 +269,7 @@ void spawn(Rank& r, ExecPlan& plan, bool own_stdout, int out_fd, int err_fd, int
   ::pthread_sigmask(SIG_BLOCK, &block, &old);
   pid_t pid = ::fork();
   if (pid == 0) {
-    struct sigaction dfl{};
+    struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     for (int s : {SIGINT, SIGTERM, SIGCHLD, SIGPIPE}) ::sigaction(s, &dfl, nullptr);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -321,8 +321,7 @@ bool try_reap(Rank& r) {
   if (::waitid(P_PID, id_t(r.pid), &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid != r.pid) return false;
   ::kill(-r.pid, SIGKILL);
   int status = 0;
-  while (::waitpid(r.pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  while (::waitpid(r.pid, &status, 0) < 0 && errno == EINTR) {}
   r.status = status;
   r.running = false;
   return true;
@@ -361,8 +360,7 @@ struct Group {
     for (auto& r : ranks)
       if (r.running) {
         int st;
-        while (::waitpid(r.pid, &st, 0) < 0 && errno == EINTR) {
-        }
+        while (::waitpid(r.pid, &st, 0) < 0 && errno == EINTR) {}
         r.running = false;
       }
     for (auto& r : ranks) r.out.close_stream(), r.err.close_stream();
@@ -493,10 +491,9 @@ class Supervision {
   GroupResult outcome() const {
     int n_killed = 0;
     for (auto& r : g_.ranks) n_killed += r.killed_by_us;
-    const std::string killed_note =
-        n_killed ? str(" (", n_killed, n_killed == 1 ? " rank" : " ranks", " killed after the ", g_.opts.grace_seconds,
-                       " s grace period)")
-                 : "";
+    const std::string killed_note = n_killed ? str(" (", n_killed, n_killed == 1 ? " rank" : " ranks",
+                                                   " killed after the ", g_.opts.grace_seconds, " s grace period)")
+                                             : "";
     GroupResult res;
     if (first_failed_ >= 0) {
       const Rank& f = g_.ranks[size_t(first_failed_)];
@@ -505,8 +502,9 @@ class Supervision {
       if (res.code == 0) res.code = 1;
       res.failed = true;
     } else if (elsewhere_) {
-      write_all(g_.opts.err_fd, str("trainer launch: node ", g_.opts.node_rank, ": the round failed on another node; stopped ",
-                                    "this node's ", g_.ranks.size(), g_.ranks.size() == 1 ? " rank" : " ranks", killed_note, "\n"));
+      write_all(g_.opts.err_fd,
+                str("trainer launch: node ", g_.opts.node_rank, ": the round failed on another node; stopped ",
+                    "this node's ", g_.ranks.size(), g_.ranks.size() == 1 ? " rank" : " ranks", killed_note, "\n"));
       res.code = 1;
       res.failed = true;
     } else if (user_sig_) {
@@ -552,8 +550,8 @@ GroupResult Group::supervise() { return Supervision(*this).run(); }
 void validate(const LaunchOptions& o) {
   TR_CHECK(o.nproc >= 1, "launch: --nproc must be at least 1, got ", o.nproc);
   TR_CHECK(o.nnodes >= 1, "launch: --nnodes must be at least 1, got ", o.nnodes);
-  TR_CHECK(o.node_rank >= 0 && o.node_rank < o.nnodes, "launch: --node-rank ", o.node_rank,
-           " must be in [0, --nnodes ", o.nnodes, ")");
+  TR_CHECK(o.node_rank >= 0 && o.node_rank < o.nnodes, "launch: --node-rank ", o.node_rank, " must be in [0, --nnodes ",
+           o.nnodes, ")");
   TR_CHECK(o.master_port >= 0 && o.master_port <= 65535, "launch: --master-port ", o.master_port, " is out of range");
   TR_CHECK(o.max_restarts >= 0, "launch: --max-restarts must be >= 0, got ", o.max_restarts);
   TR_CHECK(o.grace_seconds >= 0, "launch: the grace period must be >= 0 s, got ", o.grace_seconds);
@@ -656,7 +654,8 @@ std::optional<int> end_of_round(const LaunchOptions& o, NodeRendezvous* nodes, b
   }
   if (!res.failed || restart >= o.max_restarts || (nodes && nodes->any_done())) {
     // the store goes with node 0's launcher: the other nodes learn of the failure first
-    if (nodes && res.failed && serves_store) nodes->wait_until_seen(restart, milliseconds(3000));  // they ask once a second
+    if (nodes && res.failed && serves_store)
+      nodes->wait_until_seen(restart, milliseconds(3000));  // they ask once a second
     return res.code;
   }
   return std::nullopt;
@@ -690,8 +689,10 @@ int launch(const LaunchOptions& o) {
   int restart = 0;
   std::unique_ptr<NodeRendezvous> nodes = single_node ? nullptr : join_other_nodes(o, job, restart);
   for (;; ++restart) {
-    if (nodes) nodes->join(restart);
-    else if (restart > 0 && server) server->clear();  // the new group rendezvouses from scratch
+    if (nodes)
+      nodes->join(restart);
+    else if (restart > 0 && server)
+      server->clear();  // the new group rendezvouses from scratch
 
     std::vector<ExecPlan> plans = exec_plans(o, job, restart);
     Group g{o, signals.read_fd(), {}, {}};
@@ -699,8 +700,8 @@ int launch(const LaunchOptions& o) {
     if (nodes) g.failed_elsewhere = [&nodes, restart] { return nodes->failed(restart); };
     const GroupResult res = g.supervise();
     if (std::optional<int> code = end_of_round(o, nodes.get(), server != nullptr, restart, res)) return *code;
-    write_all(o.err_fd, str("trainer launch: restarting all ", o.nproc, o.nproc == 1 ? " rank" : " ranks",
-                            " (restart ", restart + 1, " of ", o.max_restarts, ")\n"));
+    write_all(o.err_fd, str("trainer launch: restarting all ", o.nproc, o.nproc == 1 ? " rank" : " ranks", " (restart ",
+                            restart + 1, " of ", o.max_restarts, ")\n"));
   }
 }
 

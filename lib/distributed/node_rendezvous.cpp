@@ -28,15 +28,14 @@ int NodeRendezvous::first_round() {
 Error NodeRendezvous::store_lost(int round, const std::exception& e) const {
   return Error(str("launch: node ", node_, " at round ", round, ": the launchers' store at ", address_,
                    " does not answer: node 0, which serves it, is lost or cut off, and the job cannot go on "
-                   "without it [", e.what(), "]"));
+                   "without it [",
+                   e.what(), "]"));
 }
 
 void NodeRendezvous::join(int round) {
   try {
     store_->set(node_key(round, node_), bytes("1"));
-  } catch (const std::exception& e) {
-    throw store_lost(round, e);
-  }
+  } catch (const std::exception& e) { throw store_lost(round, e); }
   std::vector<std::string> keys;
   for (int n = 0; n < nnodes_; ++n) keys.push_back(node_key(round, n));
   try {
@@ -47,7 +46,8 @@ void NodeRendezvous::join(int round) {
       if (!store_->check({keys[size_t(n)]})) missing += str(missing.empty() ? "" : ", ", n);
     throw Error(str("launch: round ", round, " of the launchers' rendezvous at ", address_, ": node",
                     missing.find(',') != std::string::npos ? "s " : " ", missing, " did not join within ",
-                    timeout_.count() / 1000.0, " s (its launcher not started or lost, or given another "
+                    timeout_.count() / 1000.0,
+                    " s (its launcher not started or lost, or given another "
                     "--master-addr, --master-port or TRAINER_STORE_TOKEN)"));
   }
 }
@@ -59,9 +59,7 @@ void NodeRendezvous::fail(int round) {
     // the newest round becomes round + 1 once, whichever nodes fail it together: late launchers (a
     // lost node back) start from there
     if (store_->add(str("launch/round", round, "/ended"), 1) == 1) store_->add("launch/round", 1);
-  } catch (const std::exception& e) {
-    throw store_lost(round, e);
-  }
+  } catch (const std::exception& e) { throw store_lost(round, e); }
 }
 
 bool NodeRendezvous::failed(int round) {
@@ -95,9 +93,7 @@ void NodeRendezvous::done() {
 bool NodeRendezvous::any_done() {
   try {
     return store_->check({"launch/done"});
-  } catch (const std::exception&) {
-    return false;
-  }
+  } catch (const std::exception&) { return false; }
 }
 
 }  // namespace tr::distributed

@@ -62,7 +62,8 @@ namespace {
 // reduce_scatter and allgather_into): `then` runs once, on the first wait(), under no-grad.
 class ThenWork : public Work {
  public:
-  ThenWork(std::shared_ptr<Work> inner, std::function<void()> then) : inner_(std::move(inner)), then_(std::move(then)) {}
+  ThenWork(std::shared_ptr<Work> inner, std::function<void()> then)
+      : inner_(std::move(inner)), then_(std::move(then)) {}
   void wait() override {
     inner_->wait();
     std::lock_guard<std::mutex> g(mu_);
@@ -95,8 +96,8 @@ std::shared_ptr<Work> ProcessGroup::allreduce_coalesced_async(std::vector<Tensor
   int64_t total = 0;
   for (size_t i = 0; i < ts.size(); ++i) {
     TR_CHECK(ts[i].defined() && ts[i].dtype() == dt && ts[i].device() == dev, backend(),
-             " allreduce_coalesced: tensor ", i, " differs in dtype or device from tensor 0 (",
-             dtype_name(dt), " on ", dev.str(), ")");
+             " allreduce_coalesced: tensor ", i, " differs in dtype or device from tensor 0 (", dtype_name(dt), " on ",
+             dev.str(), ")");
     TR_CHECK(ts[i].is_contiguous(), backend(), " allreduce_coalesced: tensor ", i, " is not contiguous");
     total += ts[i].numel();
   }
@@ -138,7 +139,6 @@ void ProcessGroup::check_scatter_gather(const Tensor& whole, const Tensor& part,
            " elements for all ranks and ", part.numel(), " per rank; a world of ", size_, " needs ",
            part.numel() * size_);
 }
-
 
 std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(Tensor& output, Tensor& input, ReduceOp op) {
   check_scatter_gather(input, output, "reduce_scatter", device().type);
@@ -204,14 +204,11 @@ std::vector<Bytes> join_ranks(Store& store, const std::string& key_prefix, int r
     try {
       for (int r = 0; r < size; ++r)
         if (!store.check({keys[size_t(r)]})) missing.push_back(r);
-    } catch (const std::exception&) {
-      missing.clear();
-    }
+    } catch (const std::exception&) { missing.clear(); }
     if (missing.empty()) throw Error(str(where, ": waiting for the other ranks failed: ", e.what()));
     const auto waited =
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
-    throw Error(str(where, ": timed out after ", waited, " ms (timeout ", timeout.count(), " ms): ",
-                    rank_list(missing),
+    throw Error(str(where, ": timed out after ", waited, " ms (timeout ", timeout.count(), " ms): ", rank_list(missing),
                     " never joined (not started, crashed during startup, or using another store or prefix)"));
   }
   std::vector<Bytes> values;

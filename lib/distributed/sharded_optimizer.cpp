@@ -79,7 +79,8 @@ optim::OptimizerState ShardedOptimizer::state_dict() {
     info[2 * k] = 1;
     if (st->count("step")) info[2 * k + 1] = st->at("step").item();
   }
-  pg.allreduce_values(info, ReduceOp::SUM, "ZeRO: which parameters have optimizer state");  // exact: one value plus zeros
+  pg.allreduce_values(info, ReduceOp::SUM,
+                      "ZeRO: which parameters have optimizer state");  // exact: one value plus zeros
 
   // 2. Each per-element state key, bucket by bucket: the windows all-gathered, cut on rank 0.
   std::vector<optim::ParamState> gathered(n);
@@ -103,8 +104,9 @@ optim::OptimizerState ShardedOptimizer::state_dict() {
         const optim::ParamState* st = opt_.find_state(piece.view);
         if (!st || !st->count(key)) continue;
         const Tensor& s = st->at(key);
-        TR_CHECK(s.numel() == piece.numel && s.dtype() == first.dtype(), "ZeRO: optimizer state '", key, "' of parameter '",
-                 ddp_.param_names()[piece.param], "' is not one value per element in the parameter's dtype");
+        TR_CHECK(s.numel() == piece.numel && s.dtype() == first.dtype(), "ZeRO: optimizer state '", key,
+                 "' of parameter '", ddp_.param_names()[piece.param],
+                 "' is not one value per element in the parameter's dtype");
         mine.narrow(0, piece.offset, piece.numel).copy_(s.reshape({-1}));
       }
       pg.label_next(str("ZeRO: optimizer state '", key, "' of bucket ", bi, " of ", layouts.size()));
@@ -113,7 +115,8 @@ optim::OptimizerState ShardedOptimizer::state_dict() {
       for (size_t s = 0; s < b.params.size(); ++s) {
         const size_t k = b.params[s];
         if (info[2 * k] == 0 || !keeps(k, key)) continue;
-        gathered[k][key] = flat.narrow(0, b.offsets[s], b.offsets[s + 1] - b.offsets[s]).reshape(params[k].sizes()).clone();
+        gathered[k][key] =
+            flat.narrow(0, b.offsets[s], b.offsets[s + 1] - b.offsets[s]).reshape(params[k].sizes()).clone();
       }
     }
   }
@@ -150,8 +153,9 @@ void ShardedOptimizer::load_state_dict(const optim::OptimizerState& s) {
     const ShardPiece& piece = pieces[size_t(piece_of_[k])];
     optim::ParamState mine;
     for (const auto& [key, t] : *st)
-      mine[key] = key != "step" && t.numel() == params[k].numel() ? t.reshape({-1}).narrow(0, piece.begin, piece.numel).clone()
-                                                                  : t.clone();
+      mine[key] = key != "step" && t.numel() == params[k].numel()
+                      ? t.reshape({-1}).narrow(0, piece.begin, piece.numel).clone()
+                      : t.clone();
     cut.emplace_back(piece.view, std::move(mine));
   }
   set_view_states(std::move(cut));

@@ -24,9 +24,9 @@ namespace {
 constexpr uint64_t kMagic = 0x7472736861726564ull;  // "trshared"
 constexpr int kMaxRanks = 256;
 constexpr size_t kLine = 64;
-constexpr size_t kHeaderBytes = 4096;  // magic, size, pids
+constexpr size_t kHeaderBytes = 4096;                 // magic, size, pids
 constexpr size_t kTotalSlotBytes = size_t(64) << 20;  // all ranks' slots together, at most
-constexpr int kSpins = 200;  // ~10 us of pause before sleeping on the futex
+constexpr int kSpins = 200;                           // ~10 us of pause before sleeping on the futex
 
 long futex(uint32_t* addr, int op, uint32_t val, const timespec* ts) {
   return syscall(SYS_futex, addr, op, val, ts, nullptr, 0);
@@ -52,15 +52,15 @@ std::string host_identity() {
 
 size_t slot_bytes_for(int size) {
   // 4 MiB per rank and buffer, less in large worlds, a multiple of a cache line
-  return std::max<size_t>(kLine, std::min(ShmAllreduce::kSlotBytes, kTotalSlotBytes / (2 * size_t(size))) / kLine * kLine);
+  return std::max<size_t>(kLine,
+                          std::min(ShmAllreduce::kSlotBytes, kTotalSlotBytes / (2 * size_t(size))) / kLine * kLine);
 }
 
 size_t segment_bytes(int size) {
   return kHeaderBytes + 2 * size_t(size) * kLine + 2 * size_t(size) * slot_bytes_for(size);
 }
 
-template <typename T>
-void reduce_into(T* out, const T* in, size_t n, ReduceOp op) {
+template <typename T> void reduce_into(T* out, const T* in, size_t n, ReduceOp op) {
   switch (op) {
     case ReduceOp::SUM:
     case ReduceOp::AVG:
@@ -80,7 +80,8 @@ void reduce_into(T* out, const T* in, size_t n, ReduceOp op) {
 std::string ShmAllreduce::describe(const Collective& c) {
   if (c.kind == 2) return str("a broadcast of ", c.bytes, " bytes from rank ", c.arg);
   if (c.kind == 4) return str("an allgather of ", c.bytes, " bytes per rank");
-  return str(c.kind == 3 ? "a reduce_scatter (" : "an allreduce (", reduce_op_name(ReduceOp(c.arg)), ") of ", c.bytes, " bytes in ", c.elem, "-byte elements");
+  return str(c.kind == 3 ? "a reduce_scatter (" : "an allreduce (", reduce_op_name(ReduceOp(c.arg)), ") of ", c.bytes,
+             " bytes in ", c.elem, "-byte elements");
 }
 
 struct ShmAllreduce::Header {
@@ -197,7 +198,8 @@ void ShmAllreduce::wait_all(int which, uint32_t seq, const char* what) {
       futex(f, FUTEX_WAIT, v, &ts);
       const auto waited = std::chrono::steady_clock::now() - t0;
       if (waited > timeout_)
-        throw std::runtime_error(str("Timed out after ", std::chrono::duration_cast<std::chrono::milliseconds>(waited).count(),
+        throw std::runtime_error(str("Timed out after ",
+                                     std::chrono::duration_cast<std::chrono::milliseconds>(waited).count(),
                                      " ms in the shared-memory allreduce waiting for rank ", r, " to ", what));
       if (::kill(h->pid[r], 0) != 0 && errno == ESRCH)
         throw std::runtime_error(str("rank ", r, " (pid ", h->pid[r], ") exited during the shared-memory allreduce"));
@@ -235,7 +237,8 @@ void ShmAllreduce::reduce(T* data, size_t n, ReduceOp op, size_t keep_lo, size_t
     // the kept elements of this chunk (all of it for allreduce); in place, they are elements of
     // this chunk, already copied in
     const size_t a = std::max(off, keep_lo), b = std::min(off + m, keep_hi);
-    if (a < b) std::memcpy(out + (a - keep_lo), reinterpret_cast<const T*>(slot(0, seq)) + (a - off), (b - a) * sizeof(T));
+    if (a < b)
+      std::memcpy(out + (a - keep_lo), reinterpret_cast<const T*>(slot(0, seq)) + (a - off), (b - a) * sizeof(T));
   }
 }
 
@@ -272,8 +275,7 @@ void ShmAllreduce::broadcast(void* data, size_t bytes, int root) {
   }
 }
 
-#define TR_SHM_REDUCE(T) \
-  template void ShmAllreduce::reduce<T>(T*, size_t, ReduceOp, size_t, size_t, T*, uint32_t);
+#define TR_SHM_REDUCE(T) template void ShmAllreduce::reduce<T>(T*, size_t, ReduceOp, size_t, size_t, T*, uint32_t);
 TR_SHM_REDUCE(float)
 TR_SHM_REDUCE(double)
 TR_SHM_REDUCE(int64_t)

@@ -40,15 +40,11 @@ class ShmAllreduce {
 
   // In place on n elements (float, double, int64_t, int32_t, uint8_t). Throws std::runtime_error
   // ("Timed out ...", or a message naming the rank that exited); the group is then broken.
-  template <typename T>
-  void allreduce(T* data, size_t n, ReduceOp op) {
-    reduce(data, n, op, 0, n, data, 1);
-  }
+  template <typename T> void allreduce(T* data, size_t n, ReduceOp op) { reduce(data, n, op, 0, n, data, 1); }
   // reduce_scatter: data holds size * m elements; this rank receives the reduction of
   // data[rank*m, (rank+1)*m) into out (which may be that window of data). The chunks are reduced
   // exactly as allreduce reduces them (the same bits); only the copy out is narrower.
-  template <typename T>
-  void reduce_scatter(T* data, size_t m, ReduceOp op, T* out) {
+  template <typename T> void reduce_scatter(T* data, size_t m, ReduceOp op, T* out) {
     reduce(data, m * size_t(size_), op, m * size_t(rank_), m, out, 3);
   }
   // allgather_into: out (size * bytes) receives every rank's `bytes` at data in rank order; data

@@ -96,8 +96,8 @@ void TCPStore::connect_locked(milliseconds within) {
     if (res) ::freeaddrinfo(res);
     if (fd >= 0) break;
     if (Clock::now() >= deadline)
-      throw Error(str("cannot connect to the rendezvous store at ", address(), " within ", within.count(),
-                      " ms: ", last, " (is the launcher / rank 0 running, and are MASTER_ADDR and MASTER_PORT right?)"));
+      throw Error(str("cannot connect to the rendezvous store at ", address(), " within ", within.count(), " ms: ",
+                      last, " (is the launcher / rank 0 running, and are MASTER_ADDR and MASTER_PORT right?)"));
     std::this_thread::sleep_for(std::min<milliseconds>(backoff, milliseconds(ms_until(deadline))));
     backoff = std::min(backoff * 2, milliseconds(500));
   }
@@ -153,8 +153,7 @@ Bytes TCPStore::roundtrip(const Bytes& request, milliseconds reply_within, const
     try {
       Reader r{payload.data() + 1, payload.size() - 1};
       msg = r.text(wire::kMaxFrameBytes, "message");
-    } catch (const ProtocolError&) {
-    }
+    } catch (const ProtocolError&) {}
     throw Error(str(msg, " (store at ", address(), ")"));
   }
   return payload;
@@ -226,8 +225,8 @@ void TCPStore::wait(const std::vector<std::string>& keys, milliseconds timeout) 
     close_locked();
     throw Error(str("store wait at ", address(), ": malformed reply: ", e.what()));
   }
-  throw Error(str("store wait timed out after ", timeout.count(), " ms at ", address(), ": keys still missing: ",
-                  missing));
+  throw Error(
+      str("store wait timed out after ", timeout.count(), " ms at ", address(), ": keys still missing: ", missing));
 }
 
 bool TCPStore::check(const std::vector<std::string>& keys) {

@@ -37,13 +37,17 @@ inline void put_str(Bytes& b, const uint8_t* p, size_t n) {
   put_u32(b, uint32_t(n));
   b.insert(b.end(), p, p + n);
 }
-inline void put_str(Bytes& b, const std::string& s) { put_str(b, reinterpret_cast<const uint8_t*>(s.data()), s.size()); }
+inline void put_str(Bytes& b, const std::string& s) {
+  put_str(b, reinterpret_cast<const uint8_t*>(s.data()), s.size());
+}
 inline void put_str(Bytes& b, const Bytes& v) { put_str(b, v.data(), v.size()); }
 inline void put_keys(Bytes& b, const std::vector<std::string>& keys) {
   put_u32(b, uint32_t(keys.size()));
   for (const auto& k : keys) put_str(b, k);
 }
-inline uint32_t le32(const uint8_t* p) { return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24; }
+inline uint32_t le32(const uint8_t* p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
 
 // A malformed or oversized message: the connection that sent it is closed (and logged).
 struct ProtocolError : std::runtime_error {

@@ -18,8 +18,9 @@ void TCPStoreServer::Impl::report_silent(bool force) {
   if (silent_unreported == 0) return;
   const auto now = Clock::now();
   if (!force && now < silent_report_due) return;
-  store_io::log_line(str("trainer store ", address(), ": ", silent_unreported, " connection", silent_unreported == 1 ? "" : "s",
-               " closed without saying hello (a port scanner, or a connection storm?)"));
+  store_io::log_line(str("trainer store ", address(), ": ", silent_unreported, " connection",
+                         silent_unreported == 1 ? "" : "s",
+                         " closed without saying hello (a port scanner, or a connection storm?)"));
   silent_unreported = 0;
   silent_report_due = now + kSilentReportEvery;
 }
@@ -63,7 +64,8 @@ std::vector<std::string> TCPStoreServer::Impl::missing_locked(const std::vector<
 
 void TCPStoreServer::Impl::park(uint64_t id, Conn& c, std::vector<std::string> keys, uint64_t timeout_ms, bool is_get) {
   c.waiting = true;
-  waiters.push_back({id, std::move(keys), Clock::now() + std::chrono::milliseconds(std::min(timeout_ms, store_io::kMaxTimeoutMs)), is_get});
+  waiters.push_back({id, std::move(keys),
+                     Clock::now() + std::chrono::milliseconds(std::min(timeout_ms, store_io::kMaxTimeoutMs)), is_get});
 }
 
 // Answers every parked request whose keys now all exist (after a set or add).
@@ -304,8 +306,9 @@ void TCPStoreServer::Impl::accept_all() {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if ((errno == EMFILE || errno == ENFILE) && evict_oldest_unauthed()) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        if (!accept_paused) store_io::log_line(str("trainer store ", address(), ": accept failed: ", std::strerror(errno),
-                                         "; pausing new connections"));
+        if (!accept_paused)
+          store_io::log_line(
+              str("trainer store ", address(), ": accept failed: ", std::strerror(errno), "; pausing new connections"));
         accept_paused = true;
         accept_resume = Clock::now() + std::chrono::milliseconds(100);
       }

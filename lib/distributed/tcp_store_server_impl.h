@@ -24,7 +24,7 @@ struct TCPStoreServer::Impl {
     size_t out_off = 0;
     bool waiting = false;  // a get/wait is parked: no further request is read until it is answered
     Clock::time_point hello_deadline;
-    bool dead = false;  // closed at the end of the loop iteration (so iterators stay valid)
+    bool dead = false;     // closed at the end of the loop iteration (so iterators stay valid)
     bool refused = false;  // closed by the server, and logged
   };
   struct Waiter {

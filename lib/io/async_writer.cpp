@@ -70,9 +70,7 @@ void AsyncWriter::run() {
     Outcome o;
     try {
       job();
-    } catch (...) {
-      o.error = std::current_exception();
-    }
+    } catch (...) { o.error = std::current_exception(); }
     job = nullptr;  // what the job holds goes before its outcome is visible
     g.lock();
     running_ = false;

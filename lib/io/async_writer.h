@@ -45,8 +45,8 @@ class AsyncWriter {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::function<void()> job_;  // the job to run next (empty: none)
-  bool running_ = false;       // the background thread is running a job
+  std::function<void()> job_;    // the job to run next (empty: none)
+  bool running_ = false;         // the background thread is running a job
   std::optional<Outcome> done_;  // the last job's outcome, until collected
   bool stop_ = false;
   std::thread thread_;

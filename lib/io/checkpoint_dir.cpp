@@ -74,8 +74,8 @@ std::string read_small(const std::string& path, uint64_t limit) {
 }
 
 void rename_or_throw(const std::string& from, const std::string& to) {
-  TR_CHECK(::rename(from.c_str(), to.c_str()) == 0, "checkpoint: cannot rename '", from, "' to '", to, "': ",
-           std::strerror(errno));
+  TR_CHECK(::rename(from.c_str(), to.c_str()) == 0, "checkpoint: cannot rename '", from, "' to '", to,
+           "': ", std::strerror(errno));
 }
 
 bool pid_alive(long pid) {
@@ -132,9 +132,7 @@ std::optional<std::string> check_file(const std::string& path, const Expected& w
   FileChecksum c;
   try {
     c = checksum_file(path);
-  } catch (const std::exception& e) {
-    return std::string(e.what());
-  }
+  } catch (const std::exception& e) { return std::string(e.what()); }
   if (c.size != want.size) return str("read ", c.size, " bytes, expected ", want.size);
   if (c.hex() != want.crc32) return str("crc32 is ", c.hex(), ", expected ", want.crc32, " (corrupted)");
   return std::nullopt;
@@ -193,7 +191,8 @@ std::optional<int64_t> checkpoint_step(const std::string& name) {
 
 // ---- CheckpointWriter ----
 
-CheckpointWriter::CheckpointWriter(std::string root, std::string name) : root_(std::move(root)), name_(std::move(name)) {
+CheckpointWriter::CheckpointWriter(std::string root, std::string name)
+    : root_(std::move(root)), name_(std::move(name)) {
   TR_CHECK(checkpoint_step(name_) || name_ == kFinalCheckpointName, "CheckpointWriter: checkpoint name '", name_,
            "' is not step_<N> (nor ", kFinalCheckpointName, ")");
   std::error_code ec;
@@ -249,8 +248,8 @@ std::string CheckpointWriter::commit(json state) {
     throw Error(str("CheckpointWriter ", name_, ": cannot encode state.json: ", e.what()));
   }
   write_durable((fs::path(tmp_) / kCheckpointStateFile).string(), text);
-  json complete = {{kCheckpointStateFile, {{"crc32", crc32_hex(crc32_update(0, text.data(), text.size()))},
-                                           {"size", text.size()}}}};
+  json complete = {
+      {kCheckpointStateFile, {{"crc32", crc32_hex(crc32_update(0, text.data(), text.size()))}, {"size", text.size()}}}};
   write_durable((fs::path(tmp_) / kCheckpointCompleteFile).string(), complete.dump() + "\n");
   fsync_path(tmp_, true);
 
@@ -311,13 +310,12 @@ VerifyReport verify_checkpoint(const std::string& dir) {
   // COMPLETE: written last, so its absence means the writer never finished
   const std::string complete_path = (fs::path(dir) / kCheckpointCompleteFile).string();
   if (!fs::exists(complete_path, ec))
-    return fail(complete_path, "missing: the checkpoint was never completed (interrupted writer) or the marker was deleted");
+    return fail(complete_path,
+                "missing: the checkpoint was never completed (interrupted writer) or the marker was deleted");
   json complete;
   try {
     complete = json::parse(read_small(complete_path, 1 << 16));
-  } catch (const std::exception& e) {
-    return fail(complete_path, str("unreadable: ", e.what()));
-  }
+  } catch (const std::exception& e) { return fail(complete_path, str("unreadable: ", e.what())); }
   std::string why;
   if (!complete.is_object() || !complete.contains(kCheckpointStateFile))
     return fail(complete_path, "does not describe state.json");
@@ -330,9 +328,7 @@ VerifyReport verify_checkpoint(const std::string& dir) {
   json state;
   try {
     state = json::parse(read_small(state_path, want_state->size));
-  } catch (const std::exception& e) {
-    return fail(state_path, str("unreadable: ", e.what()));
-  }
+  } catch (const std::exception& e) { return fail(state_path, str("unreadable: ", e.what())); }
   if (!state.is_object()) return fail(state_path, str("is a JSON ", state.type_name(), ", expected an object"));
   if (!state.contains("files") || !state["files"].is_object()) return fail(state_path, "has no \"files\" object");
 
@@ -372,9 +368,7 @@ std::optional<std::string> read_latest(const std::string& root) {
   std::string text;
   try {
     text = read_small((fs::path(root) / kCheckpointLatestFile).string(), 4096);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
+  } catch (const std::exception&) { return std::nullopt; }
   auto b = text.find_first_not_of(" \t\r\n");
   auto e = text.find_last_not_of(" \t\r\n");
   if (b == std::string::npos) return std::nullopt;
@@ -391,7 +385,8 @@ std::optional<std::string> newest_valid_checkpoint(const std::string& root, std:
     VerifyReport r = verify_checkpoint(it->path);
     if (r.ok) return it->path;
     if (warnings)
-      warnings->push_back(str("checkpoint ", it->path, " is not usable (", r.message(), "); falling back to an older one"));
+      warnings->push_back(
+          str("checkpoint ", it->path, " is not usable (", r.message(), "); falling back to an older one"));
   }
   return std::nullopt;
 }

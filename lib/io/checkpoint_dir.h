@@ -75,9 +75,9 @@ class CheckpointWriter {
 struct VerifyReport {
   bool ok = false;
   std::string dir;
-  std::string file;       // the file at fault when !ok (a path)
-  std::string problem;    // what is wrong with it
-  nlohmann::json state;   // state.json when ok
+  std::string file;             // the file at fault when !ok (a path)
+  std::string problem;          // what is wrong with it
+  nlohmann::json state;         // state.json when ok
   std::string message() const;  // "<file>: <problem>", or "ok"
 };
 
@@ -93,7 +93,8 @@ std::vector<CheckpointInfo> list_checkpoints(const std::string& root);
 std::optional<std::string> read_latest(const std::string& root);
 // The path of the newest checkpoint by step that verifies. Each newer step_<N> directory that does
 // not adds a warning naming it and why, and the search falls back to the next older one.
-std::optional<std::string> newest_valid_checkpoint(const std::string& root, std::vector<std::string>* warnings = nullptr);
+std::optional<std::string> newest_valid_checkpoint(const std::string& root,
+                                                   std::vector<std::string>* warnings = nullptr);
 
 // Removes <root>/.tmp-* entries left by processes that are gone (pid in the name not alive, or no
 // pid). Entries of live processes, this one included, are kept: a writer may be at work. A pid

@@ -25,7 +25,8 @@ void truncate_lines(const std::string& path, int64_t lines) {
   in.close();
   const int64_t size = int64_t(std::filesystem::file_size(path));
   if (keep > size) keep = size;  // a last line without its newline
-  if (keep < size) TR_CHECK(::truncate(path.c_str(), off_t(keep)) == 0, "cannot truncate ", path, " to ", lines, " lines");
+  if (keep < size)
+    TR_CHECK(::truncate(path.c_str(), off_t(keep)) == 0, "cannot truncate ", path, " to ", lines, " lines");
 }
 
 }  // namespace

@@ -8,7 +8,8 @@ namespace st = safetensors;
 
 namespace {
 
-constexpr DType kOurs[] = {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64, DType::I32, DType::U8, DType::Bool};
+constexpr DType kOurs[] = {DType::F32, DType::F64, DType::F16, DType::BF16,
+                           DType::I64, DType::I32, DType::U8,  DType::Bool};
 
 std::string supported_names() {
   std::string s;

@@ -154,8 +154,9 @@ std::map<std::string, std::string> parse_metadata(const json& v, const std::stri
 
 // The tensors must tile [0, data_size): sorted by offset, each begins where the previous ended.
 void check_tiling(std::vector<TensorInfo>& ts, uint64_t data_size, const std::string& source) {
-  std::stable_sort(ts.begin(), ts.end(),
-                   [](const TensorInfo& a, const TensorInfo& b) { return std::tie(a.begin, a.end) < std::tie(b.begin, b.end); });
+  std::stable_sort(ts.begin(), ts.end(), [](const TensorInfo& a, const TensorInfo& b) {
+    return std::tie(a.begin, a.end) < std::tie(b.begin, b.end);
+  });
   const std::string where = str(source, ": invalid safetensors header: ");
   uint64_t pos = 0;
   const TensorInfo* prev = nullptr;
@@ -165,15 +166,16 @@ void check_tiling(std::vector<TensorInfo>& ts, uint64_t data_size, const std::st
     if (t.begin > pos) {
       if (prev)
         throw Error(str(where, "a hole of ", t.begin - pos, " bytes between tensor '", prev->name, "' (ends at ", pos,
-                        ") and tensor '", t.name, "' (starts at ", t.begin, "); the tensors must cover the data exactly"));
+                        ") and tensor '", t.name, "' (starts at ", t.begin,
+                        "); the tensors must cover the data exactly"));
       throw Error(str(where, "a hole of ", t.begin, " bytes before the first tensor '", t.name,
                       "'; the tensors must cover the data exactly"));
     }
     pos = t.end;
     prev = &t;
   }
-  TR_CHECK(pos == data_size, where, "the data buffer is ", data_size, " bytes but the tensors cover ", pos,
-           " (", data_size - pos, " trailing bytes)");
+  TR_CHECK(pos == data_size, where, "the data buffer is ", data_size, " bytes but the tensors cover ", pos, " (",
+           data_size - pos, " trailing bytes)");
 }
 
 // read/write that finish the job or throw (EINTR and short transfers are retried).
@@ -184,7 +186,8 @@ void pread_exact(int fd, void* dst, uint64_t n, uint64_t off, const std::string&
     ssize_t r = ::pread(fd, p, chunk, off_t(off));
     if (r < 0 && errno == EINTR) continue;
     TR_CHECK(r >= 0, path, ": read failed at byte ", off, ": ", std::strerror(errno));
-    TR_CHECK(r > 0, path, ": file ends at byte ", off, ", before the ", n, " more bytes the header promises (it shrank "
+    TR_CHECK(r > 0, path, ": file ends at byte ", off, ", before the ", n,
+             " more bytes the header promises (it shrank "
              "while being read?)");
     p += r;
     off += uint64_t(r);
@@ -246,8 +249,8 @@ uint64_t parse_header_length(const unsigned char* prefix, uint64_t file_size, co
 }
 
 Header parse_header(std::string_view text, uint64_t file_size, const std::string& source) {
-  TR_CHECK(file_size >= kPrefixSize && text.size() <= file_size - kPrefixSize, source,
-           ": header of ", text.size(), " bytes does not fit a file of ", file_size, " bytes");
+  TR_CHECK(file_size >= kPrefixSize && text.size() <= file_size - kPrefixSize, source, ": header of ", text.size(),
+           " bytes does not fit a file of ", file_size, " bytes");
   // The format's header is a JSON object; checking the first byte keeps any other document away
   // from the JSON parser's deeper paths.
   size_t first = text.find_first_not_of(" \t\r\n");
@@ -318,7 +321,8 @@ void Reader::read(const TensorInfo& info, void* dst) const {
   pread_exact(fd_, dst, info.nbytes(), header_.data_start() + info.begin, path_);
 }
 
-std::string serialize_header(const std::vector<TensorData>& tensors, const std::map<std::string, std::string>& metadata) {
+std::string serialize_header(const std::vector<TensorData>& tensors,
+                             const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json h = nlohmann::ordered_json::object();
   if (!metadata.empty()) h["__metadata__"] = metadata;
   std::set<std::string> names;
@@ -329,8 +333,8 @@ std::string serialize_header(const std::vector<TensorData>& tensors, const std::
     std::string why;
     auto need = byte_size(t.dtype, t.shape, &why);
     TR_CHECK(need, "safetensors: tensor '", t.name, "': ", why);
-    TR_CHECK(*need == t.nbytes, "safetensors: tensor '", t.name, "': ", dtype_name(t.dtype), " ", t.shape, " is ", *need,
-             " bytes, but ", t.nbytes, " were given");
+    TR_CHECK(*need == t.nbytes, "safetensors: tensor '", t.name, "': ", dtype_name(t.dtype), " ", t.shape, " is ",
+             *need, " bytes, but ", t.nbytes, " were given");
     TR_CHECK(t.data || t.nbytes == 0, "safetensors: tensor '", t.name, "' has no data");
     h[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {off, off + t.nbytes}}};
     off += t.nbytes;

@@ -22,8 +22,26 @@ namespace tr::io::safetensors {
 // Every dtype of the format, in the reference's order. Most are not tensor dtypes of ours: the
 // format layer still knows their widths, so it validates any file; the Tensor layer rejects them.
 enum class Dtype : uint8_t {
-  BOOL, F4, F6_E2M3, F6_E3M2, U8, I8, F8_E5M2, F8_E4M3, F8_E8M0,
-  I16, U16, F16, BF16, I32, U32, F32, C64, F64, I64, U64,
+  BOOL,
+  F4,
+  F6_E2M3,
+  F6_E3M2,
+  U8,
+  I8,
+  F8_E5M2,
+  F8_E4M3,
+  F8_E8M0,
+  I16,
+  U16,
+  F16,
+  BF16,
+  I32,
+  U32,
+  F32,
+  C64,
+  F64,
+  I64,
+  U64,
 };
 inline constexpr int kNumDtypes = 20;
 

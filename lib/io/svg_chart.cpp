@@ -38,7 +38,8 @@ std::string tick_label(double v, double step) {
   char b[32];
   if (v == 0) return "0";
   const double a = std::fabs(v);
-  if (a >= 1e5 || a < 1e-3) std::snprintf(b, sizeof b, "%.3g", v);
+  if (a >= 1e5 || a < 1e-3)
+    std::snprintf(b, sizeof b, "%.3g", v);
   else {
     const int decimals = std::max(0, int(std::ceil(-std::log10(step) - 1e-9)));
     std::snprintf(b, sizeof b, "%.*f", std::min(decimals, 6), v);
@@ -59,7 +60,8 @@ std::vector<double> nice_ticks(double lo, double hi, int n) {
       break;
     }
   std::vector<double> t;
-  for (double v = std::ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step) t.push_back(std::fabs(v) < step * 1e-9 ? 0.0 : v);
+  for (double v = std::ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step)
+    t.push_back(std::fabs(v) < step * 1e-9 ? 0.0 : v);
   return t;
 }
 
@@ -130,8 +132,8 @@ void draw_y_grid(std::string& s, const PlotArea& a) {
     const double y = a.py_raw(t);
     s += str("<line x1=\"", num(a.ml), "\" y1=\"", num(y), "\" x2=\"", num(a.ml + a.pw), "\" y2=\"", num(y),
              "\" stroke=\"#e6e6e6\"/>\n");
-    const std::string label = a.log_y ? tick_label(std::pow(10.0, t), std::pow(10.0, t))
-                                      : tick_label(t, yt.size() > 1 ? yt[1] - yt[0] : 1);
+    const std::string label =
+        a.log_y ? tick_label(std::pow(10.0, t), std::pow(10.0, t)) : tick_label(t, yt.size() > 1 ? yt[1] - yt[0] : 1);
     s += str("<text x=\"", num(a.ml - 6), "\" y=\"", num(y + 4), "\" text-anchor=\"end\">", label, "</text>\n");
   }
 }
@@ -166,7 +168,8 @@ void draw_series(std::string& s, const Series& se, const char* color, const Plot
     }
     pts += str(pts.empty() ? "" : " ", num(a.px(se.x[i])), ",", num(a.py(se.y[i])));
     if (se.markers)
-      s += str("<circle cx=\"", num(a.px(se.x[i])), "\" cy=\"", num(a.py(se.y[i])), "\" r=\"2.5\" fill=\"", color, "\"/>\n");
+      s += str("<circle cx=\"", num(a.px(se.x[i])), "\" cy=\"", num(a.py(se.y[i])), "\" r=\"2.5\" fill=\"", color,
+               "\"/>\n");
   }
   flush();
 }
@@ -190,10 +193,10 @@ void draw_legend(std::string& s, const Chart& c, const PlotArea& a) {
 std::string render_svg(const Chart& c, int width, int height) {
   const PlotArea a = plot_area(c, width, height);
   std::string s = str("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", width, "\" height=\"", height,
-                       "\" viewBox=\"0 0 ", width, " ", height, "\" font-family=\"sans-serif\" font-size=\"11\">\n");
+                      "\" viewBox=\"0 0 ", width, " ", height, "\" font-family=\"sans-serif\" font-size=\"11\">\n");
   s += str("<rect width=\"", width, "\" height=\"", height, "\" fill=\"white\"/>\n");
-  s += str("<text x=\"", num(a.ml + a.pw / 2), "\" y=\"17\" text-anchor=\"middle\" font-size=\"13\" font-weight=\"bold\">",
-           esc(c.title), "</text>\n");
+  s += str("<text x=\"", num(a.ml + a.pw / 2),
+           "\" y=\"17\" text-anchor=\"middle\" font-size=\"13\" font-weight=\"bold\">", esc(c.title), "</text>\n");
   draw_x_grid(s, a);
   draw_y_grid(s, a);
   draw_frame_and_labels(s, c, a, height);
@@ -206,8 +209,8 @@ std::string render_html(const std::string& title, const std::string& notes, cons
   std::string h = str("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>", esc(title),
                       "</title>\n<style>body{font-family:sans-serif;margin:16px;background:#fafafa}"
                       ".grid{display:flex;flex-wrap:wrap;gap:12px}.grid svg{border:1px solid #ddd}"
-                      "p{color:#555;font-size:13px}</style></head>\n<body>\n<h2>", esc(title), "</h2>\n<p>", esc(notes),
-                      "</p>\n<div class=\"grid\">\n");
+                      "p{color:#555;font-size:13px}</style></head>\n<body>\n<h2>",
+                      esc(title), "</h2>\n<p>", esc(notes), "</p>\n<div class=\"grid\">\n");
   for (const Chart& c : charts) h += render_svg(c);
   return h + "</div>\n</body></html>\n";
 }

@@ -12,7 +12,7 @@ struct Series {
   std::string label;
   std::vector<double> x, y;
   bool dashed = false;
-  int color = -1;  // an index into the palette; -1: the series' position in the chart
+  int color = -1;        // an index into the palette; -1: the series' position in the chart
   bool markers = false;  // a dot at each point (sparse series, e.g. one eval per epoch)
 };
 

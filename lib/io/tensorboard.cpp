@@ -39,8 +39,7 @@ uint32_t masked_crc32c(std::string_view bytes) {
 
 namespace {
 
-template <typename T>
-std::string_view le_bytes(const T& v) {
+template <typename T> std::string_view le_bytes(const T& v) {
   return {reinterpret_cast<const char*>(&v), sizeof v};  // the targets are little-endian, as the format
 }
 
@@ -131,9 +130,7 @@ Histogram histogram_of(const std::vector<double>& values, int bins) {
   return h;
 }
 
-std::string event_file_version(double wall_time) {
-  return event_header(wall_time, 0).bytes(3, "brain.Event:2").str();
-}
+std::string event_file_version(double wall_time) { return event_header(wall_time, 0).bytes(3, "brain.Event:2").str(); }
 
 std::string event_scalar(double wall_time, int64_t step, std::string_view tag, float value) {
   pb::Writer v;

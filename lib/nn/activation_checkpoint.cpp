@@ -131,7 +131,7 @@ std::vector<Tensor> CheckpointBackward::apply(std::vector<Tensor>&& grads) {
     {
       AutoGradMode grad_on(true);
       amp::AutocastStateGuard autocast(autocast_);  // torch re-enters the forward's autocast too
-      FlopCounter::Pause uncounted;                  // MFU counts the model's FLOPs, not the recomputation
+      FlopCounter::Pause uncounted;                 // MFU counts the model's FLOPs, not the recomputation
       out = module_->call_forward(in);
     }
     const auto& spec = output_specs[0];

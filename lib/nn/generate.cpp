@@ -39,8 +39,8 @@ std::vector<double> Decoder::next_logits(const std::vector<int64_t>& tokens) {
   if (!use_cache_) return last_logits(model_(ids_of(tokens, begin, end)));
   // the cache is reused when it holds a prefix of the window (a window that moved changes every
   // position, so it is recomputed)
-  const bool prefix = cached_.size() < end - begin &&
-                      std::equal(cached_.begin(), cached_.end(), tokens.begin() + ptrdiff_t(begin));
+  const bool prefix =
+      cached_.size() < end - begin && std::equal(cached_.begin(), cached_.end(), tokens.begin() + ptrdiff_t(begin));
   if (!prefix) {
     cache_.clear();
     cached_.clear();

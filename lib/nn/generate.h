@@ -41,8 +41,8 @@ class Decoder {
 struct GenerateOptions {
   SamplingOptions sampling;
   int64_t max_new_tokens = 200;
-  int64_t block_size = 0;   // the model's context (> 0)
-  int64_t vocab_size = 0;   // > 0: only ids below it are drawn (a vocabulary padded past the tokenizer's)
+  int64_t block_size = 0;            // the model's context (> 0)
+  int64_t vocab_size = 0;            // > 0: only ids below it are drawn (a vocabulary padded past the tokenizer's)
   std::optional<int64_t> eos_token;  // generation stops after this token (which is returned)
   bool use_cache = true;
 };

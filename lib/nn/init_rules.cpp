@@ -6,7 +6,7 @@
 namespace tr::nn {
 
 const std::vector<std::string>& init_types() {
-  static const std::vector<std::string> t{"normal",          "uniform",        "constant",       "zeros", "ones",
+  static const std::vector<std::string> t{"normal",          "uniform",        "constant",       "zeros",        "ones",
                                           "kaiming_uniform", "kaiming_normal", "xavier_uniform", "xavier_normal"};
   return t;
 }
@@ -40,8 +40,8 @@ std::vector<InitRule> parse_init_rules(const TomlTable& t, const std::string& ke
     } else if (ty == "kaiming_uniform" || ty == "kaiming_normal") {
       rule.a = r.get_float("a", 0.0);
       rule.mode = r.get_choice("mode", {"fan_in", "fan_out"}, "fan_in");
-      rule.nonlinearity = r.get_choice("nonlinearity", {"linear", "conv2d", "sigmoid", "tanh", "relu", "leaky_relu", "selu"},
-                                       "leaky_relu");
+      rule.nonlinearity = r.get_choice(
+          "nonlinearity", {"linear", "conv2d", "sigmoid", "tanh", "relu", "leaky_relu", "selu"}, "leaky_relu");
     } else if (ty == "xavier_uniform" || ty == "xavier_normal") {
       rule.gain = r.get_float("gain", 1.0);
     }
@@ -68,12 +68,16 @@ void draw(Tensor& t, const InitRule& r, int64_t n_layer) {
     init::ones_(t);
   } else if (ty == "kaiming_uniform" || ty == "kaiming_normal") {
     TR_CHECK(t.dim() >= 2, r.where, ": ", ty, " needs a tensor of at least 2 dims (its fan), got shape ", t.sizes());
-    if (ty == "kaiming_uniform") init::kaiming_uniform_(t, r.a, nullptr, r.mode, r.nonlinearity);
-    else init::kaiming_normal_(t, r.a, nullptr, r.mode, r.nonlinearity);
+    if (ty == "kaiming_uniform")
+      init::kaiming_uniform_(t, r.a, nullptr, r.mode, r.nonlinearity);
+    else
+      init::kaiming_normal_(t, r.a, nullptr, r.mode, r.nonlinearity);
   } else {
     TR_CHECK(t.dim() >= 2, r.where, ": ", ty, " needs a tensor of at least 2 dims (its fans), got shape ", t.sizes());
-    if (ty == "xavier_uniform") init::xavier_uniform_(t, r.gain);
-    else init::xavier_normal_(t, r.gain);
+    if (ty == "xavier_uniform")
+      init::xavier_uniform_(t, r.gain);
+    else
+      init::xavier_normal_(t, r.gain);
   }
 }
 
@@ -84,7 +88,8 @@ void apply_init_rules(Module& m, const std::vector<InitRule>& rules, int64_t n_l
   const std::vector<ParamRef> params = list_parameters(m);
   NoGradGuard ng;
   for (const InitRule& r : rules) {
-    TR_CHECK(!r.residual_scaling || n_layer > 0, r.where, ": residual_scaling divides std by sqrt(2 * n_layer), but "
+    TR_CHECK(!r.residual_scaling || n_layer > 0, r.where,
+             ": residual_scaling divides std by sqrt(2 * n_layer), but "
              "the model has no transformer_block layers to count");
     check_selector(r.select, m, r.where);  // an unknown module kind is an error with the nearest one
     int64_t hits = 0;

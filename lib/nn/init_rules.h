@@ -31,10 +31,10 @@ namespace tr::nn {
 struct InitRule {
   ParamSelector select;
   std::string type;
-  double mean = 0.0, std = 1.0;      // normal
-  double a = 0.0, b = 1.0;           // uniform bounds; kaiming's a is the negative slope
-  double value = 0.0;                // constant
-  double gain = 1.0;                 // xavier
+  double mean = 0.0, std = 1.0;                              // normal
+  double a = 0.0, b = 1.0;                                   // uniform bounds; kaiming's a is the negative slope
+  double value = 0.0;                                        // constant
+  double gain = 1.0;                                         // xavier
   std::string mode = "fan_in", nonlinearity = "leaky_relu";  // kaiming
   bool residual_scaling = false;
   std::string where;  // "<file:line:col>: [[init]] 2", for messages

@@ -33,9 +33,7 @@ void request_ties(const TomlTable& t, Module& m) {
     if (dot != std::string::npos) {
       try {
         owner = m.get_submodule(own.substr(0, dot)).get();
-      } catch (const Error& e) {
-        tie->fail(own, str("names no parameter of this layer: ", e.what()));
-      }
+      } catch (const Error& e) { tie->fail(own, str("names no parameter of this layer: ", e.what())); }
     }
     const std::string param = dot == std::string::npos ? own : own.substr(dot + 1);
     bool found = false;

@@ -15,7 +15,9 @@ class Loss : public Module {
  public:
   using Module::operator();
   using Module::forward;
-  Tensor operator()(const Tensor& input, const Tensor& target) { return Module::operator()(std::vector<Tensor>{input, target}); }
+  Tensor operator()(const Tensor& input, const Tensor& target) {
+    return Module::operator()(std::vector<Tensor>{input, target});
+  }
   Tensor forward(const std::vector<Tensor>& xs) override;
   virtual Tensor forward(const Tensor& input, const Tensor& target) = 0;
   std::string reduction;
@@ -29,7 +31,7 @@ using LossPtr = std::shared_ptr<Loss>;
 // A loss a run config can name: [loss] type = "<name>" (the rest of the table is its keys).
 struct LossType {
   std::function<LossPtr(const TomlTable& t)> build;  // reads its keys from t ("mean" reduction)
-  std::string doc;                                  // one line: the keys it takes
+  std::string doc;                                   // one line: the keys it takes
   // A classification loss compares logits over classes with class indices: outputs [B, C] (or
   // [B, T, V], scored per token) against targets [B] ([B, T]); accuracy is reported for it.
   bool classification = false;

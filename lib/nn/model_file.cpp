@@ -20,8 +20,10 @@ void summarise(Module& m, const std::string& path, const std::map<std::string, s
     std::string tied;
     for (auto& [n, t] : child->named_parameters(false)) {
       auto a = alias_of.find(p + "." + n);
-      if (a == alias_of.end()) own += t.numel();
-      else tied += (tied.empty() ? "" : ", ") + n + " = " + a->second;
+      if (a == alias_of.end())
+        own += t.numel();
+      else
+        tied += (tied.empty() ? "" : ", ") + n + " = " + a->second;
     }
     out.push_back({p, child->type_name(), child->extra_repr(), {}, own, tied});
     summarise(*child, p, alias_of, out);
@@ -53,9 +55,7 @@ void tie_parameters(Module& net, const std::vector<PendingTie>& ties) {
              "' are already one tensor");
     try {
       tie.owner->tie_parameter(tie.param, target);
-    } catch (const Error& e) {
-      throw Error(str(tie.where, ": tie ", name, " = \"", tie.target, "\": ", e.what()));
-    }
+    } catch (const Error& e) { throw Error(str(tie.where, ": tie ", name, " = \"", tie.target, "\": ", e.what())); }
   }
 }
 

@@ -20,11 +20,11 @@
 namespace tr::nn {
 
 struct LayerSummary {
-  std::string path;   // dotted name in the model ("3", "4.body.0")
-  std::string type;   // torch class name
-  std::string repr;   // extra_repr
-  Shape output;       // per-sample output shape
-  int64_t params = 0; // parameters owned directly (not by children), tied ones not counted
+  std::string path;    // dotted name in the model ("3", "4.body.0")
+  std::string type;    // torch class name
+  std::string repr;    // extra_repr
+  Shape output;        // per-sample output shape
+  int64_t params = 0;  // parameters owned directly (not by children), tied ones not counted
   std::string tied;    // "weight = transformer.wte.weight" for a parameter tied to another
 };
 

@@ -104,9 +104,11 @@ void Module::add_child(const std::string& name, ModulePtr m) {
 void Module::collect(const std::string& prefix, bool params, bool buffers, bool persistent_only,
                      NamedTensors& out) const {
   if (params)
-    for (auto& p : params_) if (p.slot->defined()) out.emplace_back(prefix + p.name, *p.slot);
+    for (auto& p : params_)
+      if (p.slot->defined()) out.emplace_back(prefix + p.name, *p.slot);
   if (buffers)
-    for (auto& b : buffers_) if (b.t.defined() && (b.persistent || !persistent_only)) out.emplace_back(prefix + b.name, b.t);
+    for (auto& b : buffers_)
+      if (b.t.defined() && (b.persistent || !persistent_only)) out.emplace_back(prefix + b.name, b.t);
   for (auto& [n, c] : children_)
     if (c) c->collect(prefix + n + ".", params, buffers, persistent_only, out);
 }
@@ -114,14 +116,16 @@ void Module::collect(const std::string& prefix, bool params, bool buffers, bool 
 NamedTensors Module::named_parameters(bool recurse) const {
   NamedTensors out;
   if (!recurse) {
-    for (auto& p : params_) if (p.slot->defined()) out.emplace_back(p.name, *p.slot);
+    for (auto& p : params_)
+      if (p.slot->defined()) out.emplace_back(p.name, *p.slot);
     return out;
   }
   collect("", true, false, false, out);
   // a parameter shared by two modules is listed once, under its first name (as torch)
   std::set<TensorImpl*> seen;
   NamedTensors uniq;
-  for (auto& p : out) if (seen.insert(p.second.impl()).second) uniq.push_back(p);
+  for (auto& p : out)
+    if (seen.insert(p.second.impl()).second) uniq.push_back(p);
   return uniq;
 }
 
@@ -134,7 +138,8 @@ std::vector<Tensor> Module::parameters(bool recurse) const {
 NamedTensors Module::named_buffers(bool recurse) const {
   NamedTensors out;
   if (!recurse) {
-    for (auto& b : buffers_) if (b.t.defined()) out.emplace_back(b.name, b.t);
+    for (auto& b : buffers_)
+      if (b.t.defined()) out.emplace_back(b.name, b.t);
     return out;
   }
   collect("", false, true, false, out);
@@ -161,7 +166,8 @@ ModulePtr Module::get_submodule(const std::string& path) const {
   std::string walked;
   for (auto& part : split_path(path)) {
     found.reset();
-    for (auto& [n, c] : cur->children_) if (n == part) found = c;
+    for (auto& [n, c] : cur->children_)
+      if (n == part) found = c;
     TR_CHECK(found, "get_submodule('", path, "'): ", cur->type_name_, walked.empty() ? "" : " at '" + walked + "'",
              " has no submodule '", part, "'");
     walked += (walked.empty() ? "" : ".") + part;
@@ -187,14 +193,17 @@ void Module::set_submodule(const std::string& path, ModulePtr m) {
 }
 
 Tensor& Module::tensor(const std::string& name) {
-  for (auto& p : params_) if (p.name == name) return *p.slot;
-  for (auto& b : buffers_) if (b.name == name) return b.t;
+  for (auto& p : params_)
+    if (p.name == name) return *p.slot;
+  for (auto& b : buffers_)
+    if (b.name == name) return b.t;
   throw Error(str(type_name_, " has no parameter or buffer '", name, "'"));
 }
 
 Module& Module::train(bool on) {
   training_ = on;
-  for (auto& [n, c] : children_) if (c) c->train(on);
+  for (auto& [n, c] : children_)
+    if (c) c->train(on);
   return *this;
 }
 
@@ -215,7 +224,8 @@ LoadResult Module::load_state_dict(const StateDict& sd, bool strict) {
   // A tied parameter is loaded once it is given under any of its names (a file written without
   // aliases, as safetensors' save_model writes one, holds only the first).
   std::set<TensorImpl*> given_impls;
-  for (auto& [n, t] : mine) if (given.count(n)) given_impls.insert(t.impl());
+  for (auto& [n, t] : mine)
+    if (given.count(n)) given_impls.insert(t.impl());
   for (auto& [n, t] : mine) {
     auto it = given.find(n);
     if (it == given.end()) {
@@ -227,7 +237,8 @@ LoadResult Module::load_state_dict(const StateDict& sd, bool strict) {
     TR_CHECK(src.sizes() == t.sizes(), "load_state_dict: size mismatch for ", n, ": copying a param with shape ",
              src.sizes(), " from the checkpoint, the shape in the current model is ", t.sizes());
   }
-  for (auto& [n, t] : sd) if (!used.count(n)) r.unexpected_keys.push_back(n);
+  for (auto& [n, t] : sd)
+    if (!used.count(n)) r.unexpected_keys.push_back(n);
   if (strict && (!r.missing_keys.empty() || !r.unexpected_keys.empty())) {
     std::string msg = "Error(s) in loading state_dict for " + type_name_ + ":";
     if (!r.missing_keys.empty()) msg += " missing key(s): " + str(r.missing_keys) + ".";
@@ -339,8 +350,10 @@ void Module::repr_into(std::string& s, int indent) const {
   if (!extra_repr().empty()) s += "\n" + pad + extra_repr();
   for (auto& [n, c] : children_) {
     s += "\n" + pad + "(" + n + "): ";
-    if (c) c->repr_into(s, indent + 2);
-    else s += "None";
+    if (c)
+      c->repr_into(s, indent + 2);
+    else
+      s += "None";
   }
   s += "\n" + std::string(size_t(indent), ' ') + ")";
 }

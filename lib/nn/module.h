@@ -59,8 +59,7 @@ class Module : public std::enable_shared_from_this<Module> {
   // to it, so that tie_parameter() rebinds what forward sees.
   void register_parameter(const std::string& name, Tensor& field, bool requires_grad = true);
   Tensor& register_buffer(const std::string& name, Tensor t, bool persistent = true);
-  template <typename M>
-  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+  template <typename M> std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
     add_child(name, m);
     return m;
   }

@@ -31,7 +31,9 @@ void collect(const Module& m, const std::string& prefix, std::map<TensorImpl*, s
 
 }  // namespace
 
-bool glob_match(const std::string& pattern, const std::string& s) { return fnmatch(pattern.c_str(), s.c_str(), 0) == 0; }
+bool glob_match(const std::string& pattern, const std::string& s) {
+  return fnmatch(pattern.c_str(), s.c_str(), 0) == 0;
+}
 
 std::string normalize_kind(const std::string& kind) {
   std::string r;
@@ -71,8 +73,8 @@ bool selects(const ParamSelector& s, const ParamRef& p) {
     bool by_module = false;
     for (auto& k : s.modules) by_module = by_module || glob_match(normalize_kind(k), o.kind);
     const bool chosen = (s.match.empty() && s.modules.empty()) || any_match(s.match, o.name) || by_module;
-    const bool attr_ok = s.param_names.empty() ||
-                         std::find(s.param_names.begin(), s.param_names.end(), o.attr) != s.param_names.end();
+    const bool attr_ok =
+        s.param_names.empty() || std::find(s.param_names.begin(), s.param_names.end(), o.attr) != s.param_names.end();
     if (chosen && attr_ok) return true;
   }
   return false;
@@ -94,7 +96,8 @@ std::vector<std::string> check_selector(const ParamSelector& s, const Module& m,
   std::vector<std::string> warnings;
   for (auto& g : s.match) {
     const bool hit = std::any_of(params.begin(), params.end(), [&](const ParamRef& p) {
-      return std::any_of(p.owners.begin(), p.owners.end(), [&](const ParamRef::Owner& o) { return glob_match(g, o.name); });
+      return std::any_of(p.owners.begin(), p.owners.end(),
+                         [&](const ParamRef::Owner& o) { return glob_match(g, o.name); });
     });
     if (!hit) warnings.push_back(str(what, ": match pattern '", g, "' matches no parameter of the model"));
   }

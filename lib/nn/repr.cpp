@@ -22,7 +22,8 @@ std::string float_repr(double v) {
   int e = std::atoi(s.c_str() + epos + 1);
   std::string sign = v < 0 ? "-" : "";
   std::string digits;
-  for (size_t i = sign.size(); i < epos; ++i) if (s[i] != '.') digits += s[i];
+  for (size_t i = sign.size(); i < epos; ++i)
+    if (s[i] != '.') digits += s[i];
   while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
   if (e < -4 || e >= 16) {  // scientific, as Python's repr: 1e-05, 1.5e+20
     std::string m = digits.substr(0, 1) + (digits.size() > 1 ? "." + digits.substr(1) : "");

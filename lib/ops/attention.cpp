@@ -94,8 +94,8 @@ TR_REGISTER_OP(attention_qkvpacked) {
     const DType t = in[0].dtype();
     TR_CHECK(t == DType::F32 || t == DType::F64 || (is_16bit(t) && kernel_takes_16bit(in[0].device())),
              "attention_qkvpacked: expected float32 or float64",
-             kernel_takes_16bit(in[0].device()) ? ", float16 or bfloat16" : "",
-             " on ", in[0].device().str(), ", got ", dtype_name(t));
+             kernel_takes_16bit(in[0].device()) ? ", float16 or bfloat16" : "", " on ", in[0].device().str(), ", got ",
+             dtype_name(t));
     return {{{g.B, g.T, g.C()}, t}, {{g.B, g.H, g.T}, lse_dtype(t)}};
   };
   d.flops = [](const std::vector<Tensor>& in, const std::vector<Tensor>&, const Attrs& a) -> double {
@@ -145,8 +145,8 @@ Tensor attention_qkvpacked(const Tensor& qkv, int64_t n_head, bool is_causal, do
       has_kernel("attention_qkvpacked", dev) && (!dev.is_cuda() || g.D <= attn::kMaxFlashHeadDim)) {
     // Under autocast: on CUDA the kernel runs on the autocast dtype (f32 accumulation inside, as
     // flash attention in torch); on the CPU in f32 (as softmax does), the dtype of its kernel.
-    const Tensor x = amp::autocast_arg(
-        kernel_takes_16bit(dev) ? amp::CastPolicy::LowerPrecision : amp::CastPolicy::Fp32, qkv);
+    const Tensor x =
+        amp::autocast_arg(kernel_takes_16bit(dev) ? amp::CastPolicy::LowerPrecision : amp::CastPolicy::Fp32, qkv);
     const DType t = x.dtype();
     if (t == DType::F32 || t == DType::F64 || (is_16bit(t) && kernel_takes_16bit(dev)))
       return dispatch("attention_qkvpacked", {x.contiguous()},

@@ -33,7 +33,9 @@ struct Geometry {
   }
   TR_HD int64_t C() const { return H * D; }
   // offsets (elements) of row i's head h: in qkv (part 0 = q, 1 = k, 2 = v), in y / dy, in lse
-  TR_HD int64_t qkv_at(int64_t b, int64_t i, int64_t h, int part) const { return (b * T + i) * 3 * C() + part * C() + h * D; }
+  TR_HD int64_t qkv_at(int64_t b, int64_t i, int64_t h, int part) const {
+    return (b * T + i) * 3 * C() + part * C() + h * D;
+  }
   TR_HD int64_t y_at(int64_t b, int64_t i, int64_t h) const { return (b * T + i) * C() + h * D; }
   TR_HD int64_t lse_at(int64_t b, int64_t h, int64_t i) const { return (b * H + h) * T + i; }
   // keys a query row i sees: [0, keys_end(i))
@@ -54,8 +56,7 @@ struct Geometry {
 // run the composite chain on CUDA.
 constexpr int64_t kMaxFlashHeadDim = 128;
 
-template <typename A, typename T>
-TR_HD A dot(const T* x, const T* y, int64_t n) {
+template <typename A, typename T> TR_HD A dot(const T* x, const T* y, int64_t n) {
   A s = 0;
   for (int64_t d = 0; d < n; ++d) s += A(x[d]) * A(y[d]);
   return s;
@@ -88,9 +89,8 @@ TR_HD void forward_row(const Geometry& g, const T* qkv, T* y, A* lse, int64_t b,
 }
 
 // dq_i of query row i, into dqkv's q part.
-template <typename T, typename A>
-TR_HD void backward_q_row(const Geometry& g, const T* dy, const T* qkv, const T* y, const A* lse, T* dqkv, int64_t b,
-                          int64_t h, int64_t i) {
+template <typename T, typename A> TR_HD void backward_q_row(const Geometry& g, const T* dy, const T* qkv, const T* y,
+                                                            const A* lse, T* dqkv, int64_t b, int64_t h, int64_t i) {
   using std::exp;
   const T *q = qkv + g.qkv_at(b, i, h, 0), *dyi = dy + g.y_at(b, i, h);
   const A Di = dot<A>(dyi, y + g.y_at(b, i, h), g.D), L = lse[g.lse_at(b, h, i)], scale = A(g.scale);
@@ -105,9 +105,8 @@ TR_HD void backward_q_row(const Geometry& g, const T* dy, const T* qkv, const T*
 }
 
 // dk_j and dv_j of key row j, into dqkv's k and v parts.
-template <typename T, typename A>
-TR_HD void backward_kv_row(const Geometry& g, const T* dy, const T* qkv, const T* y, const A* lse, T* dqkv, int64_t b,
-                           int64_t h, int64_t j) {
+template <typename T, typename A> TR_HD void backward_kv_row(const Geometry& g, const T* dy, const T* qkv, const T* y,
+                                                             const A* lse, T* dqkv, int64_t b, int64_t h, int64_t j) {
   using std::exp;
   const T *k = qkv + g.qkv_at(b, j, h, 1), *v = qkv + g.qkv_at(b, j, h, 2);
   const A scale = A(g.scale);
@@ -135,8 +134,7 @@ namespace tr::attn {
 // S_tile exp(s_j - m') v_j to o. After the last tile y = o / l and lse = m + log l. A tile whose
 // scores are all masked (-inf) leaves a row that has met none with m = -inf: its exponentials are
 // taken against 0 instead, so that they are exp(-inf) = 0 and never exp(-inf + inf) = NaN.
-template <typename A>
-struct OnlineSoftmax {
+template <typename A> struct OnlineSoftmax {
   A m = A(-INFINITY);  // max of the scores met
   A l = A(0);          // S exp(s - m) over the scores met
 
@@ -167,21 +165,17 @@ struct OnlineSoftmax {
 
 // The backward's probability of a score s of row i against key j, recomputed from the row's lse
 // (0 where the mask hides the key), and ds = p (dp - D_i) with D_i = dy_i . y_i.
-template <typename A>
-TR_HD A probability(const Geometry& g, int64_t i, int64_t j, A s, A lse) {
+template <typename A> TR_HD A probability(const Geometry& g, int64_t i, int64_t j, A s, A lse) {
   using std::exp;
   return g.visible(i, j) ? exp(s - lse) : A(0);
 }
-template <typename A>
-TR_HD A score_grad(A p, A dp, A delta) {
-  return p * (dp - delta);
-}
+template <typename A> TR_HD A score_grad(A p, A dp, A delta) { return p * (dp - delta); }
 
 // forward_row as the CUDA forward computes it: keys in tiles of `tile` with the online softmax, the
 // output accumulated in A (the CPU tests check it against forward_row).
-template <typename T, typename A>
-TR_HD void forward_row_tiled(const Geometry& g, const T* qkv, T* y, A* lse, int64_t b, int64_t h, int64_t i,
-                             int64_t tile, A* o /* g.D scratch */) {
+template <typename T, typename A> TR_HD void forward_row_tiled(const Geometry& g, const T* qkv, T* y, A* lse, int64_t b,
+                                                               int64_t h, int64_t i, int64_t tile,
+                                                               A* o /* g.D scratch */) {
   const T* q = qkv + g.qkv_at(b, i, h, 0);
   const A scale = A(g.scale);
   OnlineSoftmax<A> st;

@@ -18,11 +18,11 @@ class Attrs {
   Attrs(std::initializer_list<std::pair<std::string, AttrValue>> kv) : kv_(kv) {}
 
   bool has(const char* key) const {
-    for (auto& [k, v] : kv_) if (k == key) return true;
+    for (auto& [k, v] : kv_)
+      if (k == key) return true;
     return false;
   }
-  template <typename T>
-  const T& get(const char* key) const {
+  template <typename T> const T& get(const char* key) const {
     for (auto& [k, v] : kv_) {
       if (k == key) {
         const T* p = std::get_if<T>(&v);
@@ -38,7 +38,11 @@ class Attrs {
   const std::vector<int64_t>& ints(const char* key) const { return get<std::vector<int64_t>>(key); }
   const std::string& s(const char* key) const { return get<std::string>(key); }
   void set(const std::string& key, AttrValue v) {
-    for (auto& [k, old] : kv_) if (k == key) { old = std::move(v); return; }
+    for (auto& [k, old] : kv_)
+      if (k == key) {
+        old = std::move(v);
+        return;
+      }
     kv_.emplace_back(key, std::move(v));
   }
   std::string str() const;

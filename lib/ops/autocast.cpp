@@ -109,8 +109,7 @@ AutocastStateGuard::~AutocastStateGuard() { std::swap(saved_->state, state()); }
 
 std::vector<Tensor> autocast_inputs(CastPolicy p, std::vector<Tensor> inputs, DeviceType d) {
   switch (p) {
-    case CastPolicy::None:
-      break;
+    case CastPolicy::None: break;
     case CastPolicy::LowerPrecision: {
       const DType lo = get_autocast_dtype(d);
       for (Tensor& t : inputs)
@@ -158,7 +157,8 @@ void precast_parameters(const std::vector<Tensor>& params) {
   if (todo.empty()) return;
   const std::vector<Tensor> casts = fused_cast(todo, to);
   for (size_t i = 0; i < todo.size(); ++i)
-    s.cache.emplace(std::make_pair(static_cast<const TensorImpl*>(todo[i].impl()), to), std::make_pair(todo[i], casts[i]));
+    s.cache.emplace(std::make_pair(static_cast<const TensorImpl*>(todo[i].impl()), to),
+                    std::make_pair(todo[i], casts[i]));
 }
 
 size_t autocast_cache_size() { return state().cache.size(); }

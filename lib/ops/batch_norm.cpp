@@ -63,7 +63,8 @@ TR_REGISTER_OP(batch_norm) {
     const Tensor& x = in[0];
     check_x("batch_norm", x);
     check_channels("batch_norm", x, {{"weight", &in[1]}, {"bias", &in[2]}});
-    TR_CHECK(per_channel_count(x.sizes()) > 0, "batch_norm: expected values in every channel, got input shape ", x.sizes());
+    TR_CHECK(per_channel_count(x.sizes()) > 0, "batch_norm: expected values in every channel, got input shape ",
+             x.sizes());
     Shape c{x.size(1)};
     return {{x.sizes(), x.dtype()}, {c, x.dtype()}, {c, x.dtype()}};
   };
@@ -85,8 +86,8 @@ TR_REGISTER_OP(batch_norm_backward) {
     const char* op = "batch_norm_backward";
     const Tensor &gy = in[0], &x = in[1];
     check_x(op, x);
-    TR_CHECK(gy.sizes() == x.sizes() && gy.dtype() == x.dtype(), op, ": grad_output (", dtype_name(gy.dtype()), ", shape ",
-             gy.sizes(), ") does not match the input (", dtype_name(x.dtype()), ", shape ", x.sizes(), ")");
+    TR_CHECK(gy.sizes() == x.sizes() && gy.dtype() == x.dtype(), op, ": grad_output (", dtype_name(gy.dtype()),
+             ", shape ", gy.sizes(), ") does not match the input (", dtype_name(x.dtype()), ", shape ", x.sizes(), ")");
     check_channels(op, x, {{"weight", &in[2]}, {"mean", &in[3]}, {"var", &in[4]}});
     Shape c{x.size(1)};
     return {{x.sizes(), x.dtype()}, {c, x.dtype()}, {c, x.dtype()}};
@@ -169,8 +170,8 @@ bool use_fused(const Tensor& x, std::initializer_list<const Tensor*> others) {
 }
 }  // namespace
 
-BatchNormOut batch_norm(const Tensor& x_arg, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                        const Tensor& bias, bool training, double eps) {
+BatchNormOut batch_norm(const Tensor& x_arg, const Tensor& running_mean, const Tensor& running_var,
+                        const Tensor& weight, const Tensor& bias, bool training, double eps) {
   const char* op = "batch_norm";
   // autocast: norms run in f32 (here, so that the fused kernels see one dtype)
   const Tensor x = amp::autocast_arg(amp::CastPolicy::Fp32, x_arg);
@@ -190,8 +191,8 @@ BatchNormOut batch_norm(const Tensor& x_arg, const Tensor& running_mean, const T
     if (bias.defined()) y = y + per_channel(bias, nd);
     return {y, {}, {}};
   }
-  TR_CHECK(per_channel_count(x.sizes()) > 1, op, ": expected more than 1 value per channel when training, got input size ",
-           x.sizes());
+  TR_CHECK(per_channel_count(x.sizes()) > 1, op,
+           ": expected more than 1 value per channel when training, got input size ", x.sizes());
   if (use_fused(x, {&weight, &bias})) {
     auto r = dispatch(op, {x, w, b}, eps_attr(eps));
     return {r[0], r[1].detach(), r[2].detach()};

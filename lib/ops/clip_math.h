@@ -15,8 +15,7 @@ namespace tr::clip_math {
 constexpr int64_t kNormChunk = 65536;
 
 // What a p-norm sums per element (p = inf: the max of |x|, combined by norm_combine).
-template <typename A>
-TR_HD A norm_term(A x, A p) {
+template <typename A> TR_HD A norm_term(A x, A p) {
   using std::fabs;
   using std::pow;
   const A a = fabs(x);
@@ -25,14 +24,12 @@ TR_HD A norm_term(A x, A p) {
   if (p == A(INFINITY)) return a;
   return pow(a, p);
 }
-template <typename A>
-TR_HD A norm_combine(A s, A t, A p) {
+template <typename A> TR_HD A norm_combine(A s, A t, A p) {
   if (p == A(INFINITY)) return s > t || s != s ? s : t;  // a NaN stays
   return s + t;
 }
 // The norm from the combined terms.
-template <typename A>
-TR_HD A norm_finish(A s, A p) {
+template <typename A> TR_HD A norm_finish(A s, A p) {
   using std::pow;
   using std::sqrt;
   if (p == A(2)) return sqrt(s);
@@ -40,8 +37,7 @@ TR_HD A norm_finish(A s, A p) {
   return pow(s, A(1) / p);
 }
 // min((1 / (total + 1e-6)) * max_norm, 1), a NaN total giving NaN (torch's clamp keeps it)
-template <typename A>
-TR_HD A clip_coef(A total, A max_norm) {
+template <typename A> TR_HD A clip_coef(A total, A max_norm) {
   const A c = (A(1) / (total + A(1e-6))) * max_norm;
   return c > A(1) ? A(1) : c;
 }

@@ -14,7 +14,9 @@ struct ConvParams {
   int64_t groups = 1;
 };
 
-ConvParams params_of(const Attrs& a) { return {a.ints("stride"), a.ints("padding"), a.ints("dilation"), a.i("groups")}; }
+ConvParams params_of(const Attrs& a) {
+  return {a.ints("stride"), a.ints("padding"), a.ints("dilation"), a.i("groups")};
+}
 Attrs attrs_of(const ConvParams& p) {
   return {{"stride", p.stride}, {"padding", p.padding}, {"dilation", p.dilation}, {"groups", p.groups}};
 }

@@ -16,8 +16,7 @@ namespace tr::ce {
 // The running state of one row (or of any set of its elements): m and s as above over the
 // elements seen, sum_x their sum, arg the first index of the max (-1: none seen). A NaN is the max
 // at its first index, as torch.argmax, and makes s (so lse and the loss) NaN.
-template <typename A>
-struct Stats {
+template <typename A> struct Stats {
   A m, s, sum_x;
   int64_t arg;
 };
@@ -49,9 +48,7 @@ template <typename A> TR_HD Stats<A> merge(const Stats<A>& a, const Stats<A>& b)
 }
 
 // The state with element x_k added: at most one exp.
-template <typename A> TR_HD void push(Stats<A>& st, A x, int64_t k) {
-  st = merge(st, Stats<A>{x, A(1), x, k});
-}
+template <typename A> TR_HD void push(Stats<A>& st, A x, int64_t k) { st = merge(st, Stats<A>{x, A(1), x, k}); }
 
 template <typename A> TR_HD A lse_of(const Stats<A>& st) {
   using std::log;

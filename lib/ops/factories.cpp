@@ -20,7 +20,8 @@ Tensor ones_like(const Tensor& t) { return ones(t.sizes(), TensorOptions(t.dtype
 Tensor full_like(const Tensor& t, double v) { return full(t.sizes(), v, TensorOptions(t.dtype()).device(t.device())); }
 
 Tensor from_vector(const std::vector<double>& values, const Shape& shape, TensorOptions opts) {
-  TR_CHECK(int64_t(values.size()) == numel_of(shape), "from_vector: ", values.size(), " values do not fill shape ", shape);
+  TR_CHECK(int64_t(values.size()) == numel_of(shape), "from_vector: ", values.size(), " values do not fill shape ",
+           shape);
   Tensor c = empty(shape, TensorOptions(opts.dtype_));
   TR_DISPATCH_ALL(opts.dtype_, "from_vector", [&] {
     scalar_t* p = c.data_ptr<scalar_t>();

@@ -13,7 +13,8 @@ void check_lists(const char* op, const std::vector<Tensor>& in, int64_t n, int64
            in.size(), " tensors");
   for (int64_t i = 0; i < n; ++i) {
     const Tensor& p = in[size_t(i)];
-    TR_CHECK(is_floating(p.dtype()), op, ": parameter ", i, " is ", dtype_name(p.dtype()), ", expected a floating dtype");
+    TR_CHECK(is_floating(p.dtype()), op, ": parameter ", i, " is ", dtype_name(p.dtype()),
+             ", expected a floating dtype");
     for (int64_t l = 0; l < lists; ++l) {
       const Tensor& t = in[size_t(l * n + i)];
       TR_CHECK(t.dtype() == p.dtype() && t.sizes() == p.sizes() && t.is_contiguous(), op, ": tensor ", i, " of list ",
@@ -53,8 +54,19 @@ optim_math::SgdScalars<double> sgd_scalars(const Attrs& a) {
 optim_math::AdamScalars<double> adam_scalars(const Attrs& a, double t) {
   const double lr = a.f("lr"), b1 = a.f("beta1"), b2 = a.f("beta2"), wd = a.f("weight_decay");
   const double bc1 = 1.0 - std::pow(b1, t), bc2 = 1.0 - std::pow(b2, t);
-  return {b1, 1.0 - b1, b2, 1.0 - b2, a.f("eps"), wd, 1.0 - lr * wd, -(lr / bc1), std::sqrt(bc2),
-          a.b("decoupled"), a.b("amsgrad"), a.b("maximize"), wd != 0};
+  return {b1,
+          1.0 - b1,
+          b2,
+          1.0 - b2,
+          a.f("eps"),
+          wd,
+          1.0 - lr * wd,
+          -(lr / bc1),
+          std::sqrt(bc2),
+          a.b("decoupled"),
+          a.b("amsgrad"),
+          a.b("maximize"),
+          wd != 0};
 }
 
 bool fusable(const std::vector<std::vector<Tensor>>& lists) {
@@ -80,8 +92,13 @@ void fused_sgd_(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
   in.insert(in.end(), momentum_buffers.begin(), momentum_buffers.end());
   std::vector<int64_t> f(first.begin(), first.end());
   dispatch("_fused_sgd_", std::move(in),
-           {{"lr", o.lr}, {"momentum", o.momentum}, {"dampening", o.dampening}, {"weight_decay", o.weight_decay},
-            {"nesterov", o.nesterov}, {"maximize", o.maximize}, {"first", f}});
+           {{"lr", o.lr},
+            {"momentum", o.momentum},
+            {"dampening", o.dampening},
+            {"weight_decay", o.weight_decay},
+            {"nesterov", o.nesterov},
+            {"maximize", o.maximize},
+            {"first", f}});
 }
 
 void fused_adam_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
@@ -95,8 +112,15 @@ void fused_adam_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
   std::vector<int64_t> s;
   for (double t : steps) s.push_back(int64_t(t));
   dispatch("_fused_adam_", std::move(in),
-           {{"lr", o.lr}, {"beta1", o.beta1}, {"beta2", o.beta2}, {"eps", o.eps}, {"weight_decay", o.weight_decay},
-            {"decoupled", o.decoupled}, {"amsgrad", o.amsgrad}, {"maximize", o.maximize}, {"steps", s}});
+           {{"lr", o.lr},
+            {"beta1", o.beta1},
+            {"beta2", o.beta2},
+            {"eps", o.eps},
+            {"weight_decay", o.weight_decay},
+            {"decoupled", o.decoupled},
+            {"amsgrad", o.amsgrad},
+            {"maximize", o.maximize},
+            {"steps", s}});
 }
 
 }  // namespace tr

@@ -16,8 +16,8 @@ struct FusedSgdOptions {
   double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
   bool nesterov = false, maximize = false;
 };
-// p -= lr * d for each params[i] (optim_math::sgd_direction, sgd_buffer, sgd_param); momentum_buffers[i] (empty without momentum) is
-// written from d where first[i] (the parameter's first step), else updated.
+// p -= lr * d for each params[i] (optim_math::sgd_direction, sgd_buffer, sgd_param); momentum_buffers[i] (empty without
+// momentum) is written from d where first[i] (the parameter's first step), else updated.
 void fused_sgd_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                 const std::vector<Tensor>& momentum_buffers, const std::vector<bool>& first, const FusedSgdOptions& o);
 
@@ -25,8 +25,8 @@ struct FusedAdamOptions {
   double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;
   bool decoupled = false, amsgrad = false, maximize = false;
 };
-// One Adam(W) step (optim_math::adam_grad, adam_m, adam_v, adam_param) of each params[i] at step count steps[i] (already incremented);
-// max_exp_avg_sqs is empty without amsgrad.
+// One Adam(W) step (optim_math::adam_grad, adam_m, adam_v, adam_param) of each params[i] at step count steps[i]
+// (already incremented); max_exp_avg_sqs is empty without amsgrad.
 void fused_adam_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                  const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
                  const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<double>& steps,

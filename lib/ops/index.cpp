@@ -112,11 +112,11 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   check_index(index, "gather");
   dim = wrap_dim(dim, x.dim(), "gather");
-  TR_CHECK(index.dim() == x.dim(), "gather: index has ", index.dim(), " dims but input has ", x.dim(),
-           " (shapes ", index.sizes(), " and ", x.sizes(), ")");
+  TR_CHECK(index.dim() == x.dim(), "gather: index has ", index.dim(), " dims but input has ", x.dim(), " (shapes ",
+           index.sizes(), " and ", x.sizes(), ")");
   for (int64_t k = 0; k < x.dim(); ++k)
-    TR_CHECK(k == dim || index.size(k) <= x.size(k), "gather: index shape ", index.sizes(),
-             " exceeds input shape ", x.sizes(), " at dimension ", k);
+    TR_CHECK(k == dim || index.size(k) <= x.size(k), "gather: index shape ", index.sizes(), " exceeds input shape ",
+             x.sizes(), " at dimension ", k);
   return dispatch1("gather", {x, index}, {{"dim", dim}});
 }
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
@@ -125,9 +125,10 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   TR_CHECK(index.dim() == x.dim() && src.dim() == x.dim(), "scatter_add: index ", index.sizes(), ", src ", src.sizes(),
            " and self ", x.sizes(), " must have the same number of dimensions");
   for (int64_t k = 0; k < x.dim(); ++k) {
-    TR_CHECK(index.size(k) <= src.size(k), "scatter_add: index shape ", index.sizes(), " exceeds src shape ", src.sizes());
-    TR_CHECK(k == dim || index.size(k) <= x.size(k), "scatter_add: index shape ", index.sizes(),
-             " exceeds self shape ", x.sizes(), " at dimension ", k);
+    TR_CHECK(index.size(k) <= src.size(k), "scatter_add: index shape ", index.sizes(), " exceeds src shape ",
+             src.sizes());
+    TR_CHECK(k == dim || index.size(k) <= x.size(k), "scatter_add: index shape ", index.sizes(), " exceeds self shape ",
+             x.sizes(), " at dimension ", k);
   }
   return dispatch1("scatter_add", {x, index, src.dtype() == x.dtype() ? src : cast(src, x.dtype())}, {{"dim", dim}});
 }

@@ -9,7 +9,8 @@ namespace tr::init {
 
 // (fan_in, fan_out) as torch computes them: dim 1 / dim 0 times the receptive field size.
 std::pair<int64_t, int64_t> calculate_fan_in_and_fan_out(const Tensor& t);
-// Recommended gain for a nonlinearity: linear/conv/sigmoid 1, tanh 5/3, relu sqrt 2, leaky_relu sqrt(2/(1+a^2)), selu 3/4.
+// Recommended gain for a nonlinearity: linear/conv/sigmoid 1, tanh 5/3, relu sqrt 2, leaky_relu sqrt(2/(1+a^2)), selu
+// 3/4.
 double calculate_gain(const std::string& nonlinearity, double param = 0.01);
 
 Tensor& uniform_(Tensor& t, double a = 0.0, double b = 1.0, Generator* gen = nullptr);

@@ -41,7 +41,8 @@ Tensor& Tensor::copy_(const Tensor& src) {
   TR_CHECK(defined() && src.defined(), "copy_: undefined tensor");
   broadcast_shapes(sizes(), src.sizes(), "copy_");
   Shape bs = broadcast_shapes(sizes(), src.sizes(), "copy_");
-  TR_CHECK(bs == sizes(), "copy_: source of shape ", src.sizes(), " cannot be broadcast to destination shape ", sizes());
+  TR_CHECK(bs == sizes(), "copy_: source of shape ", src.sizes(), " cannot be broadcast to destination shape ",
+           sizes());
   bool track = GradMode::is_enabled() && (src.requires_grad() || requires_grad());
   if (track) check_inplace_autograd(*this, "copy_");
   Tensor s = src;
@@ -54,8 +55,10 @@ Tensor& Tensor::copy_(const Tensor& src) {
   if (track) {
     // d(copy_)/d(src) = g summed to src's shape; the old value of self gets no gradient.
     Tensor r = src.requires_grad() ? tr::view(tr::expand(cast(src, dtype()), sizes()), sizes()) : Tensor();
-    if (r.defined()) rebase_history(*this, r);
-    else detach_();
+    if (r.defined())
+      rebase_history(*this, r);
+    else
+      detach_();
   }
   return *this;
 }
@@ -81,8 +84,8 @@ Tensor& dispatch_inplace(const char* name, Tensor& self, std::vector<Tensor> oth
     DType rt = op.promote == Promote::None ? self.dtype() : result_type(inputs);
     Shape bs = self.sizes();
     for (auto& o : others) bs = broadcast_shapes(bs, o.sizes(), name);
-    TR_CHECK(bs == self.sizes(), name, "_: output with shape ", self.sizes(),
-             " doesn't match the broadcast shape ", bs);
+    TR_CHECK(bs == self.sizes(), name, "_: output with shape ", self.sizes(), " doesn't match the broadcast shape ",
+             bs);
     KernelFn k = op.kernels[int(self.device().type)];
     if (op.pointwise && rt == self.dtype() && k) {
       for (auto& o : others) {
@@ -119,7 +122,9 @@ Tensor& dispatch_inplace(const char* name, Tensor& self, std::vector<Tensor> oth
 }
 
 Tensor& Tensor::add_(const Tensor& o, double alpha) { return dispatch_inplace("add", *this, {o}, {{"alpha", alpha}}); }
-Tensor& Tensor::add_(double v) { return dispatch_inplace("add", *this, {wrap_scalar(v, DType::F64)}, {{"alpha", 1.0}}); }
+Tensor& Tensor::add_(double v) {
+  return dispatch_inplace("add", *this, {wrap_scalar(v, DType::F64)}, {{"alpha", 1.0}});
+}
 Tensor& Tensor::sub_(const Tensor& o) { return dispatch_inplace("sub", *this, {o}, {{"alpha", 1.0}}); }
 Tensor& Tensor::mul_(const Tensor& o) { return dispatch_inplace("mul", *this, {o}); }
 Tensor& Tensor::mul_(double v) { return dispatch_inplace("mul", *this, {wrap_scalar(v, DType::F64)}); }

@@ -37,8 +37,8 @@ void check_rows(const char* op, const Tensor& x, std::initializer_list<const Ten
 DType out_dtype(const char* op, const Tensor& x, const Attrs& a) {
   if (!a.has("out_dtype")) return x.dtype();
   const DType t = DType(a.i("out_dtype"));
-  TR_CHECK(t == x.dtype() || (x.dtype() == DType::F32 && is_16bit(t)), op, ": out_dtype ", dtype_name(t),
-           " beside ", dtype_name(x.dtype()), " rows (only float16 / bfloat16 beside float32)");
+  TR_CHECK(t == x.dtype() || (x.dtype() == DType::F32 && is_16bit(t)), op, ": out_dtype ", dtype_name(t), " beside ",
+           dtype_name(x.dtype()), " rows (only float16 / bfloat16 beside float32)");
   return t;
 }
 
@@ -70,7 +70,7 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_backward_composite(const Tensor& g
 TR_REGISTER_OP(native_layer_norm) {
   d.num_inputs = 3;
   d.save_outputs = true;
-  d.unsaved_outputs = 1u << 0;              // the backward needs mean and rstd, not y
+  d.unsaved_outputs = 1u << 0;                 // the backward needs mean and rstd, not y
   d.unmaterialized_grads = 1u << 1 | 1u << 2;  // mean and rstd are the backward's, no gradient
   d.infer = [](const std::vector<Tensor>& in, const Attrs& a) -> std::vector<TensorSpec> {
     check_rows("native_layer_norm", in[0], {&in[1], &in[2]});
@@ -81,7 +81,8 @@ TR_REGISTER_OP(native_layer_norm) {
   d.backward = [](const BackwardContext& c) -> std::vector<Tensor> {
     const Tensor &x = c.inputs[0], &w = c.inputs[1], &gy = c.grads[0];
     if (!GradMode::is_enabled()) {
-      auto r = dispatch("native_layer_norm_backward", {gy, x, w, c.outputs[1].detach(), c.outputs[2].detach()}, c.attrs);
+      auto r =
+          dispatch("native_layer_norm_backward", {gy, x, w, c.outputs[1].detach(), c.outputs[2].detach()}, c.attrs);
       return {r[0], r[1], r[2]};
     }
     const auto [gx, gw, gb] = layer_norm_backward_composite(gy, x, w, c.attrs.f("eps"));
@@ -92,7 +93,7 @@ TR_REGISTER_OP(native_layer_norm) {
 TR_REGISTER_OP(_add_native_layer_norm) {
   d.num_inputs = 4;
   d.save_outputs = true;
-  d.unsaved_outputs = 1u << 1;                 // the backward needs s, mean and rstd, not y
+  d.unsaved_outputs = 1u << 1;                     // the backward needs s, mean and rstd, not y
   d.unsaved_inputs = 1u << 0 | 1u << 1 | 1u << 3;  // nor x, h or the bias: s stands for x + h
   d.unmaterialized_grads = 1u << 2 | 1u << 3;
   d.infer = [](const std::vector<Tensor>& in, const Attrs& a) -> std::vector<TensorSpec> {
@@ -100,9 +101,9 @@ TR_REGISTER_OP(_add_native_layer_norm) {
     const Tensor &x = in[0], &h = in[1];
     check_rows(op, x, {&in[2], &in[3]});
     const DType yt = out_dtype(op, x, a);
-    TR_CHECK(h.sizes() == x.sizes() && (h.dtype() == x.dtype() || h.dtype() == yt), op, ": h (",
-             dtype_name(h.dtype()), ", shape ", h.sizes(), ") must have x's shape ", x.sizes(), " and its dtype ",
-             dtype_name(x.dtype()), " or the result's ", dtype_name(yt));
+    TR_CHECK(h.sizes() == x.sizes() && (h.dtype() == x.dtype() || h.dtype() == yt), op, ": h (", dtype_name(h.dtype()),
+             ", shape ", h.sizes(), ") must have x's shape ", x.sizes(), " and its dtype ", dtype_name(x.dtype()),
+             " or the result's ", dtype_name(yt));
     const Shape r{x.size(0)};
     const DType st = stat_dtype(x.dtype());
     return {{x.sizes(), x.dtype()}, {x.sizes(), yt}, {r, st}, {r, st}};
@@ -142,9 +143,8 @@ TR_REGISTER_OP(_add_native_layer_norm_backward) {
     const char* op = "_add_native_layer_norm_backward";
     check_backward(op, in);
     const Tensor &gy = in[0], &x = in[1], &gs = in[5];
-    TR_CHECK(gs.sizes() == x.sizes() && gs.dtype() == x.dtype(), op, ": the sum's gradient (",
-             dtype_name(gs.dtype()), ", shape ", gs.sizes(), ") does not match the sum (", dtype_name(x.dtype()),
-             ", shape ", x.sizes(), ")");
+    TR_CHECK(gs.sizes() == x.sizes() && gs.dtype() == x.dtype(), op, ": the sum's gradient (", dtype_name(gs.dtype()),
+             ", shape ", gs.sizes(), ") does not match the sum (", dtype_name(x.dtype()), ", shape ", x.sizes(), ")");
     const DType ht = DType(a.i("h_dtype"));
     TR_CHECK(ht == x.dtype() || ht == gy.dtype(), op, ": h of ", dtype_name(ht), " beside ", dtype_name(x.dtype()),
              " rows and a ", dtype_name(gy.dtype()), " result");
@@ -181,7 +181,8 @@ NormArgs norm_args(const Tensor& x_arg, const Shape& normalized_shape, const Ten
     TR_CHECK(x.size(x.dim() - k + i) == normalized_shape[i], "layer_norm: input shape ", x.sizes(),
              " does not end with normalized_shape ", normalized_shape);
   if (a.weight.defined())
-    TR_CHECK(a.weight.sizes() == normalized_shape, "layer_norm: weight shape ", a.weight.sizes(), " != ", normalized_shape);
+    TR_CHECK(a.weight.sizes() == normalized_shape, "layer_norm: weight shape ", a.weight.sizes(),
+             " != ", normalized_shape);
   if (a.bias.defined())
     TR_CHECK(a.bias.sizes() == normalized_shape, "layer_norm: bias shape ", a.bias.sizes(), " != ", normalized_shape);
   for (int64_t s : normalized_shape) a.n *= s;
@@ -230,7 +231,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 }
 
 std::pair<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& h, const Shape& normalized_shape,
-                                         const Tensor& weight_arg, const Tensor& bias_arg, double eps, DType out_dtype) {
+                                         const Tensor& weight_arg, const Tensor& bias_arg, double eps,
+                                         DType out_dtype) {
   const NormArgs a = norm_args(x, normalized_shape, weight_arg, bias_arg);
   const bool fused = backends::fusion().enabled && a.x.is_same(x) && h.sizes() == x.sizes() &&
                      result_type({x, h}) == x.dtype() && (h.dtype() == x.dtype() || h.dtype() == out_dtype) &&
@@ -241,10 +243,10 @@ std::pair<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& h, const
     return {s, layer_norm(s, normalized_shape, weight_arg, bias_arg, eps, out_dtype)};
   }
   const Shape rows{-1, a.n};
-  auto r = dispatch("_add_native_layer_norm",
-                    {x.reshape(rows).contiguous(), h.reshape(rows).contiguous(), a.weight.reshape({a.n}),
-                     a.bias.reshape({a.n})},
-                    {{"eps", eps}, {"out_dtype", int64_t(out_dtype)}});
+  auto r = dispatch(
+      "_add_native_layer_norm",
+      {x.reshape(rows).contiguous(), h.reshape(rows).contiguous(), a.weight.reshape({a.n}), a.bias.reshape({a.n})},
+      {{"eps", eps}, {"out_dtype", int64_t(out_dtype)}});
   return {r[0].reshape(x.sizes()), r[1].reshape(x.sizes())};
 }
 

@@ -37,9 +37,7 @@ template <typename T, typename H> TR_HD T residual_add(T x, H h) {
   return T(A(x) + A(h));
 }
 
-template <typename T> struct Type {
-  using type = T;
-};
+template <typename T> struct Type { using type = T; };
 // f(Type<T>{}, Type<L>{}) for rows of float dtype t beside the low dtype lo of y / gy: lo == t, or
 // f16 / bf16 beside f32 rows.
 template <typename F> void dispatch_rows(DType t, DType lo, const char* op, F&& f) {
@@ -47,10 +45,12 @@ template <typename F> void dispatch_rows(DType t, DType lo, const char* op, F&& 
     TR_DISPATCH_FLOAT(t, op, [&] { f(Type<scalar_t>{}, Type<scalar_t>{}); });
     return;
   }
-  TR_CHECK(t == DType::F32 && (lo == DType::BF16 || lo == DType::F16), op, ": ", dtype_name(lo),
-           " beside ", dtype_name(t), " rows (only float16 / bfloat16 beside float32)");
-  if (lo == DType::BF16) f(Type<float>{}, Type<BFloat16>{});
-  else f(Type<float>{}, Type<Half>{});
+  TR_CHECK(t == DType::F32 && (lo == DType::BF16 || lo == DType::F16), op, ": ", dtype_name(lo), " beside ",
+           dtype_name(t), " rows (only float16 / bfloat16 beside float32)");
+  if (lo == DType::BF16)
+    f(Type<float>{}, Type<BFloat16>{});
+  else
+    f(Type<float>{}, Type<Half>{});
 }
 
 }  // namespace tr::ln

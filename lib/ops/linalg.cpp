@@ -108,11 +108,12 @@ void def_addmm(OpDef& d, bool relu) {
     TR_CHECK(a.dim() == 2 && b.dim() == 2, "addmm: expected 2-D matrices, got shapes ", a.sizes(), " and ", b.sizes());
     TR_CHECK(a.size(1) == b.size(0), "addmm: mat1 and mat2 shapes cannot be multiplied (", a.size(0), "x", a.size(1),
              " and ", b.size(0), "x", b.size(1), ")");
-    TR_CHECK(bias.dim() == 1 && bias.size(0) == b.size(1), "addmm: expected a bias of shape [", b.size(1),
-             "], got ", bias.sizes());
+    TR_CHECK(bias.dim() == 1 && bias.size(0) == b.size(1), "addmm: expected a bias of shape [", b.size(1), "], got ",
+             bias.sizes());
     return {{{a.size(0), b.size(1)}, a.dtype()}};
   };
-  d.backward = relu ? [](const BackwardContext& c) { return addmm_backward(c, threshold_backward(c.grads[0], c.outputs[0], 0.0)); }
+  d.backward = relu ? [](const BackwardContext&
+                             c) { return addmm_backward(c, threshold_backward(c.grads[0], c.outputs[0], 0.0)); }
                     : [](const BackwardContext& c) { return addmm_backward(c, c.grads[0]); };
 }
 
@@ -132,8 +133,7 @@ TR_REGISTER_OP(addmm_backward_weight_bias) {
   };
   d.infer = [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<TensorSpec> {
     const Tensor &g = in[0], &a = in[1];
-    TR_CHECK(g.dim() == 2 && a.dim() == 2 && g.size(0) == a.size(0) && g.dtype() == a.dtype() &&
-                 is_floating(g.dtype()),
+    TR_CHECK(g.dim() == 2 && a.dim() == 2 && g.size(0) == a.size(0) && g.dtype() == a.dtype() && is_floating(g.dtype()),
              "addmm_backward_weight_bias: expected floating grad [M, N] and mat1 [M, K] of one dtype, got ",
              dtype_name(g.dtype()), " ", g.sizes(), " and ", dtype_name(a.dtype()), " ", a.sizes());
     return {{{g.size(1), a.size(1)}, g.dtype()}, {{g.size(1)}, g.dtype()}};
@@ -147,8 +147,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   TR_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need at least 1 dimension, got shapes ", a.sizes(),
            " and ", b.sizes());
   int64_t kb = b.dim() == 1 ? b.size(0) : b.size(-2);
-  TR_CHECK(a.size(-1) == kb, "matmul: shapes ", a.sizes(), " and ", b.sizes(), " cannot be multiplied (",
-           a.size(-1), " != ", kb, ")");
+  TR_CHECK(a.size(-1) == kb, "matmul: shapes ", a.sizes(), " and ", b.sizes(), " cannot be multiplied (", a.size(-1),
+           " != ", kb, ")");
   if (a.dim() == 1 && b.dim() == 1) {
     TR_CHECK(a.size(0) == b.size(0), "matmul: inconsistent tensor size, expected ", a.sizes(), " and ", b.sizes(),
              " to have the same number of elements");
@@ -206,8 +206,8 @@ Tensor linear(const Tensor& x_arg, const Tensor& w_arg, const Tensor& b_arg) {
   const amp::CastPolicy lo = amp::CastPolicy::LowerPrecision;
   const Tensor x = amp::autocast_arg(lo, x_arg), w = amp::autocast_arg(lo, w_arg), b = amp::autocast_arg(lo, b_arg);
   TR_CHECK(w.dim() == 2, "linear: weight must be 2-D, got shape ", w.sizes());
-  TR_CHECK(x.dim() >= 1 && x.size(-1) == w.size(1), "linear: input shape ", x.sizes(),
-           " does not match weight shape ", w.sizes(), " (expected last input dim ", w.size(1), ")");
+  TR_CHECK(x.dim() >= 1 && x.size(-1) == w.size(1), "linear: input shape ", x.sizes(), " does not match weight shape ",
+           w.sizes(), " (expected last input dim ", w.size(1), ")");
   if (b.defined() && x.dim() >= 2 && fused_linear(x, w, b)) return linear_fused(x, w, b, false);
   Tensor y = matmul(x, w.t());
   return b.defined() ? y + b : y;

@@ -61,7 +61,8 @@ CrossEntropyOut cross_entropy_scored(const Tensor& input_arg, const Tensor& targ
   const char* fn = "cross_entropy";
   Reduction r = parse_reduction(reduction, fn);
   check_float_input(input_arg, fn);
-  TR_CHECK(input_arg.dim() >= 1, fn, ": input must have the classes in dim 1 ([N, C], [C] or [N, C, d1, ...]), got a 0-dim tensor");
+  TR_CHECK(input_arg.dim() >= 1, fn,
+           ": input must have the classes in dim 1 ([N, C], [C] or [N, C, d1, ...]), got a 0-dim tensor");
   TR_CHECK(ls >= 0.0 && ls <= 1.0, fn, ": label_smoothing must be in [0, 1], got ", ls);
   TR_CHECK(target_arg.defined(), fn, ": target is undefined");
   // Class indices go through the fused op where it runs: it takes the logits in their own dtype
@@ -76,17 +77,23 @@ CrossEntropyOut cross_entropy_scored(const Tensor& input_arg, const Tensor& targ
            ": target must hold class indices (int64) or probabilities (floating), got ", dtype_name(target.dtype()));
   Shape want = index_target_shape(input);
   TR_CHECK(target.sizes() == want, fn, ": target of shape ", target.sizes(), " does not match input of shape ",
-           input.sizes(), "; expected class indices of shape ", want, " (or probabilities of shape ", input.sizes(), ")");
+           input.sizes(), "; expected class indices of shape ", want, " (or probabilities of shape ", input.sizes(),
+           ")");
 
   const int64_t cdim = input.dim() == 1 ? 0 : 1, C = input.size(cdim);
   // logits as rows [M, C] with the classes last, targets [M]
   Tensor x2;
-  if (input.dim() == 1) x2 = input.unsqueeze(0);
-  else if (input.dim() == 2) x2 = input;
-  else x2 = input.transpose(1, -1).reshape({-1, C});  // the order of rows is irrelevant but must match target's
+  if (input.dim() == 1)
+    x2 = input.unsqueeze(0);
+  else if (input.dim() == 2)
+    x2 = input;
+  else
+    x2 = input.transpose(1, -1).reshape({-1, C});  // the order of rows is irrelevant but must match target's
   Tensor t1 = target.to(DType::I64);
-  if (input.dim() > 2) t1 = t1.transpose(1, -1).reshape({-1});
-  else t1 = t1.reshape({-1});
+  if (input.dim() > 2)
+    t1 = t1.transpose(1, -1).reshape({-1});
+  else
+    t1 = t1.reshape({-1});
   // per-row values [M] back to the target's shape [N, d1, ...]
   auto to_target_shape = [&](const Tensor& rows) {
     if (input.dim() > 2) {
@@ -108,15 +115,16 @@ CrossEntropyOut cross_entropy_scored(const Tensor& input_arg, const Tensor& targ
                     for (size_t i = 0; i < tv.size(); ++i)
                       if (ov[i] != 0.0)
                         throw Error(str(fn, ": target ", int64_t(tv[i]), " is out of bounds for ", C,
-                                        " classes (input shape ", in_shape, ", target shape ", t_shape,
-                                        "; valid: 0..", C - 1, " or ignore_index = ", ignore_index, ")",
+                                        " classes (input shape ", in_shape, ", target shape ", t_shape, "; valid: 0..",
+                                        C - 1, " or ignore_index = ", ignore_index, ")",
                                         on_device ? " (found on the device, raised at the next wait for it)" : ""));
                   });
   if (fused) {
     // rows' losses in f32 (f64), reduced with ordinary ops, then in the dtype the composite's
     // result has: the input's, f32 under autocast
     auto o = dispatch("cross_entropy_rows", {x2, t1}, {{"ignore_index", ignore_index}, {"label_smoothing", ls}});
-    const DType res = amp::autocast_active(input.device().type) && input.dtype() != DType::F64 ? DType::F32 : input.dtype();
+    const DType res =
+        amp::autocast_active(input.device().type) && input.dtype() != DType::F64 ? DType::F32 : input.dtype();
     Tensor loss;
     switch (r) {
       case Reduction::None: loss = to_target_shape(o[0]); break;
@@ -134,10 +142,8 @@ CrossEntropyOut cross_entropy_scored(const Tensor& input_arg, const Tensor& targ
 
   auto combine = [&](const Tensor& a, const Tensor& b) { return ls > 0.0 ? a * (1.0 - ls) + b * (ls / double(C)) : a; };
   switch (r) {
-    case Reduction::None:
-      return {to_target_shape(combine(nll, smooth)), Tensor()};
-    case Reduction::Sum:
-      return {combine(sum(nll), ls > 0.0 ? sum(smooth) : Tensor()), Tensor()};
+    case Reduction::None: return {to_target_shape(combine(nll, smooth)), Tensor()};
+    case Reduction::Sum: return {combine(sum(nll), ls > 0.0 ? sum(smooth) : Tensor()), Tensor()};
     case Reduction::Mean: {
       Tensor count = sum(valid.to(logp.dtype()));
       return {combine(sum(nll) / count, ls > 0.0 ? sum(smooth) / count : Tensor()), Tensor()};
@@ -153,13 +159,14 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, int64_t ignore_i
 
 Tensor mse_loss(const Tensor& input_arg, const Tensor& target_arg, const std::string& reduction) {
   const char* fn = "mse_loss";
-  const Tensor input = amp::autocast_arg(amp::CastPolicy::Fp32, input_arg), target = amp::autocast_arg(amp::CastPolicy::Fp32, target_arg);
+  const Tensor input = amp::autocast_arg(amp::CastPolicy::Fp32, input_arg),
+               target = amp::autocast_arg(amp::CastPolicy::Fp32, target_arg);
   Reduction r = parse_reduction(reduction, fn);
   check_float_input(input, fn);
   TR_CHECK(target.defined() && target.is_floating_point(), fn, ": target must be a floating tensor, got ",
            target.defined() ? dtype_name(target.dtype()) : "an undefined tensor");
-  TR_CHECK(target.sizes() == input.sizes(), fn, ": target of shape ", target.sizes(),
-           " does not match input of shape ", input.sizes());
+  TR_CHECK(target.sizes() == input.sizes(), fn, ": target of shape ", target.sizes(), " does not match input of shape ",
+           input.sizes());
   Tensor d = input - target;
   return reduce(d * d, r);
 }
@@ -167,14 +174,17 @@ Tensor mse_loss(const Tensor& input_arg, const Tensor& target_arg, const std::st
 Tensor binary_cross_entropy_with_logits(const Tensor& input_arg, const Tensor& target_arg, const std::string& reduction,
                                         const Tensor& pos_weight_arg) {
   const char* fn = "binary_cross_entropy_with_logits";
-  const Tensor input = amp::autocast_arg(amp::CastPolicy::Fp32, input_arg), target = amp::autocast_arg(amp::CastPolicy::Fp32, target_arg),
+  const Tensor input = amp::autocast_arg(amp::CastPolicy::Fp32, input_arg),
+               target = amp::autocast_arg(amp::CastPolicy::Fp32, target_arg),
                pos_weight = amp::autocast_arg(amp::CastPolicy::Fp32, pos_weight_arg);
   Reduction r = parse_reduction(reduction, fn);
   check_float_input(input, fn);
-  TR_CHECK(target.defined() && target.is_floating_point(), fn, ": target must be a floating tensor (0/1 labels or "
-           "probabilities), got ", target.defined() ? dtype_name(target.dtype()) : "an undefined tensor");
-  TR_CHECK(target.sizes() == input.sizes(), fn, ": target of shape ", target.sizes(),
-           " does not match input of shape ", input.sizes());
+  TR_CHECK(target.defined() && target.is_floating_point(), fn,
+           ": target must be a floating tensor (0/1 labels or "
+           "probabilities), got ",
+           target.defined() ? dtype_name(target.dtype()) : "an undefined tensor");
+  TR_CHECK(target.sizes() == input.sizes(), fn, ": target of shape ", target.sizes(), " does not match input of shape ",
+           input.sizes());
   if (pos_weight.defined()) {
     TR_CHECK(pos_weight.is_floating_point(), fn, ": pos_weight must be floating, got ", dtype_name(pos_weight.dtype()));
     bool ok = pos_weight.dim() <= input.dim();

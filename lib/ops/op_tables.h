@@ -13,8 +13,7 @@ enum class DtypeSet : uint8_t { NUMERIC, FLOAT };
 
 // True when an op of set `s` has a formula in compute type A (an acc_t): FLOAT ops only in
 // floating types, so the CUDA functors never instantiate exp(int).
-template <typename A>
-constexpr bool computes_in(DtypeSet s) {
+template <typename A> constexpr bool computes_in(DtypeSet s) {
   return s != DtypeSet::FLOAT || std::is_floating_point_v<A>;
 }
 

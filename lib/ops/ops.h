@@ -164,11 +164,10 @@ Tensor embedding(const Tensor& weight, const Tensor& indices);
 Tensor one_hot(const Tensor& indices, int64_t num_classes);
 
 // ---- convolution and pooling (NCHW) ----
-Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b = Tensor(), Pair stride = {1, 1},
-              Pair padding = {0, 0}, Pair dilation = {1, 1}, int64_t groups = 1);
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b = Tensor(), Pair stride = {1, 1}, Pair padding = {0, 0},
+              Pair dilation = {1, 1}, int64_t groups = 1);
 Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride = {}, Pair padding = {0, 0}, Pair dilation = {1, 1});
-Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride = {}, Pair padding = {0, 0},
-                  bool count_include_pad = true);
+Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride = {}, Pair padding = {0, 0}, bool count_include_pad = true);
 
 // ---- randomness (Philox, seeded by a Generator; default_generator() when none) ----
 Tensor rand(const Shape& shape, TensorOptions opts = {}, Generator* gen = nullptr);
@@ -204,8 +203,8 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& re
 // Numerically stable -[pw y log s(x) + (1-y) log(1-s(x))], s = sigmoid, computed as torch does:
 // (1-y) x + lw (m + log(exp(-m) + exp(-x-m))), m = max(-x, 0), lw = 1 + (pw - 1) y (1 without pos_weight).
 // pos_weight broadcasts against the input (one weight per class in the last dim).
-Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const std::string& reduction = "mean",
-                                        const Tensor& pos_weight = Tensor());
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const std::string& reduction = "mean", const Tensor& pos_weight = Tensor());
 
 // ---- comparisons of whole tensors ----
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);

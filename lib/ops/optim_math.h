@@ -12,8 +12,7 @@
 namespace tr::optim_math {
 
 // Scalars of one SGD step (per param group).
-template <typename T>
-struct SgdScalars {
+template <typename T> struct SgdScalars {
   T lr, momentum, dampening_complement /* 1 - dampening */, weight_decay;
   bool nesterov, maximize, has_momentum, has_weight_decay;
 };
@@ -21,28 +20,24 @@ struct SgdScalars {
 // d = ±g (+ wd p); buf = first ? d : momentum buf + (1 - dampening) d; d = nesterov ? d + momentum buf : buf;
 // p = p - lr d, as pure scalar steps (selects on the scalars, no branches), which the CPU loop
 // vectorises: sgd_direction gives d, sgd_buffer the new buffer, sgd_param the new p.
-template <typename T>
-TR_HD T sgd_direction(T p, T g, const SgdScalars<T>& s) {
+template <typename T> TR_HD T sgd_direction(T p, T g, const SgdScalars<T>& s) {
   const T d = s.maximize ? -g : g;
   return s.has_weight_decay ? d + s.weight_decay * p : d;
 }
-template <typename T>
-TR_HD T sgd_buffer(T d, T buf, bool first, const SgdScalars<T>& s) {
+template <typename T> TR_HD T sgd_buffer(T d, T buf, bool first, const SgdScalars<T>& s) {
   return first ? d : (buf * s.momentum) + s.dampening_complement * d;
 }
-template <typename T>
-TR_HD T sgd_param(T p, T d, T buf, const SgdScalars<T>& s) {
+template <typename T> TR_HD T sgd_param(T p, T d, T buf, const SgdScalars<T>& s) {
   const T step = s.has_momentum ? (s.nesterov ? d + s.momentum * buf : buf) : d;
   return p + (-s.lr) * step;
 }
 
 // Scalars of one Adam step of one parameter (its step count fixes the bias corrections).
-template <typename T>
-struct AdamScalars {
+template <typename T> struct AdamScalars {
   T beta1, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay;
-  T decay_factor;  // AdamW: 1 - lr wd
-  T neg_step_size; // -lr / (1 - beta1^t)
-  T bc2_sqrt;      // sqrt(1 - beta2^t)
+  T decay_factor;   // AdamW: 1 - lr wd
+  T neg_step_size;  // -lr / (1 - beta1^t)
+  T bc2_sqrt;       // sqrt(1 - beta2^t)
   bool decoupled, amsgrad, maximize, has_weight_decay;
 };
 
@@ -51,22 +46,18 @@ template <typename T> TR_HD T nan_max(T a, T b) { return (a != a) ? a : ((b != b
 // AdamW: p = p (1 - lr wd); Adam: g = g + wd p. m = b1 m + (1 - b1) g; v = b2 v + ((1 - b2) g) g;
 // amsgrad: vmax = max(vmax, v); p = p + (-step_size m) / (sqrt(v or vmax) / sqrt(bc2) + eps).
 // Pure scalar steps, as SGD's: the decayed p, the gradient, the moments, the new p.
-template <typename T>
-TR_HD T adam_decayed(T p, const AdamScalars<T>& s) {
+template <typename T> TR_HD T adam_decayed(T p, const AdamScalars<T>& s) {
   return s.decoupled ? p * s.decay_factor : p;
 }
-template <typename T>
-TR_HD T adam_grad(T g, T p, const AdamScalars<T>& s) {  // p: the parameter before decay
+template <typename T> TR_HD T adam_grad(T g, T p, const AdamScalars<T>& s) {  // p: the parameter before decay
   g = s.maximize ? -g : g;
   return !s.decoupled && s.has_weight_decay ? g + s.weight_decay * p : g;
 }
-template <typename T>
-TR_HD T adam_m(T m, T g, const AdamScalars<T>& s) {
+template <typename T> TR_HD T adam_m(T m, T g, const AdamScalars<T>& s) {
   m = m * s.beta1;
   return m + s.one_minus_beta1 * g;
 }
-template <typename T>
-TR_HD T adam_v(T v, T g, const AdamScalars<T>& s) {
+template <typename T> TR_HD T adam_v(T v, T g, const AdamScalars<T>& s) {
   v = v * s.beta2;
   return v + (g * s.one_minus_beta2) * g;
 }
@@ -79,16 +70,14 @@ TR_HD T adam_param(T p, T m, T v_used, const AdamScalars<T>& s) {  // v_used: v,
 
 // The scalars in compute type T, from the double values the host computed (every scalar is
 // converted to T once, as the composite's pointwise kernels convert theirs).
-template <typename T, typename U>
-TR_HD SgdScalars<T> scalars_as(const SgdScalars<U>& s) {
-  return {T(s.lr),    T(s.momentum), T(s.dampening_complement), T(s.weight_decay),
-          s.nesterov, s.maximize,    s.has_momentum,            s.has_weight_decay};
+template <typename T, typename U> TR_HD SgdScalars<T> scalars_as(const SgdScalars<U>& s) {
+  return {T(s.lr),    T(s.momentum),  T(s.dampening_complement), T(s.weight_decay), s.nesterov,
+          s.maximize, s.has_momentum, s.has_weight_decay};
 }
-template <typename T, typename U>
-TR_HD AdamScalars<T> scalars_as(const AdamScalars<U>& s) {
-  return {T(s.beta1),    T(s.one_minus_beta1), T(s.beta2),        T(s.one_minus_beta2), T(s.eps),
-          T(s.weight_decay), T(s.decay_factor), T(s.neg_step_size), T(s.bc2_sqrt),       s.decoupled,
-          s.amsgrad,     s.maximize,           s.has_weight_decay};
+template <typename T, typename U> TR_HD AdamScalars<T> scalars_as(const AdamScalars<U>& s) {
+  return {T(s.beta1),        T(s.one_minus_beta1), T(s.beta2),         T(s.one_minus_beta2), T(s.eps),
+          T(s.weight_decay), T(s.decay_factor),    T(s.neg_step_size), T(s.bc2_sqrt),        s.decoupled,
+          s.amsgrad,         s.maximize,           s.has_weight_decay};
 }
 
 // Element k of a parameter stored as T (buf / vmax may be null), updated in compute type A.

@@ -69,8 +69,8 @@ const Shape& in_shape(const BackwardContext& c, int i) { return c.input_specs[i]
 
 // The backward of a table op and what it keeps of the forward (registered with the op's line):
 //   TR_BACKWARD(exp, Keeps::Outputs) { return {G(c) * c.outputs[0]}; }
-#define TR_BACKWARD(NAME, KEEPS)            \
-  constexpr Keeps NAME##_keeps = KEEPS;     \
+#define TR_BACKWARD(NAME, KEEPS)        \
+  constexpr Keeps NAME##_keeps = KEEPS; \
   std::vector<Tensor> NAME##_backward(const BackwardContext& c)
 
 // ---- binary (binary_ops.def) ----
@@ -107,8 +107,7 @@ TR_BACKWARD(pow, Keeps::Inputs) {
   const Tensor &a = c.inputs[0], &b = c.inputs[1];
   Tensor ga, gb;
   // d/da a^b = b a^(b-1), taken as 0 where b == 0 (torch's pow_backward_self)
-  if (c.needs_input_grad[0])
-    ga = sum_to(where(b == 0.0, zeros_like(G(c)), G(c) * b * pow(a, b - 1.0)), in_shape(c, 0));
+  if (c.needs_input_grad[0]) ga = sum_to(where(b == 0.0, zeros_like(G(c)), G(c) * b * pow(a, b - 1.0)), in_shape(c, 0));
   // d/db a^b = a^b log a, taken as 0 where a == 0 and b >= 0 (torch's pow_backward_exponent)
   if (c.needs_input_grad[1]) {
     Tensor r = pow(a, b) * log(a);
@@ -124,7 +123,6 @@ std::vector<Tensor> extremum_backward(const BackwardContext& c, bool is_max) {
 }
 TR_BACKWARD(maximum, Keeps::Inputs) { return extremum_backward(c, true); }
 TR_BACKWARD(minimum, Keeps::Inputs) { return extremum_backward(c, false); }
-
 
 // ---- unary (unary_ops.def) ----
 TR_BACKWARD(neg, Keeps::Nothing) { return {-G(c)}; }
@@ -205,15 +203,11 @@ Tensor threshold_backward(const Tensor& g, const Tensor& y, double threshold) {
 }
 
 // ---- the table ops ----
-#define TR_UNARY_OP(NAME, OP, DTYPES, AUTOCAST, PARAMS, FORMULA, F32X8)                                   \
-  TR_REGISTER_OP(NAME) {                                                                                  \
-    unary(d, DtypeSet::DTYPES, amp::CastPolicy::AUTOCAST, NAME##_backward, NAME##_keeps);                 \
-  }
+#define TR_UNARY_OP(NAME, OP, DTYPES, AUTOCAST, PARAMS, FORMULA, F32X8) \
+  TR_REGISTER_OP(NAME) { unary(d, DtypeSet::DTYPES, amp::CastPolicy::AUTOCAST, NAME##_backward, NAME##_keeps); }
 #include "ops/unary_ops.def"
-#define TR_BINARY_OP(NAME, OP, DTYPES, AUTOCAST, PARAMS, FORMULA)                                         \
-  TR_REGISTER_OP(NAME) {                                                                                  \
-    binary(d, DtypeSet::DTYPES, amp::CastPolicy::AUTOCAST, NAME##_backward, NAME##_keeps);                \
-  }
+#define TR_BINARY_OP(NAME, OP, DTYPES, AUTOCAST, PARAMS, FORMULA) \
+  TR_REGISTER_OP(NAME) { binary(d, DtypeSet::DTYPES, amp::CastPolicy::AUTOCAST, NAME##_backward, NAME##_keeps); }
 #include "ops/binary_ops.def"
 #define TR_COMPARE_OP(NAME, OP, OPERATOR) \
   TR_REGISTER_OP(NAME) { predicate(d, 2); }
@@ -234,38 +228,47 @@ TR_REGISTER_OP(where) {
   };
 }
 // x0 && x1 (non-bool inputs count as x != 0)
-TR_REGISTER_OP(logical_and) { predicate(d, 2); d.promote = Promote::None; }
+TR_REGISTER_OP(logical_and) {
+  predicate(d, 2);
+  d.promote = Promote::None;
+}
 // (g, y) -> g where y > threshold, else 0 (attr threshold; torch.ops.aten.threshold_backward).
 // Linear in g with the same mask; y gets no gradient (the mask is piecewise constant).
 TR_REGISTER_OP(threshold_backward) {
-  binary(d, DtypeSet::NUMERIC, amp::CastPolicy::None, [](const BackwardContext& c) -> std::vector<Tensor> {
-    return {sum_to(threshold_backward(G(c), c.inputs[1], c.attrs.f("threshold")), in_shape(c, 0)), Tensor()};
-  }, Keeps::Inputs);
+  binary(
+      d, DtypeSet::NUMERIC, amp::CastPolicy::None,
+      [](const BackwardContext& c) -> std::vector<Tensor> {
+        return {sum_to(threshold_backward(G(c), c.inputs[1], c.attrs.f("threshold")), in_shape(c, 0)), Tensor()};
+      },
+      Keeps::Inputs);
 }
 // (g, x) -> g gelu'(x) (attr approximate; torch.ops.aten.gelu_backward). Its own gradient:
 // d/dg = gelu'(x), d/dx = g gelu''(x), with
 //   erf form  gelu''(x) = phi(x) (2 - x^2)
 //   tanh form gelu''(x) = (1 - t^2) (u' - x t u'^2 + x u'' / 2), u = k (x + c x^3), u' = k (1 + 3 c x^2), u'' = 6 k c x
 TR_REGISTER_OP(gelu_backward) {
-  binary(d, DtypeSet::FLOAT, amp::CastPolicy::None, [](const BackwardContext& c) -> std::vector<Tensor> {
-    const Tensor &g = c.inputs[0], &x = c.inputs[1];
-    const std::string approx = c.attrs.s("approximate");
-    Tensor gg, gx;
-    if (c.needs_input_grad[0]) gg = sum_to(gelu_backward(G(c), x, approx), in_shape(c, 0));
-    if (c.needs_input_grad[1]) {
-      Tensor d2;
-      if (approx == "tanh") {
-        const double k = 0.7978845608028654, cc = 0.044715;
-        Tensor t = tanh((x + x * x * x * cc) * k);
-        Tensor u1 = (x * x * (3.0 * cc) + 1.0) * k;
-        d2 = (1.0 - t * t) * (u1 - x * t * u1 * u1 + x * x * (3.0 * k * cc));
-      } else {
-        d2 = exp(x * x * -0.5) * 0.3989422804014327 * (2.0 - x * x);
-      }
-      gx = sum_to(G(c) * g * d2, in_shape(c, 1));
-    }
-    return {gg, gx};
-  }, Keeps::Inputs);
+  binary(
+      d, DtypeSet::FLOAT, amp::CastPolicy::None,
+      [](const BackwardContext& c) -> std::vector<Tensor> {
+        const Tensor &g = c.inputs[0], &x = c.inputs[1];
+        const std::string approx = c.attrs.s("approximate");
+        Tensor gg, gx;
+        if (c.needs_input_grad[0]) gg = sum_to(gelu_backward(G(c), x, approx), in_shape(c, 0));
+        if (c.needs_input_grad[1]) {
+          Tensor d2;
+          if (approx == "tanh") {
+            const double k = 0.7978845608028654, cc = 0.044715;
+            Tensor t = tanh((x + x * x * x * cc) * k);
+            Tensor u1 = (x * x * (3.0 * cc) + 1.0) * k;
+            d2 = (1.0 - t * t) * (u1 - x * t * u1 * u1 + x * x * (3.0 * k * cc));
+          } else {
+            d2 = exp(x * x * -0.5) * 0.3989422804014327 * (2.0 - x * x);
+          }
+          gx = sum_to(G(c) * g * d2, in_shape(c, 1));
+        }
+        return {gg, gx};
+      },
+      Keeps::Inputs);
 }
 TR_REGISTER_OP(cast) {
   d.num_inputs = 1;
@@ -308,7 +311,9 @@ Tensor pow(double base, const Tensor& e) { return dispatch1("pow", {wrap_scalar(
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   DType t = result_type({a, b});
   Tensor c = cond.dtype() == DType::Bool ? cond : cast(cond, DType::Bool);
-  auto as = [&](const Tensor& x) { return x.dtype() == t ? x : (x.is_wrapped_number() ? wrap_scalar(x.item(), t) : cast(x, t)); };
+  auto as = [&](const Tensor& x) {
+    return x.dtype() == t ? x : (x.is_wrapped_number() ? wrap_scalar(x.item(), t) : cast(x, t));
+  };
   return dispatch1("where", {c, as(a), as(b)});
 }
 Tensor logical_and(const Tensor& a, const Tensor& b) { return dispatch1("logical_and", {a, b}); }
@@ -357,8 +362,9 @@ Tensor softplus(const Tensor& x, double beta, double threshold) {
 }
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
   TR_CHECK(lo || hi, "clamp: at least one of min and max must be given");
-  return dispatch1("clamp", {x}, {{"min", lo.value_or(0.0)}, {"max", hi.value_or(0.0)}, {"has_min", bool(lo)},
-                                  {"has_max", bool(hi)}});
+  return dispatch1(
+      "clamp", {x},
+      {{"min", lo.value_or(0.0)}, {"max", hi.value_or(0.0)}, {"has_min", bool(lo)}, {"has_max", bool(hi)}});
 }
 Tensor cast(const Tensor& x, DType t) {
   if (x.dtype() == t) return x;

@@ -21,8 +21,8 @@ Shape pool_out_shape(const char* op, const Shape& x, const Attrs& a) {
     TR_CHECK(p[d] <= eff / 2, op, ": padding should be at most half of the effective kernel size, got padding ", p,
              ", kernel ", k, " and dilation ", dil);
     int64_t padded = x[2 + d] + 2 * p[d];
-    TR_CHECK(padded >= eff, op, ": output size would be <= 0: input of shape ", x, " padded to (", x[2] + 2 * p[0], " x ",
-             x[3] + 2 * p[1], ") is smaller than the kernel ", k, " (dilation ", dil, ")");
+    TR_CHECK(padded >= eff, op, ": output size would be <= 0: input of shape ", x, " padded to (", x[2] + 2 * p[0],
+             " x ", x[3] + 2 * p[1], ") is smaller than the kernel ", k, " (dilation ", dil, ")");
     out[2 + d] = (padded - eff) / s[d] + 1;
   }
   return out;
@@ -34,7 +34,9 @@ void check_float(const char* op, const Tensor& x) {
 }
 
 Attrs without_input_size(const Attrs& a) {
-  return {{"kernel", a.ints("kernel")}, {"stride", a.ints("stride")}, {"padding", a.ints("padding")},
+  return {{"kernel", a.ints("kernel")},
+          {"stride", a.ints("stride")},
+          {"padding", a.ints("padding")},
           {"count_include_pad", a.b("count_include_pad")}};
 }
 
@@ -80,8 +82,8 @@ TR_REGISTER_OP(max_pool2d_backward) {
     const Tensor &gy = in[0], &idx = in[1];
     check_float(op, gy);
     const Shape& xs = a.ints("input_size");
-    TR_CHECK(gy.dim() == 4 && xs.size() == 4 && gy.size(0) == xs[0] && gy.size(1) == xs[1], op, ": grad_output of shape ",
-             gy.sizes(), " does not pool an input of size ", xs);
+    TR_CHECK(gy.dim() == 4 && xs.size() == 4 && gy.size(0) == xs[0] && gy.size(1) == xs[1], op,
+             ": grad_output of shape ", gy.sizes(), " does not pool an input of size ", xs);
     TR_CHECK(idx.dtype() == DType::I64 && idx.sizes() == gy.sizes(), op, ": indices (", dtype_name(idx.dtype()),
              ", shape ", idx.sizes(), ") must be int64 of the grad_output's shape ", gy.sizes());
     return {{xs, gy.dtype()}};
@@ -136,7 +138,9 @@ Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding, Pair 
   Pair s = stride.empty() ? k : expand_pair(stride, op, "stride", 1);
   TR_CHECK(x.dim() == 4, op, ": expected a 4-D input [N, C, H, W], got shape ", x.sizes());
   return dispatch("max_pool2d", {x},
-                  {{"kernel", k}, {"stride", s}, {"padding", expand_pair(padding, op, "padding", 0)},
+                  {{"kernel", k},
+                   {"stride", s},
+                   {"padding", expand_pair(padding, op, "padding", 0)},
                    {"dilation", expand_pair(dilation, op, "dilation", 1)}})[0];
 }
 
@@ -147,7 +151,9 @@ Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding, bool 
   Pair s = stride.empty() ? k : expand_pair(stride, op, "stride", 1);
   TR_CHECK(x.dim() == 4, op, ": expected a 4-D input [N, C, H, W], got shape ", x.sizes());
   return dispatch1("avg_pool2d", {x},
-                   {{"kernel", k}, {"stride", s}, {"padding", expand_pair(padding, op, "padding", 0)},
+                   {{"kernel", k},
+                    {"stride", s},
+                    {"padding", expand_pair(padding, op, "padding", 0)},
                     {"count_include_pad", count_include_pad}});
 }
 

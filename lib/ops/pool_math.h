@@ -17,8 +17,7 @@ template <typename T> TR_HD bool is_nan(T v) { return v != v; }
 // y = max over the taps of window (oh, ow) inside the plane xp (padding is -inf); *arg = ih W + iw
 // of the first maximum, a NaN replacing any number (torch's rule). A window with no tap inside
 // the plane gives -inf at the first tap's clamped position (0).
-template <typename A, typename T>
-TR_HD A max_window(const T* xp, const Geom& g, int64_t oh, int64_t ow, int64_t* arg) {
+template <typename A, typename T> TR_HD A max_window(const T* xp, const Geom& g, int64_t oh, int64_t ow, int64_t* arg) {
   const int64_t h0 = oh * g.SH - g.PH, w0 = ow * g.SW - g.PW;
   const int64_t i0 = h0 >= 0 ? 0 : (-h0 + g.DH - 1) / g.DH;  // first tap inside the plane
   const int64_t j0 = w0 >= 0 ? 0 : (-w0 + g.DW - 1) / g.DW;

@@ -21,9 +21,17 @@ Attrs stream_attrs(Generator* g, int64_t n, Attrs a) {
 }  // namespace
 
 // In place: x[i] = low + (high - low) * U_i
-TR_REGISTER_OP(uniform_) { d.num_inputs = 1; d.infer = no_outputs; d.differentiable = false; }
+TR_REGISTER_OP(uniform_) {
+  d.num_inputs = 1;
+  d.infer = no_outputs;
+  d.differentiable = false;
+}
 // In place: x[i] = mean + std * N_i
-TR_REGISTER_OP(normal_) { d.num_inputs = 1; d.infer = no_outputs; d.differentiable = false; }
+TR_REGISTER_OP(normal_) {
+  d.num_inputs = 1;
+  d.infer = no_outputs;
+  d.differentiable = false;
+}
 // out[i] = (U_i >= p) / (1 - p): the inverted-dropout keep mask
 TR_REGISTER_OP(dropout_mask) {
   d.num_inputs = 1;

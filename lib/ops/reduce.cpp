@@ -19,7 +19,8 @@ Shape reduce_dims(const Tensor& x, const Shape& dims, const char* op) {
   }
   for (auto d : dims) r.push_back(wrap_dim(d, x.dim(), op));
   std::sort(r.begin(), r.end());
-  for (size_t i = 1; i < r.size(); ++i) TR_CHECK(r[i] != r[i - 1], op, ": dim ", r[i], " appears multiple times in ", dims);
+  for (size_t i = 1; i < r.size(); ++i)
+    TR_CHECK(r[i] != r[i - 1], op, ": dim ", r[i], " appears multiple times in ", dims);
   return r;
 }
 
@@ -27,8 +28,10 @@ Shape reduced_shape(const Shape& in, const Shape& dims, bool keepdim) {
   Shape s;
   for (int64_t i = 0; i < int64_t(in.size()); ++i) {
     bool red = std::find(dims.begin(), dims.end(), i) != dims.end();
-    if (!red) s.push_back(in[i]);
-    else if (keepdim) s.push_back(1);
+    if (!red)
+      s.push_back(in[i]);
+    else if (keepdim)
+      s.push_back(1);
   }
   return s;
 }
@@ -112,8 +115,16 @@ TR_REGISTER_OP(min_dim) {
 static std::vector<TensorSpec> arg_infer(const std::vector<Tensor>& in, const Attrs& a) {
   return {{reduced_shape(in[0].sizes(), a.ints("dims"), a.b("keepdim")), DType::I64}};
 }
-TR_REGISTER_OP(argmax) { d.num_inputs = 1; d.infer = arg_infer; d.differentiable = false; }
-TR_REGISTER_OP(argmin) { d.num_inputs = 1; d.infer = arg_infer; d.differentiable = false; }
+TR_REGISTER_OP(argmax) {
+  d.num_inputs = 1;
+  d.infer = arg_infer;
+  d.differentiable = false;
+}
+TR_REGISTER_OP(argmin) {
+  d.num_inputs = 1;
+  d.infer = arg_infer;
+  d.differentiable = false;
+}
 TR_REGISTER_OP(var) {
   d.autocast = amp::CastPolicy::Fp32;
   // var = sum((x - mean)^2) / (N - correction); d/dx = 2 (x - mean) / (N - correction)
@@ -143,11 +154,16 @@ TR_REGISTER_OP(norm) {
     bool keep = a.b("keepdim");
     const Tensor& x = in[0];
     Tensor r;
-    if (std::isinf(p)) r = p > 0 ? amax(abs(x), dims, keep) : amin(abs(x), dims, keep);
-    else if (p == 2.0) r = sqrt(sum(x * x, dims, keep));
-    else if (p == 1.0) r = sum(abs(x), dims, keep);
-    else if (p == 0.0) r = sum(cast(x != 0.0, x.dtype()), dims, keep);
-    else r = pow(sum(pow(abs(x), p), dims, keep), 1.0 / p);
+    if (std::isinf(p))
+      r = p > 0 ? amax(abs(x), dims, keep) : amin(abs(x), dims, keep);
+    else if (p == 2.0)
+      r = sqrt(sum(x * x, dims, keep));
+    else if (p == 1.0)
+      r = sum(abs(x), dims, keep);
+    else if (p == 0.0)
+      r = sum(cast(x != 0.0, x.dtype()), dims, keep);
+    else
+      r = pow(sum(pow(abs(x), p), dims, keep), 1.0 / p);
     out[0].copy_(r);
   };
   d.kernels[int(DeviceType::CPU)] = k;
@@ -182,7 +198,8 @@ Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
   return sum(x, rd, keepdim) / double(n);
 }
 Tensor var(const Tensor& x, const Shape& dims, double correction, bool keepdim) {
-  return dispatch1("var", {x}, {{"dims", reduce_dims(x, dims, "var")}, {"correction", correction}, {"keepdim", keepdim}});
+  return dispatch1("var", {x},
+                   {{"dims", reduce_dims(x, dims, "var")}, {"correction", correction}, {"keepdim", keepdim}});
 }
 Tensor std(const Tensor& x, const Shape& dims, double correction, bool keepdim) {
   return sqrt(var(x, dims, correction, keepdim));
@@ -215,8 +232,12 @@ static Tensor arg_reduce(const char* op, const Tensor& x, std::optional<int64_t>
   }
   return dispatch1(op, {x}, {{"dims", Shape{wrap_dim(*dim, x.dim(), op)}}, {"keepdim", keepdim}});
 }
-Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) { return arg_reduce("argmax", x, dim, keepdim); }
-Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) { return arg_reduce("argmin", x, dim, keepdim); }
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return arg_reduce("argmax", x, dim, keepdim);
+}
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return arg_reduce("argmin", x, dim, keepdim);
+}
 Tensor norm(const Tensor& x, double p, const Shape& dims, bool keepdim) {
   return dispatch1("norm", {x}, {{"dims", reduce_dims(x, dims, "norm")}, {"p", p}, {"keepdim", keepdim}});
 }
@@ -226,9 +247,13 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
   TR_CHECK(lead >= 0, "sum_to: cannot sum shape ", x.sizes(), " to ", shape);
   Shape dims;
   for (int64_t i = 0; i < x.dim(); ++i) {
-    if (i < lead) dims.push_back(i);
-    else if (shape[i - lead] == 1 && x.size(i) != 1) dims.push_back(i);
-    else TR_CHECK(shape[i - lead] == x.size(i) || shape[i - lead] == 1, "sum_to: cannot sum shape ", x.sizes(), " to ", shape);
+    if (i < lead)
+      dims.push_back(i);
+    else if (shape[i - lead] == 1 && x.size(i) != 1)
+      dims.push_back(i);
+    else
+      TR_CHECK(shape[i - lead] == x.size(i) || shape[i - lead] == 1, "sum_to: cannot sum shape ", x.sizes(), " to ",
+               shape);
   }
   Tensor r = dims.empty() ? x : sum(x, dims, true);
   return lead > 0 || r.sizes() != shape ? reshape(r, shape) : r;

@@ -23,7 +23,10 @@ OpDef& def_op(const std::string& name) {
     std::string camel;
     bool up = true;
     for (char c : name) {
-      if (c == '_') { up = true; continue; }
+      if (c == '_') {
+        up = true;
+        continue;
+      }
       camel += up ? char(std::toupper(c)) : c;
       up = false;
     }
@@ -39,13 +42,19 @@ std::string Attrs::str() const {
   for (auto& [k, v] : kv_) {
     if (!r.empty()) r += ", ";
     r += k + "=";
-    std::visit([&](auto&& x) {
-      using T = std::decay_t<decltype(x)>;
-      if constexpr (std::is_same_v<T, std::string>) r += x;
-      else if constexpr (std::is_same_v<T, std::vector<int64_t>>) r += tr::str(x);
-      else if constexpr (std::is_same_v<T, bool>) r += x ? "true" : "false";
-      else r += std::to_string(x);
-    }, v);
+    std::visit(
+        [&](auto&& x) {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, std::string>)
+            r += x;
+          else if constexpr (std::is_same_v<T, std::vector<int64_t>>)
+            r += tr::str(x);
+          else if constexpr (std::is_same_v<T, bool>)
+            r += x ? "true" : "false";
+          else
+            r += std::to_string(x);
+        },
+        v);
   }
   return r;
 }
@@ -63,7 +72,8 @@ DType result_type(const std::vector<Tensor>& inputs) {
   std::optional<DType> r;
   for (int l = 0; l < 3; ++l) {
     if (!level[l]) continue;
-    if (!r) r = level[l];
+    if (!r)
+      r = level[l];
     else if (category(*level[l]) > category(*r)) {
       // A wrapped float with integer tensors gives the default float dtype.
       r = (l == 2 && is_floating(*level[l])) ? DType::F32 : *level[l];
@@ -79,7 +89,10 @@ void check_devices(const OpDef& op, const std::vector<Tensor>& in) {
   for (const Tensor& t : in) {
     // CPU scalars (0-dim) combine with tensors on any device, as in torch.
     if (!t.defined() || (t.dim() == 0 && t.device().is_cpu())) continue;
-    if (!first) { first = &t; continue; }
+    if (!first) {
+      first = &t;
+      continue;
+    }
     if (t.device() != first->device()) {
       std::string shapes;
       for (const Tensor& u : in)
@@ -130,7 +143,8 @@ void check_non_finite(const OpDef& op, const std::vector<Tensor>& inputs, const 
   }
   std::string shapes;
   for (auto& t : inputs) shapes += (shapes.empty() ? "" : ", ") + shape_str(t.sizes());
-  throw NonFiniteOpError(str("op '", op.name, "' made an inf or NaN from finite inputs of shapes (", shapes, ")"), op.name);
+  throw NonFiniteOpError(str("op '", op.name, "' made an inf or NaN from finite inputs of shapes (", shapes, ")"),
+                         op.name);
 }
 
 }  // namespace
@@ -147,7 +161,11 @@ std::vector<Tensor> dispatch(const char* name, std::vector<Tensor> inputs, const
   check_devices(op, inputs);
 
   Device dev = inputs.empty() ? kCPU : inputs[0].device();
-  for (auto& t : inputs) if (!(t.dim() == 0 && t.device().is_cpu())) { dev = t.device(); break; }
+  for (auto& t : inputs)
+    if (!(t.dim() == 0 && t.device().is_cpu())) {
+      dev = t.device();
+      break;
+    }
   if (op.autocast != amp::CastPolicy::None && amp::autocast_active(dev.type))
     inputs = amp::autocast_inputs(op.autocast, std::move(inputs), dev.type);
 
@@ -157,8 +175,10 @@ std::vector<Tensor> dispatch(const char* name, std::vector<Tensor> inputs, const
     const bool mixed = op.cuda_reads_mixed_floats && dev.is_cuda() && rt == DType::F32;
     for (auto& t : inputs) {
       if (t.dtype() == rt) continue;
-      if (t.is_wrapped_number()) t = wrap_scalar(t.item(), rt);
-      else if (!(mixed && (t.dtype() == DType::F16 || t.dtype() == DType::BF16) && t.device() == dev)) t = cast(t, rt);
+      if (t.is_wrapped_number())
+        t = wrap_scalar(t.item(), rt);
+      else if (!(mixed && (t.dtype() == DType::F16 || t.dtype() == DType::BF16) && t.device() == dev))
+        t = cast(t, rt);
     }
   }
 
@@ -180,7 +200,7 @@ std::vector<Tensor> dispatch(const char* name, std::vector<Tensor> inputs, const
     try {
       outputs.reserve(specs.size());
       for (auto& s : specs) outputs.push_back(empty(s.sizes, TensorOptions(s.dtype).device(s.device.value_or(dev))));
-      NoGradGuard ng;  // composite kernels call other ops; nothing inside a kernel is recorded
+      NoGradGuard ng;                         // composite kernels call other ops; nothing inside a kernel is recorded
       amp::AutocastExcludeGuard no_autocast;  // nor cast again
       OpTimer timer(name, inputs.empty() ? DType::F32 : inputs[0].dtype(), dev, &inputs);
       FlopCounter::KernelScope counted(op, inputs, outputs, attrs);

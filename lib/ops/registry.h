@@ -55,7 +55,7 @@ struct OpDef {
   ViewFn view = nullptr;  // OpKind::View: the aliasing output, device independent
   BackwardFn backward = nullptr;
   bool differentiable = true;  // false: no backward by design (comparisons, argmax, masks)
-  bool pointwise = false;  // kernel is an elementwise loop that may write into a strided output
+  bool pointwise = false;      // kernel is an elementwise loop that may write into a strided output
   // With promotion: the CUDA kernel reads an f16 / bf16 tensor beside f32 ones as it is, converting
   // per element (exact), so dispatch skips that input's cast and its launch (x + y under autocast).
   bool cuda_reads_mixed_floats = false;
@@ -67,7 +67,7 @@ struct OpDef {
   // (torch's ctx.set_materialize_grads(False)): no zero tensor is made for statistics such as
   // mean, rstd or lse that only the backward reads
   uint32_t unmaterialized_grads = 0;
-  std::string grad_name;  // torch's name of the backward node: "AddBackward0"
+  std::string grad_name;    // torch's name of the backward node: "AddBackward0"
   FlopsFn flops = nullptr;  // 2 x multiply-adds of one call (matrix products, convolutions): ops/flop_counter.h
 
   static constexpr const char* kRegistryKind = "op";
@@ -88,8 +88,8 @@ struct KernelRegistrar {
 
 #define TR_CONCAT_(a, b) a##b
 #define TR_CONCAT(a, b) TR_CONCAT_(a, b)
-#define TR_REGISTER_OP(NAME)                                                             \
-  static void TR_CONCAT(tr_fill_op_, NAME)(::tr::OpDef & d);                             \
+#define TR_REGISTER_OP(NAME)                                                                       \
+  static void TR_CONCAT(tr_fill_op_, NAME)(::tr::OpDef & d);                                       \
   static ::tr::OpRegistrar TR_CONCAT(tr_op_registrar_, NAME)(#NAME, TR_CONCAT(tr_fill_op_, NAME)); \
   static void TR_CONCAT(tr_fill_op_, NAME)(::tr::OpDef & d)
 #define TR_REGISTER_KERNEL(NAME, DEV, FN) \

@@ -18,8 +18,10 @@ template <typename T> TR_HD T minimum(T a, T b) { return (a != a) ? a : ((b != b
 // integers: the double pow, truncated (what std::pow(int, int) computes; CUDA has no integer pow)
 template <typename T> TR_HD T pow(T a, T b) {
   using std::pow;
-  if constexpr (std::is_integral_v<T>) return T(pow(double(a), double(b)));
-  else return pow(a, b);
+  if constexpr (std::is_integral_v<T>)
+    return T(pow(double(a), double(b)));
+  else
+    return pow(a, b);
 }
 // pow with a scalar exponent, as torch computes it: 0.5 and -0.5 through sqrt and 1/sqrt,
 // 2 and 3 as products (these differ from pow() at -inf and -0).
@@ -39,16 +41,43 @@ template <typename T> TR_HD T threshold_backward(T g, T y, T threshold) { return
 template <typename T> TR_HD T abs(T x) { return x < T(0) ? -x : x; }
 // sign(x) in {-1, 0, 1}; sign(0) = sign(-0) = sign(nan) = 0, as in torch 1.13
 template <typename T> TR_HD T sign(T x) { return (x > T(0)) ? T(1) : ((x < T(0)) ? T(-1) : T(0)); }
-template <typename T> TR_HD T exp(T x) { using std::exp; return exp(x); }
-template <typename T> TR_HD T log(T x) { using std::log; return log(x); }
-template <typename T> TR_HD T sqrt(T x) { using std::sqrt; return sqrt(x); }
-template <typename T> TR_HD T rsqrt(T x) { using std::sqrt; return T(1) / sqrt(x); }
-template <typename T> TR_HD T sin(T x) { using std::sin; return sin(x); }
-template <typename T> TR_HD T cos(T x) { using std::cos; return cos(x); }
-template <typename T> TR_HD T erf(T x) { using std::erf; return erf(x); }
-template <typename T> TR_HD T tanh(T x) { using std::tanh; return tanh(x); }
+template <typename T> TR_HD T exp(T x) {
+  using std::exp;
+  return exp(x);
+}
+template <typename T> TR_HD T log(T x) {
+  using std::log;
+  return log(x);
+}
+template <typename T> TR_HD T sqrt(T x) {
+  using std::sqrt;
+  return sqrt(x);
+}
+template <typename T> TR_HD T rsqrt(T x) {
+  using std::sqrt;
+  return T(1) / sqrt(x);
+}
+template <typename T> TR_HD T sin(T x) {
+  using std::sin;
+  return sin(x);
+}
+template <typename T> TR_HD T cos(T x) {
+  using std::cos;
+  return cos(x);
+}
+template <typename T> TR_HD T erf(T x) {
+  using std::erf;
+  return erf(x);
+}
+template <typename T> TR_HD T tanh(T x) {
+  using std::tanh;
+  return tanh(x);
+}
 // sigmoid(x) = 1 / (1 + e^-x)
-template <typename T> TR_HD T sigmoid(T x) { using std::exp; return T(1) / (T(1) + exp(-x)); }
+template <typename T> TR_HD T sigmoid(T x) {
+  using std::exp;
+  return T(1) / (T(1) + exp(-x));
+}
 template <typename T> TR_HD T relu(T x) { return (x > T(0)) ? x : ((x != x) ? x : T(0)); }
 // gelu(x) = x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2))
 template <typename T> TR_HD T gelu_erf(T x) {

@@ -13,8 +13,7 @@ namespace {
 // softmax and log_softmax share their contract; the backward reads the output y only:
 //   softmax:      dx = y * (g - sum(g * y, dim))
 //   log_softmax:  dx = g - exp(y) * sum(g, dim)
-template <bool Log>
-void define_softmax(OpDef& d) {
+template <bool Log> void define_softmax(OpDef& d) {
   d.autocast = amp::CastPolicy::Fp32;
   d.num_inputs = 1;
   d.promote = Promote::CommonFloat;

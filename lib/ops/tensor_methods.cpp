@@ -30,8 +30,11 @@ Tensor Tensor::to(Device d) const { return to(d, dtype()); }
 Tensor Tensor::to(Device d, DType t) const {
   if (d == device()) return to(t);
   const Device src = device();
-  Tensor moved = dispatch1("_to_copy", {*this}, {{"dst_type", int64_t(d.type)}, {"dst_index", int64_t(d.index)},
-                                                 {"src_type", int64_t(src.type)}, {"src_index", int64_t(src.index)}});
+  Tensor moved = dispatch1("_to_copy", {*this},
+                           {{"dst_type", int64_t(d.type)},
+                            {"dst_index", int64_t(d.index)},
+                            {"src_type", int64_t(src.type)},
+                            {"src_index", int64_t(src.index)}});
   return moved.to(t);
 }
 Tensor Tensor::clone() const { return tr::clone(*this); }
@@ -50,8 +53,10 @@ Tensor Tensor::narrow(int64_t d, int64_t s, int64_t l) const { return tr::narrow
 Tensor Tensor::slice(int64_t d, int64_t s, int64_t e, int64_t st) const { return tr::slice(*this, d, s, e, st); }
 Tensor Tensor::select(int64_t d, int64_t i) const { return tr::select(*this, d, i); }
 Tensor Tensor::index(const Tensor& idx) const {
-  TR_CHECK(!is_floating(idx.dtype()) && idx.dtype() != DType::Bool, "index: tensors used as indices must be integer "
-           "tensors, got ", dtype_name(idx.dtype()));
+  TR_CHECK(!is_floating(idx.dtype()) && idx.dtype() != DType::Bool,
+           "index: tensors used as indices must be integer "
+           "tensors, got ",
+           dtype_name(idx.dtype()));
   Shape out = idx.sizes();
   for (int64_t d = 1; d < dim(); ++d) out.push_back(size(d));
   return index_select(*this, 0, idx.reshape({-1})).view(out);

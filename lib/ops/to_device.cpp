@@ -20,7 +20,8 @@ std::vector<TensorSpec> infer_to_copy(const std::vector<Tensor>& in, const Attrs
 // out = in, byte for byte, across devices (in made contiguous first)
 void to_copy_kernel(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
   const Tensor src = in[0].contiguous();
-  cuda::memcpy(out[0].raw_data(), out[0].device(), src.raw_data(), src.device(), size_t(src.numel()) * src.element_size());
+  cuda::memcpy(out[0].raw_data(), out[0].device(), src.raw_data(), src.device(),
+               size_t(src.numel()) * src.element_size());
 }
 
 }  // namespace

@@ -84,64 +84,80 @@ void view_op(OpDef& d, ViewFn fn, BackwardFn bw) {
 }  // namespace
 
 TR_REGISTER_OP(view) {
-  view_op(d, [](const Tensor& x, const Attrs& a) {
-    Shape s = infer_size(a.ints("shape"), x.numel(), "view", x.sizes());
-    auto st = view_strides(x.sizes(), x.strides(), s);
-    TR_CHECK(st, "view: size ", a.ints("shape"), " is not compatible with input tensor's size ", x.sizes(),
-             " and stride ", x.strides(), " (at least one dimension spans across two contiguous subspaces). "
-             "Use reshape() instead.");
-    return make_view(x, s, *st, x.storage_offset());
-  }, [](const BackwardContext& c) -> std::vector<Tensor> { return {reshape(G(c), in_shape(c))}; });
+  view_op(
+      d,
+      [](const Tensor& x, const Attrs& a) {
+        Shape s = infer_size(a.ints("shape"), x.numel(), "view", x.sizes());
+        auto st = view_strides(x.sizes(), x.strides(), s);
+        TR_CHECK(st, "view: size ", a.ints("shape"), " is not compatible with input tensor's size ", x.sizes(),
+                 " and stride ", x.strides(),
+                 " (at least one dimension spans across two contiguous subspaces). "
+                 "Use reshape() instead.");
+        return make_view(x, s, *st, x.storage_offset());
+      },
+      [](const BackwardContext& c) -> std::vector<Tensor> { return {reshape(G(c), in_shape(c))}; });
 }
 TR_REGISTER_OP(transpose) {
-  view_op(d, [](const Tensor& x, const Attrs& a) {
-    int64_t d0 = wrap_dim(a.i("dim0"), x.dim(), "transpose"), d1 = wrap_dim(a.i("dim1"), x.dim(), "transpose");
-    Shape s = x.sizes(), st = x.strides();
-    if (x.dim() > 0) {
-      std::swap(s[d0], s[d1]);
-      std::swap(st[d0], st[d1]);
-    }
-    return make_view(x, s, st, x.storage_offset());
-  }, [](const BackwardContext& c) -> std::vector<Tensor> {
-    return {transpose(G(c), c.attrs.i("dim0"), c.attrs.i("dim1"))};
-  });
+  view_op(
+      d,
+      [](const Tensor& x, const Attrs& a) {
+        int64_t d0 = wrap_dim(a.i("dim0"), x.dim(), "transpose"), d1 = wrap_dim(a.i("dim1"), x.dim(), "transpose");
+        Shape s = x.sizes(), st = x.strides();
+        if (x.dim() > 0) {
+          std::swap(s[d0], s[d1]);
+          std::swap(st[d0], st[d1]);
+        }
+        return make_view(x, s, st, x.storage_offset());
+      },
+      [](const BackwardContext& c) -> std::vector<Tensor> {
+        return {transpose(G(c), c.attrs.i("dim0"), c.attrs.i("dim1"))};
+      });
 }
 TR_REGISTER_OP(permute) {
-  view_op(d, [](const Tensor& x, const Attrs& a) {
-    const Shape& dims = a.ints("dims");
-    TR_CHECK(int64_t(dims.size()) == x.dim(), "permute: number of dims ", dims, " doesn't match the tensor's ",
-             x.dim(), " dims (shape ", x.sizes(), ")");
-    Shape s(dims.size()), st(dims.size());
-    std::vector<bool> seen(dims.size());
-    for (size_t i = 0; i < dims.size(); ++i) {
-      int64_t dd = wrap_dim(dims[i], x.dim(), "permute");
-      TR_CHECK(!seen[dd], "permute: repeated dim in ", dims);
-      seen[dd] = true;
-      s[i] = x.size(dd);
-      st[i] = x.stride(dd);
-    }
-    return make_view(x, s, st, x.storage_offset());
-  }, [](const BackwardContext& c) -> std::vector<Tensor> {
-    const Shape& dims = c.attrs.ints("dims");
-    Shape inv(dims.size());
-    for (size_t i = 0; i < dims.size(); ++i) inv[wrap_dim(dims[i], int64_t(dims.size()), "permute")] = int64_t(i);
-    return {permute(G(c), inv)};
-  });
+  view_op(
+      d,
+      [](const Tensor& x, const Attrs& a) {
+        const Shape& dims = a.ints("dims");
+        TR_CHECK(int64_t(dims.size()) == x.dim(), "permute: number of dims ", dims, " doesn't match the tensor's ",
+                 x.dim(), " dims (shape ", x.sizes(), ")");
+        Shape s(dims.size()), st(dims.size());
+        std::vector<bool> seen(dims.size());
+        for (size_t i = 0; i < dims.size(); ++i) {
+          int64_t dd = wrap_dim(dims[i], x.dim(), "permute");
+          TR_CHECK(!seen[dd], "permute: repeated dim in ", dims);
+          seen[dd] = true;
+          s[i] = x.size(dd);
+          st[i] = x.stride(dd);
+        }
+        return make_view(x, s, st, x.storage_offset());
+      },
+      [](const BackwardContext& c) -> std::vector<Tensor> {
+        const Shape& dims = c.attrs.ints("dims");
+        Shape inv(dims.size());
+        for (size_t i = 0; i < dims.size(); ++i) inv[wrap_dim(dims[i], int64_t(dims.size()), "permute")] = int64_t(i);
+        return {permute(G(c), inv)};
+      });
 }
 TR_REGISTER_OP(slice) {
-  view_op(d, [](const Tensor& x, const Attrs& a) {
-    TR_CHECK(x.dim() > 0, "slice: cannot slice a 0-dim tensor");
-    int64_t dim = wrap_dim(a.i("dim"), x.dim(), "slice");
-    int64_t start = a.i("start"), end = a.i("end"), step = a.i("step");
-    Shape s = x.sizes(), st = x.strides();
-    s[dim] = (end - start + step - 1) / step;
-    st[dim] *= step;
-    return make_view(x, s, st, x.storage_offset() + start * x.stride(dim));
-  }, [](const BackwardContext& c) -> std::vector<Tensor> {
-    return {dispatch1("slice_backward", {G(c)}, {{"input_sizes", in_shape(c)}, {"dim", c.attrs.i("dim")},
-                                                 {"start", c.attrs.i("start")}, {"end", c.attrs.i("end")},
-                                                 {"step", c.attrs.i("step")}})};
-  });
+  view_op(
+      d,
+      [](const Tensor& x, const Attrs& a) {
+        TR_CHECK(x.dim() > 0, "slice: cannot slice a 0-dim tensor");
+        int64_t dim = wrap_dim(a.i("dim"), x.dim(), "slice");
+        int64_t start = a.i("start"), end = a.i("end"), step = a.i("step");
+        Shape s = x.sizes(), st = x.strides();
+        s[dim] = (end - start + step - 1) / step;
+        st[dim] *= step;
+        return make_view(x, s, st, x.storage_offset() + start * x.stride(dim));
+      },
+      [](const BackwardContext& c) -> std::vector<Tensor> {
+        return {dispatch1("slice_backward", {G(c)},
+                          {{"input_sizes", in_shape(c)},
+                           {"dim", c.attrs.i("dim")},
+                           {"start", c.attrs.i("start")},
+                           {"end", c.attrs.i("end")},
+                           {"step", c.attrs.i("step")}})};
+      });
 }
 // slice_backward(g): zeros of the input's shape with g written into the slice.
 TR_REGISTER_OP(slice_backward) {
@@ -162,69 +178,82 @@ TR_REGISTER_OP(slice_backward) {
   };
 }
 TR_REGISTER_OP(select) {
-  view_op(d, [](const Tensor& x, const Attrs& a) {
-    TR_CHECK(x.dim() > 0, "select: cannot select from a 0-dim tensor");
-    int64_t dim = wrap_dim(a.i("dim"), x.dim(), "select");
-    int64_t i = a.i("index");
-    Shape s = x.sizes(), st = x.strides();
-    s.erase(s.begin() + dim);
-    st.erase(st.begin() + dim);
-    return make_view(x, s, st, x.storage_offset() + i * x.stride(dim));
-  }, [](const BackwardContext& c) -> std::vector<Tensor> {
-    int64_t dim = wrap_dim(c.attrs.i("dim"), int64_t(in_shape(c).size()), "select");
-    int64_t i = c.attrs.i("index");
-    return {dispatch1("slice_backward", {unsqueeze(G(c), dim)}, {{"input_sizes", in_shape(c)}, {"dim", dim},
-                                                                 {"start", i}, {"end", i + 1}, {"step", int64_t(1)}})};
-  });
+  view_op(
+      d,
+      [](const Tensor& x, const Attrs& a) {
+        TR_CHECK(x.dim() > 0, "select: cannot select from a 0-dim tensor");
+        int64_t dim = wrap_dim(a.i("dim"), x.dim(), "select");
+        int64_t i = a.i("index");
+        Shape s = x.sizes(), st = x.strides();
+        s.erase(s.begin() + dim);
+        st.erase(st.begin() + dim);
+        return make_view(x, s, st, x.storage_offset() + i * x.stride(dim));
+      },
+      [](const BackwardContext& c) -> std::vector<Tensor> {
+        int64_t dim = wrap_dim(c.attrs.i("dim"), int64_t(in_shape(c).size()), "select");
+        int64_t i = c.attrs.i("index");
+        return {dispatch1(
+            "slice_backward", {unsqueeze(G(c), dim)},
+            {{"input_sizes", in_shape(c)}, {"dim", dim}, {"start", i}, {"end", i + 1}, {"step", int64_t(1)}})};
+      });
 }
 TR_REGISTER_OP(unsqueeze) {
-  view_op(d, [](const Tensor& x, const Attrs& a) {
-    int64_t dim = wrap_dim(a.i("dim"), x.dim() + 1, "unsqueeze");
-    Shape s = x.sizes(), st = x.strides();
-    int64_t ns = dim < x.dim() ? s[dim] * st[dim] : 1;
-    s.insert(s.begin() + dim, 1);
-    st.insert(st.begin() + dim, ns);
-    return make_view(x, s, st, x.storage_offset());
-  }, [](const BackwardContext& c) -> std::vector<Tensor> { return {reshape(G(c), in_shape(c))}; });
+  view_op(
+      d,
+      [](const Tensor& x, const Attrs& a) {
+        int64_t dim = wrap_dim(a.i("dim"), x.dim() + 1, "unsqueeze");
+        Shape s = x.sizes(), st = x.strides();
+        int64_t ns = dim < x.dim() ? s[dim] * st[dim] : 1;
+        s.insert(s.begin() + dim, 1);
+        st.insert(st.begin() + dim, ns);
+        return make_view(x, s, st, x.storage_offset());
+      },
+      [](const BackwardContext& c) -> std::vector<Tensor> { return {reshape(G(c), in_shape(c))}; });
 }
 TR_REGISTER_OP(squeeze) {
-  view_op(d, [](const Tensor& x, const Attrs& a) {
-    Shape s, st;
-    int64_t only = a.b("all") ? -1 : wrap_dim(a.i("dim"), x.dim(), "squeeze");
-    for (int64_t i = 0; i < x.dim(); ++i) {
-      bool drop = x.size(i) == 1 && (only < 0 || i == only);
-      if (!drop) {
-        s.push_back(x.size(i));
-        st.push_back(x.stride(i));
-      }
-    }
-    return make_view(x, s, st, x.storage_offset());
-  }, [](const BackwardContext& c) -> std::vector<Tensor> { return {reshape(G(c), in_shape(c))}; });
+  view_op(
+      d,
+      [](const Tensor& x, const Attrs& a) {
+        Shape s, st;
+        int64_t only = a.b("all") ? -1 : wrap_dim(a.i("dim"), x.dim(), "squeeze");
+        for (int64_t i = 0; i < x.dim(); ++i) {
+          bool drop = x.size(i) == 1 && (only < 0 || i == only);
+          if (!drop) {
+            s.push_back(x.size(i));
+            st.push_back(x.stride(i));
+          }
+        }
+        return make_view(x, s, st, x.storage_offset());
+      },
+      [](const BackwardContext& c) -> std::vector<Tensor> { return {reshape(G(c), in_shape(c))}; });
 }
 TR_REGISTER_OP(expand) {
-  view_op(d, [](const Tensor& x, const Attrs& a) {
-    const Shape& want = a.ints("shape");
-    TR_CHECK(want.size() >= size_t(x.dim()), "expand: the number of sizes provided (", want.size(),
-             ") must be greater or equal to the number of dimensions in the tensor (", x.dim(), ")");
-    size_t off = want.size() - size_t(x.dim());
-    Shape s(want.size()), st(want.size());
-    for (size_t i = 0; i < want.size(); ++i) {
-      if (i < off) {
-        TR_CHECK(want[i] >= 0, "expand: ", want, " is invalid for a new leading dimension");
-        s[i] = want[i];
-        st[i] = 0;
-        continue;
-      }
-      int64_t cur = x.size(int64_t(i - off));
-      int64_t w = want[i] == -1 ? cur : want[i];
-      TR_CHECK(cur == w || cur == 1, "expand: the expanded size of the tensor (", w,
-               ") must match the existing size (", cur, ") at non-singleton dimension ", i, ". Target sizes: ", want,
-               ". Tensor sizes: ", x.sizes());
-      s[i] = w;
-      st[i] = (cur == 1 && w != 1) ? 0 : x.stride(int64_t(i - off));
-    }
-    return make_view(x, s, st, x.storage_offset());
-  }, [](const BackwardContext& c) -> std::vector<Tensor> { return {sum_to(G(c), in_shape(c))}; });
+  view_op(
+      d,
+      [](const Tensor& x, const Attrs& a) {
+        const Shape& want = a.ints("shape");
+        TR_CHECK(want.size() >= size_t(x.dim()), "expand: the number of sizes provided (", want.size(),
+                 ") must be greater or equal to the number of dimensions in the tensor (", x.dim(), ")");
+        size_t off = want.size() - size_t(x.dim());
+        Shape s(want.size()), st(want.size());
+        for (size_t i = 0; i < want.size(); ++i) {
+          if (i < off) {
+            TR_CHECK(want[i] >= 0, "expand: ", want, " is invalid for a new leading dimension");
+            s[i] = want[i];
+            st[i] = 0;
+            continue;
+          }
+          int64_t cur = x.size(int64_t(i - off));
+          int64_t w = want[i] == -1 ? cur : want[i];
+          TR_CHECK(cur == w || cur == 1, "expand: the expanded size of the tensor (", w,
+                   ") must match the existing size (", cur, ") at non-singleton dimension ", i,
+                   ". Target sizes: ", want, ". Tensor sizes: ", x.sizes());
+          s[i] = w;
+          st[i] = (cur == 1 && w != 1) ? 0 : x.stride(int64_t(i - off));
+        }
+        return make_view(x, s, st, x.storage_offset());
+      },
+      [](const BackwardContext& c) -> std::vector<Tensor> { return {sum_to(G(c), in_shape(c))}; });
 }
 // clone: a contiguous copy (also the body of contiguous() on a strided tensor).
 TR_REGISTER_OP(clone) {
@@ -274,7 +303,8 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index) {
   TR_CHECK(x.dim() > 0, "select: cannot select from a 0-dim tensor");
   dim = wrap_dim(dim, x.dim(), "select");
   int64_t n = x.size(dim);
-  TR_CHECK(index >= -n && index < n, "select: index ", index, " is out of bounds for dimension ", dim, " with size ", n);
+  TR_CHECK(index >= -n && index < n, "select: index ", index, " is out of bounds for dimension ", dim, " with size ",
+           n);
   if (index < 0) index += n;
   return dispatch1("select", {x}, {{"dim", dim}, {"index", index}});
 }

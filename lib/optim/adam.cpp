@@ -9,8 +9,13 @@
 namespace tr::optim {
 
 Options AdamOptions::to_map() const {
-  return {{"lr", lr}, {"beta1", beta1}, {"beta2", beta2}, {"eps", eps}, {"weight_decay", weight_decay},
-          {"amsgrad", amsgrad ? 1.0 : 0.0}, {"maximize", maximize ? 1.0 : 0.0}};
+  return {{"lr", lr},
+          {"beta1", beta1},
+          {"beta2", beta2},
+          {"eps", eps},
+          {"weight_decay", weight_decay},
+          {"amsgrad", amsgrad ? 1.0 : 0.0},
+          {"maximize", maximize ? 1.0 : 0.0}};
 }
 
 Adam::Adam(std::vector<ParamGroup> groups, AdamOptions d, bool decoupled)
@@ -83,8 +88,10 @@ void Adam::do_step() {
       Tensor grad = maximize ? -grads[i] : grads[i];
       Tensor& m = ms[i];
       Tensor& v = vs[i];
-      if (decoupled_) p.mul_(1.0 - lr * wd);
-      else if (wd != 0) grad = add(grad, p, wd);
+      if (decoupled_)
+        p.mul_(1.0 - lr * wd);
+      else if (wd != 0)
+        grad = add(grad, p, wd);
       m.mul_(b1).add_(grad, 1.0 - b1);
       v.mul_(b2).add_((grad * (1.0 - b2)) * grad);
       const double t = steps[i];
@@ -122,23 +129,23 @@ using H = Hyperparameter;
 
 // torch's defaults; AdamW differs in weight_decay (0.01) and in its constant keys
 std::vector<Hyperparameter> adam_hyperparameters(double weight_decay) {
-  return {H::number("lr", 1e-3, 0),
-          H::pair("betas", {"beta1", "beta2"}, {0.9, 0.999}, 0, 1, /*hi_open=*/true),
-          H::number("eps", 1e-8, 0),
-          H::number("weight_decay", weight_decay, 0),
-          H::boolean("amsgrad", false),
-          H::boolean("maximize", false)};
+  return {H::number("lr", 1e-3, 0),     H::pair("betas", {"beta1", "beta2"}, {0.9, 0.999}, 0, 1, /*hi_open=*/true),
+          H::number("eps", 1e-8, 0),    H::number("weight_decay", weight_decay, 0),
+          H::boolean("amsgrad", false), H::boolean("maximize", false)};
 }
 
 }  // namespace
 
-TR_REGISTER_OPTIMIZER("adam", {"Adam", adam_hyperparameters(0.0),
-                               [](std::vector<ParamGroup> groups, const Options& d) -> std::unique_ptr<Optimizer> {
-                                 return std::make_unique<Adam>(std::move(groups), adam_options(d));
-                               },
-                               {{"foreach", nullptr}, {"capturable", false}, {"differentiable", false}, {"fused", false}},
-                               "beta1"});
-TR_REGISTER_OPTIMIZER("adamw", {"AdamW", adam_hyperparameters(0.01),
+TR_REGISTER_OPTIMIZER("adam",
+                      {"Adam",
+                       adam_hyperparameters(0.0),
+                       [](std::vector<ParamGroup> groups, const Options& d) -> std::unique_ptr<Optimizer> {
+                         return std::make_unique<Adam>(std::move(groups), adam_options(d));
+                       },
+                       {{"foreach", nullptr}, {"capturable", false}, {"differentiable", false}, {"fused", false}},
+                       "beta1"});
+TR_REGISTER_OPTIMIZER("adamw", {"AdamW",
+                                adam_hyperparameters(0.01),
                                 [](std::vector<ParamGroup> groups, const Options& d) -> std::unique_ptr<Optimizer> {
                                   return std::make_unique<AdamW>(std::move(groups), adam_options(d));
                                 },

@@ -59,8 +59,10 @@ Tensor total_norm(const std::vector<Tensor>& grads, double norm_type, DType dt) 
 }
 
 void scale(std::vector<Tensor>& grads, const Tensor& total, double max_norm, double norm_type) {
-  if (fused(grads, norm_type)) fused_clip_scale_(grads, total, max_norm);
-  else scale_by_norm(grads, total, max_norm);
+  if (fused(grads, norm_type))
+    fused_clip_scale_(grads, total, max_norm);
+  else
+    scale_by_norm(grads, total, max_norm);
 }
 
 }  // namespace

@@ -10,8 +10,7 @@
 
 namespace tr::optim {
 
-template <typename T>
-T json_field(const nlohmann::json& s, const char* key, const std::string& who) {
+template <typename T> T json_field(const nlohmann::json& s, const char* key, const std::string& who) {
   TR_CHECK(s.is_object(), who, ": expected a JSON object, got ", s.type_name());
   auto it = s.find(key);
   TR_CHECK(it != s.end(), who, ": missing key '", key, "'");
@@ -31,9 +30,7 @@ T json_field(const nlohmann::json& s, const char* key, const std::string& who) {
   }
   try {
     return v.get<T>();
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(str(who, ": key '", key, "': ", e.what()));
-  }
+  } catch (const nlohmann::json::exception& e) { throw Error(str(who, ": key '", key, "': ", e.what())); }
 }
 
 }  // namespace tr::optim

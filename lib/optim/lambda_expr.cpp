@@ -40,7 +40,7 @@ struct LambdaExpr::Impl {
 };
 
 const std::vector<std::string>& LambdaExpr::variable_names() {
-  static const std::vector<std::string> v = {"step",         "epoch",           "last_epoch",  "base_lr",
+  static const std::vector<std::string> v = {"step",        "epoch",        "last_epoch",      "base_lr",
                                              "total_steps", "total_epochs", "steps_per_epoch", "warmup_steps"};
   return v;
 }
@@ -92,7 +92,8 @@ LambdaExpr::LambdaExpr(const std::string& expr, const std::string& what) : impl_
       if (!near.empty() && near != tok) msg += str("\n    did you mean '", near, "'?");
     }
     if (expr.find("**") != std::string::npos) msg += "\n    (powers are written x^y, not x**y)";
-    msg += str("\n    variables: ", names, "; functions: warmup(step, warmup_steps), cosine(step, total_steps), "
+    msg += str("\n    variables: ", names,
+               "; functions: warmup(step, warmup_steps), cosine(step, total_steps), "
                "floor, ceil and muparser's built-ins");
     throw Error(msg);
   }
@@ -108,9 +109,7 @@ double LambdaExpr::operator()(const LambdaVars& v) const {
   impl_->vars = v;
   try {
     return impl_->parser.Eval();
-  } catch (const mu::Parser::exception_type& e) {
-    throw Error(str("lambda '", impl_->expr, "': ", e.GetMsg()));
-  }
+  } catch (const mu::Parser::exception_type& e) { throw Error(str("lambda '", impl_->expr, "': ", e.GetMsg())); }
 }
 
 }  // namespace tr::optim

@@ -78,7 +78,8 @@ void LRScheduler::do_step(std::optional<int64_t> epoch) {
 }
 
 json LRScheduler::state_dict() const {
-  return json{{"last_epoch", last_epoch_}, {"base_lrs", base_lrs_}, {"_last_lr", last_lr_}, {"_step_count", step_count_}};
+  return json{
+      {"last_epoch", last_epoch_}, {"base_lrs", base_lrs_}, {"_last_lr", last_lr_}, {"_step_count", step_count_}};
 }
 
 void LRScheduler::load_state_dict(const json& s) {

@@ -92,8 +92,7 @@ class LRScheduler {
   std::vector<double> per_group(const std::vector<double>& v, const std::string& what) const;
   // A typed field of a state dict (for load_state_dict); a missing key or a wrong type names the
   // scheduler and the key.
-  template <typename T>
-  T field(const nlohmann::json& s, const char* key) const {
+  template <typename T> T field(const nlohmann::json& s, const char* key) const {
     return json_field<T>(s, key, type_name() + ".load_state_dict");
   }
 

@@ -17,7 +17,8 @@ void Optimizer::add_param_group(ParamGroup g) {
     for (auto& [dk, dv] : defaults_) valid.push_back(dk);
     std::string near = nearest_name(k, valid);
     TR_CHECK(false, type_name(), ": unknown hyperparameter '", k, "' in param group '", g.name, "'",
-             near.empty() ? "" : "; did you mean '" + near + "'?", " (", type_name(), "'s hyperparameters: ", valid, ")");
+             near.empty() ? "" : "; did you mean '" + near + "'?", " (", type_name(), "'s hyperparameters: ", valid,
+             ")");
   }
   for (auto& [k, v] : defaults_) g.options.emplace(k, v);
   check_options(g.options, g.name);

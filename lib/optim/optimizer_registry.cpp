@@ -26,7 +26,8 @@ Hyperparameter Hyperparameter::boolean(std::string key, bool dflt) {
 
 Hyperparameter Hyperparameter::pair(std::string key, std::vector<std::string> elements, std::vector<double> dflt,
                                     double lo, double hi, bool hi_open) {
-  TR_CHECK(elements.size() == 2 && dflt.size() == 2, "hyperparameter '", key, "': a pair needs two elements and two defaults");
+  TR_CHECK(elements.size() == 2 && dflt.size() == 2, "hyperparameter '", key,
+           "': a pair needs two elements and two defaults");
   Hyperparameter h = number(std::move(key), 0, lo, hi, hi_open);
   h.form = Form::Pair;
   h.elements = std::move(elements);
@@ -34,7 +35,9 @@ Hyperparameter Hyperparameter::pair(std::string key, std::vector<std::string> el
   return h;
 }
 
-std::vector<std::string> Hyperparameter::option_keys() const { return form == Form::Pair ? elements : std::vector{key}; }
+std::vector<std::string> Hyperparameter::option_keys() const {
+  return form == Form::Pair ? elements : std::vector{key};
+}
 
 bool Hyperparameter::in_range(double v) const { return v >= lo && (hi_open ? v < hi : v <= hi); }
 
@@ -99,7 +102,8 @@ Options read_hyperparameters(const TomlTable& t, const std::string& type_name, b
   for (const auto& h : type.hyperparameters) keys.push_back(h.key);
   for (const auto& [k, v] : t.raw()) {
     const std::string key(k.str());
-    if (others.count(key) && !type.find(key)) t.fail(key, str("is not a hyperparameter of ", type_name, " (its keys: ", keys, ")"));
+    if (others.count(key) && !type.find(key))
+      t.fail(key, str("is not a hyperparameter of ", type_name, " (its keys: ", keys, ")"));
   }
   Options o;
   for (const auto& h : type.hyperparameters)

@@ -29,8 +29,8 @@ struct Hyperparameter {
   };
   std::string key;
   Form form = Form::Number;
-  std::vector<double> dflt;           // one value; two for a pair
-  std::vector<std::string> elements;  // Pair: the Options keys of the two values
+  std::vector<double> dflt;                              // one value; two for a pair
+  std::vector<std::string> elements;                     // Pair: the Options keys of the two values
   double lo = -std::numeric_limits<double>::infinity();  // valid: lo <= v and v < hi (hi_open) or v <= hi
   double hi = std::numeric_limits<double>::infinity();
   bool hi_open = false;
@@ -47,7 +47,8 @@ struct Hyperparameter {
   std::string doc() const;    // "lr = 0.01", "betas = [0.9, 0.999]"
 };
 
-using OptimizerBuilder = std::function<std::unique_ptr<Optimizer>(std::vector<ParamGroup> groups, const Options& defaults)>;
+using OptimizerBuilder =
+    std::function<std::unique_ptr<Optimizer>(std::vector<ParamGroup> groups, const Options& defaults)>;
 
 // An optimizer a run config can name.
 struct OptimizerType {
@@ -65,8 +66,9 @@ struct OptimizerType {
   std::string doc() const;  // one line: every key with its default
 };
 
-#define TR_REGISTER_OPTIMIZER(NAME, ...) \
-  static const ::tr::Registrar<::tr::optim::OptimizerType> TR_REGISTRY_CONCAT(tr_optimizer_registrar_, __LINE__)(NAME, __VA_ARGS__)
+#define TR_REGISTER_OPTIMIZER(NAME, ...)                                                                          \
+  static const ::tr::Registrar<::tr::optim::OptimizerType> TR_REGISTRY_CONCAT(tr_optimizer_registrar_, __LINE__)( \
+      NAME, __VA_ARGS__)
 
 // The hyperparameters of optimizer `type` (a registered name) that `t` sets, checked against their
 // form and range, as Options; with `with_defaults`, every hyperparameter (its default where `t` has

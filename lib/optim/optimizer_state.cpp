@@ -77,9 +77,12 @@ OptimizerState state_dict(const Optimizer& opt) {
     json jg = type ? type->torch_constants : json::object();
     for (auto& [k, v] : g.options) {
       const Hyperparameter* h = hyperparameter_of(type, k);
-      if (!h) jg[k] = v;
-      else if (h->form == Hyperparameter::Form::Bool) jg[k] = v != 0;
-      else if (h->form == Hyperparameter::Form::Number) jg[k] = v;
+      if (!h)
+        jg[k] = v;
+      else if (h->form == Hyperparameter::Form::Bool)
+        jg[k] = v != 0;
+      else if (h->form == Hyperparameter::Form::Number)
+        jg[k] = v;
       else if (g.options.count(h->elements[0]) && g.options.count(h->elements[1]))
         jg[h->key] = {g.options.at(h->elements[0]), g.options.at(h->elements[1])};
     }
@@ -110,8 +113,8 @@ void load_state_dict(Optimizer& opt, const OptimizerState& s) {
   std::map<int64_t, std::pair<size_t, Tensor>> by_index;
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const json& g = s.param_groups[gi];
-    TR_CHECK(g.is_object() && g.contains("params") && g["params"].is_array(), "optimizer state: ",
-             group_label(groups, gi), ": saved group has no 'params' list");
+    TR_CHECK(g.is_object() && g.contains("params") && g["params"].is_array(),
+             "optimizer state: ", group_label(groups, gi), ": saved group has no 'params' list");
     const json& ids = g["params"];
     TR_CHECK(ids.size() == groups[gi].params.size(), "optimizer state: ", group_label(groups, gi), ": ", ids.size(),
              " parameters saved, the optimizer's group has ", groups[gi].params.size());
@@ -140,16 +143,16 @@ void load_state_dict(Optimizer& opt, const OptimizerState& s) {
       TR_CHECK(t.numel() == 1, "optimizer state: ", name, ": must hold one number, got shape ", t.sizes());
       loaded[index][key] = t.detach().clone();
     } else {
-      TR_CHECK(t.sizes() == p.sizes(), "optimizer state: ", name, ": shape ", t.sizes(), " does not match the parameter's ",
-               p.sizes());
+      TR_CHECK(t.sizes() == p.sizes(), "optimizer state: ", name, ": shape ", t.sizes(),
+               " does not match the parameter's ", p.sizes());
       loaded[index][key] = t.detach().to(p.device(), p.dtype()).clone();
     }
   }
   for (auto& [index, st] : loaded) {
     auto& [gi, p] = by_index.at(index);
     for (auto& key : opt.state_keys(options[gi]))
-      TR_CHECK(st.count(key), "optimizer state: state.", index, ".", key, " is missing (", opt.type_name(),
-               " keeps ", opt.state_keys(options[gi]), " for every parameter it has updated)");
+      TR_CHECK(st.count(key), "optimizer state: state.", index, ".", key, " is missing (", opt.type_name(), " keeps ",
+               opt.state_keys(options[gi]), " for every parameter it has updated)");
   }
 
   // commit

@@ -28,7 +28,8 @@ std::vector<ParamGroup> build_param_groups(const nn::Module& model, const std::v
     TR_CHECK(!r.name.empty(), "param group rule without a name");
     TR_CHECK(r.name != "default", "param group name 'default' is reserved for the parameters no rule claims");
     TR_CHECK(names.insert(r.name).second, "two param groups are named '", r.name, "'");
-    TR_CHECK(!r.select.empty(), "param group '", r.name, "' selects no parameters: give match, modules, param_names, "
+    TR_CHECK(!r.select.empty(), "param group '", r.name,
+             "' selects no parameters: give match, modules, param_names, "
              "min_dim or max_dim");
     for (auto& w : nn::check_selector(r.select, model, str("param group '", r.name, "'"))) warn(w);
   }
@@ -51,7 +52,7 @@ std::vector<ParamGroup> build_param_groups(const nn::Module& model, const std::v
   }
   for (auto& g : groups)
     if (g.params.empty() && !(g.name == "default" && frozen_claims_rest(rules, groups)))
-      warn(params.empty()          ? str("param group '", g.name, "' is empty: the model has no parameters")
+      warn(params.empty()        ? str("param group '", g.name, "' is empty: the model has no parameters")
            : g.name == "default" ? std::string("param group 'default' is empty: the rules claim every parameter")
                                  : str("param group '", g.name, "' is empty: no parameter matches its rule"));
   std::vector<ParamGroup> trainable{std::move(groups[0])};
@@ -73,13 +74,13 @@ int64_t freeze_parameters(const nn::Module& model, const std::vector<GroupRule>&
   return n;
 }
 
-std::vector<GroupRule> parse_group_rules(const toml::array& groups, const std::string& file,
-                                         const std::string& type) {
+std::vector<GroupRule> parse_group_rules(const toml::array& groups, const std::string& file, const std::string& type) {
   std::vector<GroupRule> rules;
   std::set<std::string> names{"default"};
   for (size_t i = 0; i < groups.size(); ++i) {
     const toml::table* tt = groups[i].as_table();
-    if (!tt) throw Error(str(toml_location(groups[i], file), ": [[optimizer.groups]] entry ", i + 1, " must be a table"));
+    if (!tt)
+      throw Error(str(toml_location(groups[i], file), ": [[optimizer.groups]] entry ", i + 1, " must be a table"));
     GroupRule r;
     r.name = str("group", i + 1);
     if (auto n = tt->get("name"); n && n->is_string()) r.name = n->value<std::string>().value();

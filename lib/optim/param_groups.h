@@ -35,12 +35,11 @@ struct GroupRule {
 };
 
 // A parameter belongs to a rule when the rule's selector selects it (nn::selects; a tied parameter
-// under any of its names). A rule must give at least one selector key. The result is the group "default" (options {}: the optimizer's
-// defaults) with every unclaimed parameter, then one group per rule in order, parameters in
-// model order. A parameter claimed by two rules is an error naming it and both groups; an empty
-// group and a `match` glob that matches no parameter are warnings (appended to `warnings`).
-// A `modules` name without wildcards that is no known layer type or class name is an error.
-// Frozen rules' groups are not in the result (their parameters are still claimed).
+// under any of its names). A rule must give at least one selector key. The result is the group "default" (options {}:
+// the optimizer's defaults) with every unclaimed parameter, then one group per rule in order, parameters in model
+// order. A parameter claimed by two rules is an error naming it and both groups; an empty group and a `match` glob that
+// matches no parameter are warnings (appended to `warnings`). A `modules` name without wildcards that is no known layer
+// type or class name is an error. Frozen rules' groups are not in the result (their parameters are still claimed).
 std::vector<ParamGroup> build_param_groups(const nn::Module& model, const std::vector<GroupRule>& rules,
                                            std::vector<std::string>* warnings = nullptr);
 

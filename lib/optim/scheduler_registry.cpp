@@ -9,7 +9,8 @@ int64_t int_or_span(const TomlTable& t, const std::string& key, int64_t span) {
     if (v <= 0) t.fail(key, str("must be positive, got ", v));
     return v;
   }
-  if (span <= 0) t.fail(key, "is required here: the length of the run (or of this phase) is unknown, so it has no default");
+  if (span <= 0)
+    t.fail(key, "is required here: the length of the run (or of this phase) is unknown, so it has no default");
   return span;
 }
 

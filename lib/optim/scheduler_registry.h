@@ -43,14 +43,15 @@ using SchedulerBuilder = std::function<std::unique_ptr<LRScheduler>(const TomlTa
 // A scheduler a run config can name.
 struct SchedulerType {
   SchedulerBuilder build;
-  std::string doc;                       // one line: the keys it takes
+  std::string doc;  // one line: the keys it takes
   std::string default_interval = "epoch";
 
   static constexpr const char* kRegistryKind = "scheduler";
 };
 
-#define TR_REGISTER_SCHEDULER(NAME, ...) \
-  static const ::tr::Registrar<::tr::optim::SchedulerType> TR_REGISTRY_CONCAT(tr_scheduler_registrar_, __LINE__)(NAME, __VA_ARGS__)
+#define TR_REGISTER_SCHEDULER(NAME, ...)                                                                          \
+  static const ::tr::Registrar<::tr::optim::SchedulerType> TR_REGISTRY_CONCAT(tr_scheduler_registrar_, __LINE__)( \
+      NAME, __VA_ARGS__)
 
 // The scheduler of a [scheduler] table, its interval() set: the training loop calls step() after
 // every optimizer step ("step") or at the end of every epoch ("epoch").
@@ -63,13 +64,10 @@ std::unique_ptr<LRScheduler> build_scheduler(const TomlTable& t, const Scheduler
 // ---- for builders ----
 
 // Runs a scheduler's constructor; its errors get the table's location.
-template <typename F>
-auto located(const TomlTable& t, F&& make) {
+template <typename F> auto located(const TomlTable& t, F&& make) {
   try {
     return make();
-  } catch (const Error& e) {
-    throw Error(str(t.location(), ": ", t.what(), ": ", e.what()));
-  }
+  } catch (const Error& e) { throw Error(str(t.location(), ": ", t.what(), ": ", e.what())); }
 }
 // A positive integer key whose default is the span; without a span the key is required.
 int64_t int_or_span(const TomlTable& t, const std::string& key, int64_t span);

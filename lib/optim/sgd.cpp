@@ -8,8 +8,12 @@
 namespace tr::optim {
 
 Options SGDOptions::to_map() const {
-  return {{"lr", lr}, {"momentum", momentum}, {"dampening", dampening}, {"weight_decay", weight_decay},
-          {"nesterov", nesterov ? 1.0 : 0.0}, {"maximize", maximize ? 1.0 : 0.0}};
+  return {{"lr", lr},
+          {"momentum", momentum},
+          {"dampening", dampening},
+          {"weight_decay", weight_decay},
+          {"nesterov", nesterov ? 1.0 : 0.0},
+          {"maximize", maximize ? 1.0 : 0.0}};
 }
 
 SGD::SGD(std::vector<ParamGroup> groups, SGDOptions d) : Optimizer(d.to_map()) {
@@ -17,7 +21,8 @@ SGD::SGD(std::vector<ParamGroup> groups, SGDOptions d) : Optimizer(d.to_map()) {
   for (auto& g : groups) add_param_group(std::move(g));
 }
 
-SGD::SGD(std::vector<Tensor> params, SGDOptions d) : SGD(std::vector<ParamGroup>{{std::move(params), {}, "default"}}, d) {}
+SGD::SGD(std::vector<Tensor> params, SGDOptions d)
+    : SGD(std::vector<ParamGroup>{{std::move(params), {}, "default"}}, d) {}
 
 void SGD::check_options(const Options& o, const std::string& group) const {
   const std::string where = "SGD (param group '" + group + "'): ";
@@ -73,8 +78,10 @@ void SGD::do_step() {
       if (wd != 0) d = add(d, p, wd);
       if (momentum != 0) {
         Tensor& buf = bufs[i];
-        if (first[i]) buf.copy_(d);  // torch: clone(d)
-        else buf.mul_(momentum).add_(d, 1.0 - dampening);
+        if (first[i])
+          buf.copy_(d);  // torch: clone(d)
+        else
+          buf.mul_(momentum).add_(d, 1.0 - dampening);
         d = nesterov ? add(d, buf, momentum) : buf;
       }
       p.add_(d, -lr);
@@ -100,12 +107,12 @@ using H = Hyperparameter;
 }  // namespace
 
 // lr's default is the run config's 0.01 (torch's SGD has none)
-TR_REGISTER_OPTIMIZER("sgd", {"SGD",
-                              {H::number("lr", 0.01, 0), H::number("momentum", 0, 0), H::number("dampening", 0),
-                               H::number("weight_decay", 0, 0), H::boolean("nesterov", false),
-                               H::boolean("maximize", false)},
-                              build_sgd,
-                              {{"foreach", nullptr}, {"differentiable", false}},
-                              "momentum"});
+TR_REGISTER_OPTIMIZER("sgd",
+                      {"SGD",
+                       {H::number("lr", 0.01, 0), H::number("momentum", 0, 0), H::number("dampening", 0),
+                        H::number("weight_decay", 0, 0), H::boolean("nesterov", false), H::boolean("maximize", false)},
+                       build_sgd,
+                       {{"foreach", nullptr}, {"differentiable", false}},
+                       "momentum"});
 
 }  // namespace tr::optim

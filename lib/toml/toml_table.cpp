@@ -10,7 +10,7 @@ namespace tr {
 std::string toml_location(const toml::node& n, const std::string& file) {
   const auto& s = n.source();
   if (s.path && s.path->rfind(kOverrideSource, 0) == 0) return *s.path;  // a value given on the command line
-  if (s.begin.line == 0) return file;  // a node made in code has no position
+  if (s.begin.line == 0) return file;                                    // a node made in code has no position
   return str(file, ":", s.begin.line, ":", s.begin.column);
 }
 
@@ -19,8 +19,7 @@ TomlTable::TomlTable(const toml::table& t, std::string file, std::string what)
 
 namespace {
 
-template <typename V>
-toml::array to_array(const std::vector<V>& v) {
+template <typename V> toml::array to_array(const std::vector<V>& v) {
   toml::array a;
   for (const auto& x : v) a.push_back(x);
   return a;
@@ -28,8 +27,7 @@ toml::array to_array(const std::vector<V>& v) {
 
 }  // namespace
 
-template <typename V>
-const V& TomlTable::recorded(const std::string& key, const V& v) const {
+template <typename V> const V& TomlTable::recorded(const std::string& key, const V& v) const {
   if (!resolved_) return v;
   if constexpr (std::is_same_v<V, std::vector<int64_t>> || std::is_same_v<V, std::vector<double>> ||
                 std::is_same_v<V, std::vector<std::string>>)

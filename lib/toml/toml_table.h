@@ -37,7 +37,8 @@ class TomlTable {
   std::string get_string(const std::string& key) const;
   std::string get_string(const std::string& key, const std::string& dflt) const;
   // One of `choices`; the error lists them.
-  std::string get_choice(const std::string& key, const std::vector<std::string>& choices, const std::string& dflt) const;
+  std::string get_choice(const std::string& key, const std::vector<std::string>& choices,
+                         const std::string& dflt) const;
   std::vector<int64_t> get_ints(const std::string& key) const;
   // An int n -> {n, n}, or a list of two ints (torch's _pair).
   std::vector<int64_t> get_pair(const std::string& key, std::vector<int64_t> dflt) const;
@@ -48,12 +49,10 @@ class TomlTable {
   std::vector<std::string> get_strings(const std::string& key, const std::vector<std::string>& dflt) const;
   // The entry of Registry<T> that string `key` names; an unknown name fails at the key's location
   // with the registry's message (nearest and known names).
-  template <typename T>
-  const T& get_registered(const std::string& key) const {
+  template <typename T> const T& get_registered(const std::string& key) const {
     return registered<T>(key, get_string(key));
   }
-  template <typename T>
-  const T& get_registered(const std::string& key, const std::string& dflt) const {
+  template <typename T> const T& get_registered(const std::string& key, const std::string& dflt) const {
     return registered<T>(key, get_string(key, dflt));
   }
   // An array of tables ([[layers]] or layers = [{...}, ...]).
@@ -81,14 +80,12 @@ class TomlTable {
  private:
   const toml::node& require(const std::string& key, const char* type) const;
   [[noreturn]] void type_error(const std::string& key, const char* expected) const;
-  template <typename T>
-  const T& registered(const std::string& key, const std::string& name) const {
+  template <typename T> const T& registered(const std::string& key, const std::string& name) const {
     if (const T* e = Registry<T>::get().find(name)) return *e;
     fail(key, "is an " + Registry<T>::get().unknown_message(name));
   }
   // Returns `v` after recording it under `key` (when recording).
-  template <typename V>
-  const V& recorded(const std::string& key, const V& v) const;
+  template <typename V> const V& recorded(const std::string& key, const V& v) const;
 
   const toml::table* t_;
   std::string file_;

@@ -57,8 +57,9 @@ void Checkpointer::check_config(const std::string& dir, const CheckpointState& s
   std::string refused, accepted;
   for (auto& c : config::diff_configs(saved, now, run_.cfg.source.get()))
     (c.harmless ? accepted : refused) += "\n  " + c.str();
-  TR_CHECK(refused.empty(), "cannot resume from ", dir, ": the config differs from the checkpoint's in keys that change the run:",
-           refused, accepted.empty() ? "" : "\n(also changed, harmless:" + accepted + ")");
+  TR_CHECK(refused.empty(), "cannot resume from ", dir,
+           ": the config differs from the checkpoint's in keys that change the run:", refused,
+           accepted.empty() ? "" : "\n(also changed, harmless:" + accepted + ")");
   if (!accepted.empty()) std::fprintf(stderr, "resuming with changed settings:%s\n", accepted.c_str());
 }
 
@@ -75,8 +76,10 @@ void Checkpointer::restore_model_and_optimizer(const std::string& dir, const Che
   os.step_count = state.optimizer_step_count;
   for (auto& [n, t] : io::load_safetensors(dir + "/optimizer.safetensors")) os.tensors[n] = t;
   // (a sharded run keeps its pieces of the full state: any checkpoint resumes with any world size and shard)
-  if (run_.sharded_optimizer) run_.sharded_optimizer->load_state_dict(os);
-  else optim::load_state_dict(*run_.optimizer, os);
+  if (run_.sharded_optimizer)
+    run_.sharded_optimizer->load_state_dict(os);
+  else
+    optim::load_state_dict(*run_.optimizer, os);
   if (run_.scheduler) {
     TR_CHECK(!state.scheduler.is_null(), "cannot resume from ", dir, ": it has no scheduler state");
     run_.scheduler->load_state_dict(state.scheduler);
@@ -85,8 +88,8 @@ void Checkpointer::restore_model_and_optimizer(const std::string& dir, const Che
 
 void Checkpointer::restore_ema_and_scaler(const std::string& dir, const CheckpointState& state) {
   if (run_.ema) {  // (the config check has refused a checkpoint of a run without EMA)
-    TR_CHECK(state.ema && fs::exists(dir + "/" + kEmaFile),
-             "cannot resume from ", dir, ": it holds no EMA weights (", kEmaFile, ")");
+    TR_CHECK(state.ema && fs::exists(dir + "/" + kEmaFile), "cannot resume from ", dir, ": it holds no EMA weights (",
+             kEmaFile, ")");
     nn::StateDict esd;
     for (auto& [n, t] : io::load_safetensors(dir + "/" + kEmaFile)) esd.emplace_back(n, t);
     run_.ema->module().load_state_dict(esd, true);

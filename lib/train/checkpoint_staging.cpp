@@ -20,7 +20,8 @@ size_t nbytes(const Tensor& t) { return size_t(t.numel()) * t.element_size(); }
 
 CheckpointStaging::Buffer::Buffer(size_t n, bool pin) : bytes(n), pinned(pin) {
   data = pin ? cuda::alloc_pinned(n) : std::aligned_alloc(kAlign, padded(std::max<size_t>(n, 1)));
-  TR_CHECK(data, "checkpoint staging: cannot allocate ", format_bytes(double(n)), " of host memory for the copy of the state");
+  TR_CHECK(data, "checkpoint staging: cannot allocate ", format_bytes(double(n)),
+           " of host memory for the copy of the state");
 }
 
 CheckpointStaging::Buffer::~Buffer() {
@@ -55,8 +56,10 @@ void CheckpointStaging::stage(CheckpointSnapshot& s) {
       if (!t.defined()) continue;
       const Tensor c = t.detach().contiguous();
       const size_t n = nbytes(c);
-      if (n > 0 && c.device().is_cpu()) std::memcpy(p, c.raw_data(), n);
-      else if (n > 0) cuda::memcpy(p, kCPU, c.raw_data(), c.device(), n);  // waits for the step that wrote it
+      if (n > 0 && c.device().is_cpu())
+        std::memcpy(p, c.raw_data(), n);
+      else if (n > 0)
+        cuda::memcpy(p, kCPU, c.raw_data(), c.device(), n);  // waits for the step that wrote it
       t = from_blob(p, c.sizes(), c.dtype(), owner);
       p += padded(n);
     }

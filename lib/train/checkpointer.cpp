@@ -98,7 +98,8 @@ CheckpointSnapshot Checkpointer::snapshot(const TrainPosition& pos, const LoopCo
   state.param_groups = os.param_groups;
   state.optimizer_step_count = os.step_count;
   if (run_.scheduler) state.scheduler = run_.scheduler->state_dict();
-  if (run_.scaler.is_enabled()) state.scaler = CheckpointState::Scaler{run_.scaler.state_dict(), run_.scaler.skipped_steps()};
+  if (run_.scaler.is_enabled())
+    state.scaler = CheckpointState::Scaler{run_.scaler.state_dict(), run_.scaler.skipped_steps()};
   if (run_.ema) state.ema = CheckpointState::Ema{run_.ema->decay(), run_.ema->n_averaged()};
   state.progress_window = counters.progress_window;
   state.metrics_lines = counters.metrics_lines;

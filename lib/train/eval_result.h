@@ -8,7 +8,7 @@ namespace tr::train {
 struct EvalResult {
   double loss = 0;
   std::optional<double> accuracy;  // for a classification loss
-  int64_t count = 0;  // predictions scored (samples, or tokens for a language model)
+  int64_t count = 0;               // predictions scored (samples, or tokens for a language model)
 };
 
 }  // namespace tr::train

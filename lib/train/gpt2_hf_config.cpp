@@ -15,8 +15,7 @@ namespace tr::train::gpt2_hf {
 namespace {
 
 // One value that every module of a kind must agree on (all blocks' n_head, all LayerNorms' eps).
-template <typename T>
-void agree(std::optional<T>& seen, const T& v, const char* what, const std::string& model) {
+template <typename T> void agree(std::optional<T>& seen, const T& v, const char* what, const std::string& model) {
   TR_CHECK(!seen || *seen == v, model, ": GPT2LMHeadModel has one ", what, " for every layer; the model has ", *seen,
            " and ", v);
   seen = v;
@@ -59,7 +58,8 @@ Gpt2Dims gpt2_dims(nn::Module& model, const std::string& what) {
       agree(eps, ln->eps, "layer_norm_epsilon", what);
     }
   }
-  TR_CHECK(wte && wpe && d.n_layer > 0, what, ": not a GPT-2 model: GPT2LMHeadModel needs an embedding "
+  TR_CHECK(wte && wpe && d.n_layer > 0, what,
+           ": not a GPT-2 model: GPT2LMHeadModel needs an embedding "
            "transformer.wte, a position_embedding transformer.wpe and transformer_blocks transformer.h.N (the "
            "layout of models/gpt2_124m.toml)");
   d.n_head = *n_head;
@@ -73,8 +73,11 @@ Gpt2Dims gpt2_dims(nn::Module& model, const std::string& what) {
 }
 
 nlohmann::json config_json(const Gpt2Dims& d, DType dtype) {
-  const char* torch_dtype = dtype == DType::F32 ? "float32" : dtype == DType::BF16 ? "bfloat16"
-                          : dtype == DType::F16 ? "float16" : dtype == DType::F64 ? "float64" : nullptr;
+  const char* torch_dtype = dtype == DType::F32    ? "float32"
+                            : dtype == DType::BF16 ? "bfloat16"
+                            : dtype == DType::F16  ? "float16"
+                            : dtype == DType::F64  ? "float64"
+                                                   : nullptr;
   TR_CHECK(torch_dtype, "config.json: GPT2LMHeadModel's weights are floating point, not ", dtype_name(dtype));
   nlohmann::json j = {
       {"architectures", {"GPT2LMHeadModel"}},
@@ -109,9 +112,7 @@ void check_config_json(const std::string& path, const Gpt2Dims& m, const std::st
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(f);
-  } catch (const std::exception& e) {
-    throw Error(str(path, ": not JSON: ", e.what()));
-  }
+  } catch (const std::exception& e) { throw Error(str(path, ": not JSON: ", e.what())); }
   TR_CHECK(j.is_object(), path, ": expected a JSON object (GPT2Config)");
   if (j.contains("model_type"))
     TR_CHECK(j["model_type"] == "gpt2", path, ": model_type is ", j["model_type"].dump(), ", not \"gpt2\"");
@@ -124,10 +125,10 @@ void check_config_json(const std::string& path, const Gpt2Dims& m, const std::st
   auto check = [&](const char* key, double fallback, double ours, const char* model_key) {
     const double theirs = number(key, fallback);
     const bool openai_vocab = std::string_view(key) == "vocab_size" && theirs == 50257;
-    TR_CHECK(std::abs(theirs - ours) <= 1e-9 * std::abs(ours), path, ": ", key, " = ", theirs, " but the model (",
-             what, ") has ", model_key, " = ", ours, "; the model file must be the GPT-2 the weights were saved from",
-             openai_vocab ? " (OpenAI's GPT-2: models/gpt2_124m.toml, not the padded models/gpt2_124m_padded.toml)"
-                          : "");
+    TR_CHECK(
+        std::abs(theirs - ours) <= 1e-9 * std::abs(ours), path, ": ", key, " = ", theirs, " but the model (", what,
+        ") has ", model_key, " = ", ours, "; the model file must be the GPT-2 the weights were saved from",
+        openai_vocab ? " (OpenAI's GPT-2: models/gpt2_124m.toml, not the padded models/gpt2_124m_padded.toml)" : "");
   };
   check("n_head", 12, double(m.n_head), "n_head");
   check("n_layer", 12, double(m.n_layer), "n_layer (transformer_blocks)");

@@ -15,7 +15,7 @@ struct Gpt2Dims {
   int64_t vocab_size = 0, n_positions = 0, n_embd = 0, n_layer = 0, n_head = 0;
   double layer_norm_epsilon = 1e-5;
   std::string activation_function = "gelu_new";  // HF's name of our gelu = "tanh"; "gelu" for "none"
-  bool tie_word_embeddings = true;                 // lm_head.weight tied to transformer.wte.weight
+  bool tie_word_embeddings = true;               // lm_head.weight tied to transformer.wte.weight
   double embd_pdrop = 0, attn_pdrop = 0, resid_pdrop = 0;
 };
 

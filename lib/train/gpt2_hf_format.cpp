@@ -107,7 +107,8 @@ io::NamedTensorList from_hf(io::NamedTensorList tensors, const std::string& file
     const bool bare = name.rfind(kPrefix, 0) != 0 && name != kHead;  // saved from GPT2Model
     const std::string key = bare ? std::string(kPrefix) + name : name;
     const Rule* rule = rule_of(key);
-    TR_CHECK(rule, file, ": '", name, "' is not a tensor of Hugging Face's GPT2LMHeadModel (init_format = "
+    TR_CHECK(rule, file, ": '", name,
+             "' is not a tensor of Hugging Face's GPT2LMHeadModel (init_format = "
              "\"gpt2_hf\" reads transformer.wte.weight, transformer.h.N.attn.c_attn.weight, ...; init_format = "
              "\"torch\" reads a state_dict by its own names)");
     if (rule->kind == Kind::Buffer) continue;
@@ -129,7 +130,8 @@ io::NamedTensorList from_hf(io::NamedTensorList tensors, const std::string& file
   }
   // lm_head.weight: by the model's tie, as GPT2LMHeadModel's tie_word_embeddings
   auto find = [&](std::string_view n) -> Tensor* {
-    for (auto& [k, v] : out) if (k == n) return &v;
+    for (auto& [k, v] : out)
+      if (k == n) return &v;
     return nullptr;
   };
   const auto ties = ties_of(model);
@@ -154,13 +156,16 @@ io::NamedTensorList to_hf(const nn::Module& model) {
   for (auto& [name, t] : model.state_dict()) {
     auto tie = ties.find(name);
     if (tie != ties.end()) {
-      TR_CHECK(name == kHead && tie->second == kEmbedding, "GPT2LMHeadModel ties only lm_head.weight to "
-               "transformer.wte.weight; the model ties ", name, " to ", tie->second);
+      TR_CHECK(name == kHead && tie->second == kEmbedding,
+               "GPT2LMHeadModel ties only lm_head.weight to "
+               "transformer.wte.weight; the model ties ",
+               name, " to ", tie->second);
       continue;  // save_pretrained leaves the tied head out
     }
     int64_t index = -1;
     const Rule* rule = rule_of(name, &index);
-    TR_CHECK(rule && rule->kind != Kind::Buffer, "the model's tensor '", name, "' has no place in Hugging Face's "
+    TR_CHECK(rule && rule->kind != Kind::Buffer, "the model's tensor '", name,
+             "' has no place in Hugging Face's "
              "GPT2LMHeadModel (a GPT-2 model file has nanoGPT's names and layers: models/gpt2_124m.toml)");
     n_layer = std::max(n_layer, index + 1);
     names.insert(name);
@@ -171,9 +176,8 @@ io::NamedTensorList to_hf(const nn::Module& model) {
     if (r.kind == Kind::Buffer || (r.name == kHead && ties.count(std::string(kHead)))) continue;
     const size_t at = r.name.find("{i}");
     for (int64_t i = 0; i < (at == std::string_view::npos ? 1 : n_layer); ++i) {
-      const std::string name = at == std::string_view::npos
-                                   ? std::string(r.name)
-                                   : str(r.name.substr(0, at), i, r.name.substr(at + 3));
+      const std::string name =
+          at == std::string_view::npos ? std::string(r.name) : str(r.name.substr(0, at), i, r.name.substr(at + 3));
       TR_CHECK(names.count(name), "the model has no '", name, "', which Hugging Face's GPT2LMHeadModel has (",
                "its LayerNorms and projections all have biases: the GPT-2 model files' bias = true)");
     }

@@ -38,7 +38,8 @@ void export_checkpoint(const std::string& checkpoint, const std::string& out, bo
   const std::string weights = train::weights_file(checkpoint, ema);
   // runs/<name>/checkpoints/step_<N> -> runs/<name>/config.toml
   const fs::path dir = fs::path(checkpoint).lexically_normal();
-  const fs::path run_config = (dir.has_filename() ? dir : dir.parent_path()).parent_path().parent_path() / "config.toml";
+  const fs::path run_config =
+      (dir.has_filename() ? dir : dir.parent_path()).parent_path().parent_path() / "config.toml";
   TR_CHECK(fs::exists(run_config), "trainer export --format gpt2_hf: no run config at ", run_config.string(),
            " (the resolved config.toml of the checkpoint's run, runs/<name>/config.toml): GPT-2's config.json "
            "needs the model file's n_head, which no weight's shape shows");
@@ -47,14 +48,13 @@ void export_checkpoint(const std::string& checkpoint, const std::string& out, bo
   nn::Model m = build_model(cfg);
   try {
     train::load_weights(*m.net, weights, what);
-  } catch (const Error& e) {
-    throw Error(str("trainer export: ", e.what()));
-  }
+  } catch (const Error& e) { throw Error(str("trainer export: ", e.what())); }
   const Gpt2Dims d = save_pretrained(*m.net, out, what);
-  std::printf("wrote %s: Hugging Face's GPT2LMHeadModel (n_layer %lld, n_head %lld, n_embd %lld, vocab %lld, "
-              "n_positions %lld) from %s%s\n", out.c_str(), (long long)d.n_layer, (long long)d.n_head,
-              (long long)d.n_embd, (long long)d.vocab_size, (long long)d.n_positions, checkpoint.c_str(),
-              ema ? " (EMA weights)" : "");
+  std::printf(
+      "wrote %s: Hugging Face's GPT2LMHeadModel (n_layer %lld, n_head %lld, n_embd %lld, vocab %lld, "
+      "n_positions %lld) from %s%s\n",
+      out.c_str(), (long long)d.n_layer, (long long)d.n_head, (long long)d.n_embd, (long long)d.vocab_size,
+      (long long)d.n_positions, checkpoint.c_str(), ema ? " (EMA weights)" : "");
 }
 
 }  // namespace tr::train::gpt2_hf

@@ -78,7 +78,8 @@ MatmulPeak matmul_peak(Device d, DType t, const std::string& file) {
   const std::string key = peak_key(d, t);
   if (!file.empty()) {
     const nlohmann::json peaks = read_peaks(file);
-    if (peaks.contains(key) && peaks[key].is_number() && peaks[key].get<double>() > 0) return {peaks[key].get<double>(), true};
+    if (peaks.contains(key) && peaks[key].is_number() && peaks[key].get<double>() > 0)
+      return {peaks[key].get<double>(), true};
   }
   const double flops = measure_matmul_peak(d, t);
   if (!file.empty()) {

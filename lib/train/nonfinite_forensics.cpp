@@ -88,9 +88,9 @@ std::string find_culprit(Run& r, const NonfiniteStep& s, const StepRerun& rerun)
   try {
     rerun(&in_backward);
   } catch (const NonFiniteOpError& e) {
-    culprit = str(e.what(), in_backward ? std::string(" in the backward pass")
-                                          : trail.layers().empty() ? std::string(" in the loss")
-                                                                   : " in layer " + trail.layers().back() + " (forward)");
+    culprit = str(e.what(), in_backward              ? std::string(" in the backward pass")
+                            : trail.layers().empty() ? std::string(" in the loss")
+                                                     : " in layer " + trail.layers().back() + " (forward)");
   }
   NonFiniteOpCheck::set_enabled(false);
   return culprit;
@@ -113,8 +113,9 @@ void stop_nonfinite(Run& r, const NonfiniteStep& s, const StepRerun& rerun) {
   std::string culprit = find_culprit(r, s, rerun);
   if (culprit.empty()) culprit = no_culprit(r);
   throw Error(str("training diverged at step ", s.step, " (epoch ", s.micro.front().epoch, "): ", s.what, "; ", culprit,
-                  ". The step was not applied; the batch's sample indices are in ", file, ". Lower [optimizer] lr (now ",
-                  json_num(r.optimizer->lrs()[0]), "), clip gradients ([train] grad_clip), or skip such steps with [train] "
+                  ". The step was not applied; the batch's sample indices are in ", file,
+                  ". Lower [optimizer] lr (now ", json_num(r.optimizer->lrs()[0]),
+                  "), clip gradients ([train] grad_clip), or skip such steps with [train] "
                   "nonfinite = \"skip\""));
 }
 

@@ -147,12 +147,15 @@ void measure_lr_schedule(Run& r, PlanMeasurement& m) {
     for (size_t g = 0; g < m.groups.size(); ++g) m.groups[g].lrs.push_back(now[g]);
     if (r.scheduler) {
       r.scheduler->optimizer_stepped();
-      if (r.scheduler->interval() == "step") r.scheduler->step();
-      else if ((s + 1) % r.steps_per_epoch == 0) r.scheduler->step();
+      if (r.scheduler->interval() == "step")
+        r.scheduler->step();
+      else if ((s + 1) % r.steps_per_epoch == 0)
+        r.scheduler->step();
     }
   }
-  m.schedule = r.scheduler ? str((*r.cfg.scheduler.table)["type"].value_or(std::string("?")), ", per ", r.scheduler->interval())
-                           : std::string("constant");
+  m.schedule = r.scheduler
+                   ? str((*r.cfg.scheduler.table)["type"].value_or(std::string("?")), ", per ", r.scheduler->interval())
+                   : std::string("constant");
 }
 
 // ---- rendering ----
@@ -166,7 +169,8 @@ void render_model(const PlanMeasurement& m, std::string& t) {
     for (const auto& [k, v] : g.hyperparameters) hp += str("  ", k, " ", json_num(v));
     t += str("  ", g.name, ": ", g.tensors, " tensors, ", thousands(g.params), " parameters", hp, "\n");
   }
-  if (m.frozen_params > 0) t += str("  frozen: ", thousands(m.frozen_params), " parameters (no gradient, no optimizer state)\n");
+  if (m.frozen_params > 0)
+    t += str("  frozen: ", thousands(m.frozen_params), " parameters (no gradient, no optimizer state)\n");
   t += str("data: ", m.train_samples, " training samples, batch ", m.batch_size, " (", m.micro_batch, " per rank",
            m.accumulate > 1 ? str(", ", m.accumulate, " micro-batches a step") : "", "): ", m.steps_per_epoch,
            " steps per epoch x ", m.epochs, " epoch(s) = ", m.total_steps, " steps\n");
@@ -180,12 +184,13 @@ void render_cost(const PlanMeasurement& p, std::string& t) {
   t += str("  parameters ", mib(m.params), ", gradients ", mib(m.grads), ", optimizer state ", mib(m.optimizer_state),
            " (", p.optimizer_type, ")\n");
   t += str("  activations ", mib(m.activations), " (", mib(m.per_sample), " per sample x ", p.micro_batch, ")\n");
-  t += str("  a training step's peak ~ ", mib(m.step_peak), "; an eval batch of ", p.eval_batch, " ~ ", mib(m.eval_peak), "\n");
+  t += str("  a training step's peak ~ ", mib(m.step_peak), "; an eval batch of ", p.eval_batch, " ~ ",
+           mib(m.eval_peak), "\n");
   if (p.shards.empty()) return;
   t += str("memory per rank by [dist] shard (", p.nproc, " ranks; this config: \"", p.shard, "\"):\n");
   for (const ShardMemoryPlan& sp : p.shards)
-    t += str("  ", sp.shard, std::string(10 - sp.shard.size(), ' '), "gradient memory ", mib(sp.grads), ", optimizer state ",
-             mib(sp.optimizer_state), ", a training step's peak ~ ", mib(sp.step_peak), "\n");
+    t += str("  ", sp.shard, std::string(10 - sp.shard.size(), ' '), "gradient memory ", mib(sp.grads),
+             ", optimizer state ", mib(sp.optimizer_state), ", a training step's peak ~ ", mib(sp.step_peak), "\n");
 }
 
 // The schedule's lines and its chart.
@@ -196,8 +201,8 @@ io::Chart render_lr_schedule(const PlanMeasurement& m, std::string& t) {
     const std::vector<double>& v = m.groups[g].lrs;
     if (v.empty()) continue;
     const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
-    t += str("  ", m.groups[g].name, ": ", json_num(v.front()), " -> ", json_num(v.back()), " (min ", json_num(*lo), ", max ",
-             json_num(*hi), ")  ", sparkline(v), "\n");
+    t += str("  ", m.groups[g].name, ": ", json_num(v.front()), " -> ", json_num(v.back()), " (min ", json_num(*lo),
+             ", max ", json_num(*hi), ")  ", sparkline(v), "\n");
     io::Series se{m.groups[g].name, {}, v, g > 0, int(g)};
     for (size_t s = 0; s < v.size(); ++s) se.x.push_back(double(s + 1));
     chart.series.push_back(std::move(se));
@@ -214,8 +219,9 @@ std::vector<std::string> plan_warnings(const PlanMeasurement& m) {
     const std::vector<double>& v = g.lrs;
     if (v.empty()) continue;
     const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
-    if (*hi == 0) w.push_back(str("param group '", g.name, "' has lr 0 for the whole run: its parameters never ",
-                                  "change (frozen = true says so, and saves its gradients and state)"));
+    if (*hi == 0)
+      w.push_back(str("param group '", g.name, "' has lr 0 for the whole run: its parameters never ",
+                      "change (frozen = true says so, and saves its gradients and state)"));
     else if (v.size() > 1 && v.back() > v.front() && std::is_sorted(v.begin(), v.end()))
       w.push_back(str("the lr of param group '", g.name, "' rises over the whole run (", json_num(v.front()), " -> ",
                       json_num(v.back()), "): is the warmup longer than the run's ", m.total_steps, " steps?"));

@@ -20,7 +20,7 @@ struct MemoryPlan {
 
 // A training step's memory per rank under one [dist] shard setting (plans of several ranks).
 struct ShardMemoryPlan {
-  std::string shard;  // "none" | "optimizer" | "gradients"
+  std::string shard;                                     // "none" | "optimizer" | "gradients"
   double grads = 0, optimizer_state = 0, step_peak = 0;  // bytes per rank
 };
 
@@ -55,7 +55,7 @@ struct Plan {
   std::vector<io::Chart> charts;  // the LR schedule (for --out)
   MemoryPlan memory;
   std::vector<ShardMemoryPlan> shards;  // with nproc > 1: each [dist] shard setting
-  double flops_per_step = 0;      // per rank
+  double flops_per_step = 0;            // per rank
   std::vector<std::string> warnings;
 };
 

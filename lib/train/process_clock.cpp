@@ -27,9 +27,7 @@ long long start_ticks() {
     if (!(rest >> field)) return -1;
   try {
     return std::stoll(field);
-  } catch (const std::exception&) {
-    return -1;
-  }
+  } catch (const std::exception&) { return -1; }
 }
 
 }  // namespace

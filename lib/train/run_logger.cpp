@@ -30,10 +30,10 @@ void RunLogger::open(int64_t start_step, const std::optional<CheckpointState>& r
                                          cfg.train.log_every, start_step);
   if (resumed) progress_->restore_window(resumed->progress_window);
   const int64_t acc = cfg.train.accumulate;
-  progress_->message(str("run ", cfg.run.name, ": ", run_.data.train->describe(), ", ", run_.model.net->num_parameters(),
-                         " parameters, ", cfg.optimizer.type, " on ", run_.device.str(), ", ", run_.total_steps,
-                         " steps (", run_.epochs(), " epochs of ", run_.steps_per_epoch,
-                         acc > 1 ? str(", ", acc, " micro-batches each") : "", ")",
+  progress_->message(str("run ", cfg.run.name, ": ", run_.data.train->describe(), ", ",
+                         run_.model.net->num_parameters(), " parameters, ", cfg.optimizer.type, " on ",
+                         run_.device.str(), ", ", run_.total_steps, " steps (", run_.epochs(), " epochs of ",
+                         run_.steps_per_epoch, acc > 1 ? str(", ", acc, " micro-batches each") : "", ")",
                          run_.env.active() ? str(", ", run_.env.world_size, " ranks (", run_.pg->describe(), ")") : "",
                          resumed ? str("; resumed at step ", start_step) : ""));
 }
@@ -66,7 +66,8 @@ void RunLogger::train_line(int64_t step, int64_t epoch, const std::vector<double
   MetricsRecord r;
   r.add("split", "train").add("step", step).add("epoch", epoch).add("loss", w.loss).add("lr", lrs);
   if (w.grad_norm) r.add("grad_norm", *w.grad_norm);
-  if (run_.scaler.is_enabled()) r.add("loss_scale", run_.scaler.get_scale()).add("skipped_steps", run_.scaler.skipped_steps());
+  if (run_.scaler.is_enabled())
+    r.add("loss_scale", run_.scaler.get_scale()).add("skipped_steps", run_.scaler.skipped_steps());
   if (run_.cfg.train.nonfinite == "skip") r.add("nonfinite_skipped", nonfinite_skipped);
   r.append(memory).append(mfu);
   r.add("samples_per_s", std::round(w.samples_per_s * 10) / 10);
@@ -105,7 +106,9 @@ void RunLogger::add_memory(MetricsRecord& r) {
 void RunLogger::add_mfu(MetricsRecord& r) {
   if (peak_flops_ == 0) find_peak_flops();
   const double mfu = step_flops_ * progress_->steps_per_s() / peak_flops_;
-  r.add("flops_per_step", step_flops_).add("peak_flops", std::round(peak_flops_)).add("mfu", std::round(mfu * 1e4) / 1e4);
+  r.add("flops_per_step", step_flops_)
+      .add("peak_flops", std::round(peak_flops_))
+      .add("mfu", std::round(mfu * 1e4) / 1e4);
 }
 
 void RunLogger::find_peak_flops() {
@@ -118,14 +121,16 @@ void RunLogger::find_peak_flops() {
   progress_->message(str("MFU: ", json_num(step_flops_ / 1e9), " GFLOP per step on each rank (matrix products and ",
                          "convolutions, forward and backward) against a ", dtype_name(t), " matmul peak of ",
                          json_num(std::round(peak_flops_ / 1e8) / 10), " GFLOP/s on ", run_.device.str(),
-                         peak.cached ? str(" (measured once on this machine, kept in ", file, ")")
-                                     : file.empty() ? std::string(" (measured by this run)")
-                                                    : str(" (measured now, kept in ", file, " for later runs)")));
+                         peak.cached    ? str(" (measured once on this machine, kept in ", file, ")")
+                         : file.empty() ? std::string(" (measured by this run)")
+                                        : str(" (measured now, kept in ", file, " for later runs)")));
 }
 
 void RunLogger::eval_line(int64_t step, int64_t epoch, const EvalResult& e, const std::optional<EvalResult>& ema) {
-  if (ema) progress_->eval(step, epoch, e.loss, e.accuracy, EvalScores{ema->loss, ema->accuracy});
-  else progress_->eval(step, epoch, e.loss, e.accuracy);
+  if (ema)
+    progress_->eval(step, epoch, e.loss, e.accuracy, EvalScores{ema->loss, ema->accuracy});
+  else
+    progress_->eval(step, epoch, e.loss, e.accuracy);
   MetricsRecord r;
   r.add("split", "eval").add("step", step).add("epoch", epoch).add("loss", e.loss);
   if (e.accuracy) r.add("accuracy", *e.accuracy);
@@ -151,10 +156,12 @@ void RunLogger::done(int64_t steps, double seconds, const EvalResult& e, const s
   char buf[300];
   int n = std::snprintf(buf, sizeof buf, "done: %lld steps in %.1f s%s; eval loss %.4f", (long long)steps, seconds,
                         startup, e.loss);
-  if (e.accuracy && n > 0 && size_t(n) < sizeof buf) n += std::snprintf(buf + n, sizeof buf - size_t(n), ", accuracy %.4f", *e.accuracy);
+  if (e.accuracy && n > 0 && size_t(n) < sizeof buf)
+    n += std::snprintf(buf + n, sizeof buf - size_t(n), ", accuracy %.4f", *e.accuracy);
   if (ema && n > 0 && size_t(n) < sizeof buf) {
     n += std::snprintf(buf + n, sizeof buf - size_t(n), "; EMA eval loss %.4f", ema->loss);
-    if (ema->accuracy && size_t(n) < sizeof buf) std::snprintf(buf + n, sizeof buf - size_t(n), ", accuracy %.4f", *ema->accuracy);
+    if (ema->accuracy && size_t(n) < sizeof buf)
+      std::snprintf(buf + n, sizeof buf - size_t(n), ", accuracy %.4f", *ema->accuracy);
   }
   progress_->message(buf);
 }

@@ -14,8 +14,8 @@ std::pair<Tensor, Tensor> RunLoss::operator()(const Tensor& output, const Tensor
   // classification: [B, C] vs [B]; language model: [B, T, V] vs [B, T] (flattened)
   Tensor lg = output.dim() > 2 ? output.reshape({-1, output.size(-1)}) : output;
   Tensor tg = target.reshape({-1});
-  TR_CHECK(lg.size(0) == tg.size(0), "the model output ", output.sizes(), " does not match the targets ", target.sizes(),
-           " (expected [batch, classes] logits, or [batch, T, vocab] for a language model)");
+  TR_CHECK(lg.size(0) == tg.size(0), "the model output ", output.sizes(), " does not match the targets ",
+           target.sizes(), " (expected [batch, classes] logits, or [batch, T, vocab] for a language model)");
   // The fused cross entropy finds each row's argmax in its one pass over the logits; otherwise
   // (fusion off, no kernel, a loss with hooks) the metric takes its own argmax pass.
   Tensor loss, hits;

@@ -24,7 +24,6 @@ namespace tr::train {
 
 namespace {
 
-
 // [data] micro_batch_size and [train] tokens_per_step, as llm.c sizes a step (-b, -d): the global
 // micro-batch is micro_batch_size x ranks, and accumulate = tokens_per_step / (global micro-batch
 // x tokens per sample), which must be a whole number.
@@ -37,10 +36,11 @@ void resolve_batching(config::RunConfig& cfg, int64_t world, const nn::Model& mo
            ": [train] tokens_per_step needs a token model (input int64 [T]); this model's input is ", model.input.str(),
            " (use accumulate)");
   const int64_t T = model.input.shape[0], per_micro = d.batch_size * T;
-  TR_CHECK(t.tokens_per_step % per_micro == 0, cfg.path, ": [train] tokens_per_step = ", t.tokens_per_step,
-           " is not a whole number of micro-steps of ", d.batch_size, " samples x ", T, " tokens = ", per_micro,
-           d.micro_batch_size > 0 ? str(" (micro_batch_size ", d.micro_batch_size, " x ", world, " ranks)") : std::string(),
-           "; llm.c asks the same of total_batch_size");
+  TR_CHECK(
+      t.tokens_per_step % per_micro == 0, cfg.path, ": [train] tokens_per_step = ", t.tokens_per_step,
+      " is not a whole number of micro-steps of ", d.batch_size, " samples x ", T, " tokens = ", per_micro,
+      d.micro_batch_size > 0 ? str(" (micro_batch_size ", d.micro_batch_size, " x ", world, " ranks)") : std::string(),
+      "; llm.c asks the same of total_batch_size");
   t.accumulate = t.tokens_per_step / per_micro;
 }
 
@@ -55,9 +55,7 @@ void load_initial_weights(nn::Module& net, const config::RunConfig& cfg) {
   try {
     tensors = m.init_format == "gpt2_hf" ? gpt2_hf::load_weights(m.init, net, m.is_inline ? cfg.path : m.file)
                                          : io::load_safetensors(m.init);
-  } catch (const Error& e) {
-    throw Error(str(cfg.path, ": [model] init = \"", m.init, "\": ", e.what()));
-  }
+  } catch (const Error& e) { throw Error(str(cfg.path, ": [model] init = \"", m.init, "\": ", e.what())); }
   for (auto& [name, t] : tensors) {
     std::string key = name;
     for (const auto& [from, to] : m.prefix)
@@ -76,8 +74,10 @@ void load_initial_weights(nn::Module& net, const config::RunConfig& cfg) {
                     m.strict ? " (strict = false loads the keys that match)" : ""));
   }
   if (!r.missing_keys.empty())
-    std::fprintf(stderr, "warning: %s: [model] init: %zu of the model's tensors are not in %s and keep their initial "
-                 "values: %s\n", cfg.path.c_str(), r.missing_keys.size(), m.init.c_str(), str(r.missing_keys).c_str());
+    std::fprintf(stderr,
+                 "warning: %s: [model] init: %zu of the model's tensors are not in %s and keep their initial "
+                 "values: %s\n",
+                 cfg.path.c_str(), r.missing_keys.size(), m.init.c_str(), str(r.missing_keys).c_str());
   if (!r.unexpected_keys.empty())
     std::fprintf(stderr, "warning: %s: [model] init: %zu tensors of %s match no model tensor and are ignored: %s\n",
                  cfg.path.c_str(), r.unexpected_keys.size(), m.init.c_str(), str(r.unexpected_keys).c_str());
@@ -97,8 +97,10 @@ data::DatasetSplits build_data(config::RunConfig& cfg, const TomlTable& t, const
   ctx.input_shape = model.input.shape;
   ctx.config_dir = std::filesystem::path(cfg.path).parent_path().string();
   for (auto& [name, m] : model.net->named_modules()) {  // the first token embedding's rows
-    if (auto* e = dynamic_cast<nn::TokenPositionEmbedding*>(m)) ctx.vocab_size = e->vocab_size;
-    else if (auto* e2 = dynamic_cast<nn::Embedding*>(m)) ctx.vocab_size = e2->num_embeddings;
+    if (auto* e = dynamic_cast<nn::TokenPositionEmbedding*>(m))
+      ctx.vocab_size = e->vocab_size;
+    else if (auto* e2 = dynamic_cast<nn::Embedding*>(m))
+      ctx.vocab_size = e2->num_embeddings;
     if (ctx.vocab_size > 0) break;
   }
   data::DatasetSplits d = Registry<data::DatasetType>::get().at(cfg.data.dataset).build(t, ctx);
@@ -177,9 +179,7 @@ std::unique_ptr<optim::Optimizer> build_optimizer(const config::RunConfig& cfg, 
   for (auto& w : warnings) std::fprintf(stderr, "warning: %s: %s\n", cfg.path.c_str(), w.c_str());
   try {
     return Registry<optim::OptimizerType>::get().at(oc.type).build(std::move(groups), oc.hyperparameters);
-  } catch (const Error& e) {
-    throw Error(str(cfg.path, ": [optimizer]: ", e.what()));
-  }
+  } catch (const Error& e) { throw Error(str(cfg.path, ": [optimizer]: ", e.what())); }
 }
 
 // Mixed precision's loss scaler. No process group: DDP has averaged the gradients before
@@ -251,8 +251,8 @@ Device pick_device(const std::string& spec, const distributed::DistEnv& env, con
 }
 
 nn::Model build_model(const config::RunConfig& cfg) {
-  nn::Model m = cfg.model.is_inline ? nn::build_model(config::inline_model_table(cfg))
-                                    : nn::load_model_file(cfg.model.file);
+  nn::Model m =
+      cfg.model.is_inline ? nn::build_model(config::inline_model_table(cfg)) : nn::load_model_file(cfg.model.file);
   nn::apply_activation_checkpointing(*m.net, cfg.model.activation_checkpointing, cfg.path + ": [model]");
   return m;
 }
@@ -272,9 +272,7 @@ std::string weights_file(const std::string& checkpoint, bool ema) {
 void load_weights(nn::Module& net, const std::string& file, const std::string& what) {
   try {
     net.load_state_dict(io::load_safetensors(file), true);
-  } catch (const Error& e) {
-    throw Error(str(file, " does not fit the model of ", what, ": ", e.what()));
-  }
+  } catch (const Error& e) { throw Error(str(file, " does not fit the model of ", what, ": ", e.what())); }
 }
 
 Run::Run(config::RunConfig c, int world_size) : cfg(std::move(c)), env(distributed::read_dist_env()) {

@@ -55,7 +55,7 @@ struct Run {
 
   int64_t epochs() const { return (total_steps + steps_per_epoch - 1) / steps_per_epoch; }
   DType amp_dtype() const { return cfg.amp.dtype == "fp16" ? DType::F16 : DType::BF16; }  // [amp] dtype
-  DType dtype() const { return cfg.run.dtype == "float64" ? DType::F64 : DType::F32; }     // [run] dtype
+  DType dtype() const { return cfg.run.dtype == "float64" ? DType::F64 : DType::F32; }    // [run] dtype
   // A batch's tensor on the run's device, floating values in the run's dtype.
   Tensor to_run(const Tensor& t) const {
     Tensor d = t.to(device);
@@ -69,7 +69,6 @@ struct Run {
 // The EMA weights' file in a checkpoint directory ([train] ema_decay > 0), beside model.safetensors
 // and with its names: `trainer export --ema` and `trainer eval --ema` read it.
 inline constexpr const char* kEmaFile = "ema.safetensors";
-
 
 // [run] device for this process ("auto": cuda when a GPU is visible; a rank of several on a node
 // takes cuda:LOCAL_RANK). Errors name the config.

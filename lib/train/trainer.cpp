@@ -77,8 +77,7 @@ EvalResult Trainer::evaluate(nn::Module& net) {
   return r;
 }
 
-Tensor Trainer::forward_backward(const std::vector<data::Batch>& micro, int64_t global, bool local,
-                                 bool* in_backward) {
+Tensor Trainer::forward_backward(const std::vector<data::Batch>& micro, int64_t global, bool local, bool* in_backward) {
   // The step's loss is the mean over all N samples of its micro-batches on all ranks:
   //   L = sum_ranks sum_i (n_i / N) * loss_i
   // Each rank back-propagates its terms times world_size (DDP averages the gradients over the
@@ -136,8 +135,9 @@ bool Trainer::skip_nonfinite_step(const std::vector<data::Batch>& micro, int64_t
     stop_nonfinite(r, {next_step_, micro, what, rng_at_start},
                    [&](bool* in_backward) { forward_backward(micro, global, /*local=*/true, in_backward); });
   ++nonfinite_skipped_;
-  logger_.progress().message(str("warning: step ", next_step_, ": ", what, "; the step is skipped ([train] nonfinite = \"skip\", ",
-                                 nonfinite_skipped_, " so far)"));
+  logger_.progress().message(str("warning: step ", next_step_, ": ", what,
+                                 "; the step is skipped ([train] nonfinite = \"skip\", ", nonfinite_skipped_,
+                                 " so far)"));
   r.optimizer->zero_grad();
   res.lrs = r.optimizer->lrs();
   res.stepped = false;
@@ -148,14 +148,15 @@ void Trainer::clip_gradients(StepResult& res) {
   auto& r = run_;
   const auto& gc = r.cfg.train.grad_clip;
   if (gc.value <= 0 && gc.max_norm <= 0) return;
-  r.scaler.unscale_(*r.optimizer);  // clip the true gradients; a no-op without a scaler
+  r.scaler.unscale_(*r.optimizer);               // clip the true gradients; a no-op without a scaler
   if (r.scaler.found_inf(*r.optimizer)) return;  // an overflowed step is skipped, unclipped
   std::vector<Tensor> params = r.optimizer->params();
   if (gc.value > 0) optim::clip_grad_value(params, gc.value);
   const auto on_device = [&](double v) { return full({}, v, TensorOptions(DType::F64).device(r.device)); };
   if (gc.max_norm > 0 && r.sharded_optimizer)  // the shards' partial norms, combined over the ranks
-    res.grad_norm = on_device(optim::clip_grad_norm(params, gc.max_norm, gc.norm_type, gc.error_if_nonfinite,
-                                          [&](double partial, bool is_max) { return r.sharded_optimizer->reduce(partial, is_max); }));
+    res.grad_norm = on_device(optim::clip_grad_norm(
+        params, gc.max_norm, gc.norm_type, gc.error_if_nonfinite,
+        [&](double partial, bool is_max) { return r.sharded_optimizer->reduce(partial, is_max); }));
   else if (gc.max_norm > 0 && gc.error_if_nonfinite)  // the check reads the norm (a host wait)
     res.grad_norm = on_device(optim::clip_grad_norm(params, gc.max_norm, gc.norm_type, true));
   else if (gc.max_norm > 0)  // stays on the device until the log line reads it
@@ -281,7 +282,8 @@ int Trainer::flush_steps(int local_signal) {
       TR_CHECK(run_.cfg.train.nonfinite != "stop", "training diverged: the loss is ", v[i], " at step ", p.step,
                " (epoch ", p.epoch, "); lower [optimizer] lr (now ", run_.optimizer->lrs()[0], ")");
       if (run_.cfg.train.nonfinite == "warn")
-        logger_.progress().message(str("warning: step ", p.step, ": the loss is ", json_num(v[i]), " ([train] nonfinite = \"warn\")"));
+        logger_.progress().message(
+            str("warning: step ", p.step, ": the loss is ", json_num(v[i]), " ([train] nonfinite = \"warn\")"));
     }
     logger_.progress().step(p.step, p.epoch, v[i], p.samples, p.grad_norm.defined() ? norms[n_norm++] : -1.0);
   }
@@ -309,8 +311,8 @@ bool Trainer::after_step(Loop& l, const std::vector<data::Batch>& micro, const S
   Progress& progress = logger_.progress();
   const bool log_due = progress.log_due(l.step);
   // the live line is refreshed twice a second (in a single process: the timing differs per rank)
-  const bool display_due = !run_.pg && progress.live() &&
-                           std::chrono::steady_clock::now() - last_flush_ > std::chrono::milliseconds(500);
+  const bool display_due =
+      !run_.pg && progress.live() && std::chrono::steady_clock::now() - last_flush_ > std::chrono::milliseconds(500);
   const int local_sig = stop.pending();
   int sig = 0;
   if (run_.device.is_cpu() || log_due || eval_due || checkpoint_due || l.step == stop_at_step_ || display_due) {
@@ -338,9 +340,9 @@ bool Trainer::after_step(Loop& l, const std::vector<data::Batch>& micro, const S
 void Trainer::stop_here(Loop& l, int signal) {
   save_checkpoint({l.step, l.epoch, run_.loader->position().batch});
   checkpointer_.wait();
-  logger_.progress().message(str("stopped ", signal ? str("by signal ", signal) : std::string("as asked"), " at step ", l.step,
-                                 "; checkpoint written to ", checkpointer_.root(), "/", io::checkpoint_name(l.step),
-                                 " (continue with --resume auto)"));
+  logger_.progress().message(str("stopped ", signal ? str("by signal ", signal) : std::string("as asked"), " at step ",
+                                 l.step, "; checkpoint written to ", checkpointer_.root(), "/",
+                                 io::checkpoint_name(l.step), " (continue with --resume auto)"));
   l.result.stopped_by_signal = signal;
   l.result.stopped_at_step = !signal;
 }

@@ -28,17 +28,17 @@ struct FitResult {
   EvalResult last_eval;
   std::optional<EvalResult> last_ema_eval;  // the EMA weights' ([train] ema_decay > 0)
   double seconds = 0;
-  int stopped_by_signal = 0;  // SIGINT / SIGTERM: a checkpoint was written and the run stopped early
+  int stopped_by_signal = 0;     // SIGINT / SIGTERM: a checkpoint was written and the run stopped early
   bool stopped_at_step = false;  // stop_at_step: the same, on request
 };
 
 // What train_step did.
 struct StepResult {
-  Tensor loss;            // this rank's part of the step's mean loss: f64, 0-dim, on the run's device
-  Tensor grad_norm;       // before clipping, 0-dim on the run's device; undefined without norm clipping
-                          // (or when the step overflowed)
-  bool stepped = true;    // false: the GradScaler skipped the optimizer step (inf/NaN gradients), or [train]
-                          // nonfinite = "skip" did
+  Tensor loss;              // this rank's part of the step's mean loss: f64, 0-dim, on the run's device
+  Tensor grad_norm;         // before clipping, 0-dim on the run's device; undefined without norm clipping
+                            // (or when the step overflowed)
+  bool stepped = true;      // false: the GradScaler skipped the optimizer step (inf/NaN gradients), or [train]
+                            // nonfinite = "skip" did
   std::vector<double> lrs;  // the lr of each param group this step used (before the scheduler stepped)
 };
 
@@ -67,7 +67,7 @@ class Trainer {
   struct Loop {
     TrainPosition start;  // where fit() began: a resumed checkpoint's position, or zero
     int64_t step = 0, epoch = 0;
-    bool saved_last = false;  // the newest checkpoint is at the current step
+    bool saved_last = false;                   // the newest checkpoint is at the current step
     std::chrono::steady_clock::time_point t0;  // when training began (FitResult::seconds)
     FitResult result;
   };
@@ -130,9 +130,9 @@ class Trainer {
   RunLogger logger_;
   std::vector<PendingStep> pending_;
   std::chrono::steady_clock::time_point last_flush_ = std::chrono::steady_clock::now();
-  int64_t nonfinite_skipped_ = 0;      // [train] nonfinite = "skip": steps not applied (checkpointed)
+  int64_t nonfinite_skipped_ = 0;    // [train] nonfinite = "skip": steps not applied (checkpointed)
   std::vector<Tensor> cast_params_;  // what autocast cast in the last forward (amp::precast_parameters)
-  int64_t next_step_ = 1;              // the optimizer step train_step is running (for messages)
+  int64_t next_step_ = 1;            // the optimizer step train_step is running (for messages)
   // Last: destroyed first, it waits for a background checkpoint write in flight (on an error that
   // leaves fit(), the checkpoint it writes still completes, the run's lock still held).
   Checkpointer checkpointer_;

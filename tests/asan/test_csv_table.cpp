@@ -18,11 +18,9 @@ void parse_exact(const std::string& src, size_t n) {
       for (size_t c = 0; c < t.header.size(); ++c) {
         try {
           (void)csv_number(t, r, c);
-        } catch (const Error&) {
-        }
+        } catch (const Error&) {}
       }
-  } catch (const Error&) {
-  }
+  } catch (const Error&) {}
 }
 }  // namespace
 

@@ -24,8 +24,7 @@ TEST_CASE("image decoding: prefixes and flipped bytes of PNG and JPEG files stay
             const DecodedImage img = decode_image(b.data(), b.size(), channels, name);
             const DecodedImage r = resize_bilinear(img, 7, 3);
             CHECK(r.pixels.size() == size_t(7 * 3 * channels));
-          } catch (const Error&) {
-          }
+          } catch (const Error&) {}
         }
       }
     }

@@ -10,7 +10,8 @@ using namespace tr::data;
 
 TEST_CASE("RecordIO: every prefix, every offset and random bytes stay inside the buffer", "[asan][recordio]") {
   std::vector<uint8_t> payload(60, 5);
-  for (size_t at : {24u, 32u}) payload[at] = 0x0a, payload[at + 1] = 0x23, payload[at + 2] = 0xd7, payload[at + 3] = 0xce;
+  for (size_t at : {24u, 32u})
+    payload[at] = 0x0a, payload[at + 1] = 0x23, payload[at + 2] = 0xd7, payload[at + 3] = 0xce;
   std::vector<uint8_t> file = write_record(payload);
   const std::vector<uint8_t> second = write_record(std::vector<uint8_t>(7, 1));
   file.insert(file.end(), second.begin(), second.end());
@@ -21,10 +22,8 @@ TEST_CASE("RecordIO: every prefix, every offset and random bytes stay inside the
         const std::vector<uint8_t> p = read_record(b.data(), b.size(), off, "t.rec");
         try {
           (void)unpack_image_record(p, "t.rec");
-        } catch (const Error&) {
-        }
-      } catch (const Error&) {
-      }
+        } catch (const Error&) {}
+      } catch (const Error&) {}
     }
   }
   std::mt19937 gen(5);
@@ -34,7 +33,6 @@ TEST_CASE("RecordIO: every prefix, every offset and random bytes stay inside the
     if (b.size() >= 8 && k % 2 == 0) b[0] = 0x0a, b[1] = 0x23, b[2] = 0xd7, b[3] = 0xce;
     try {
       (void)read_record(b.data(), b.size(), 0, "t.rec");
-    } catch (const Error&) {
-    }
+    } catch (const Error&) {}
   }
 }

@@ -23,7 +23,9 @@ namespace {
 struct Bytes {
   std::unique_ptr<unsigned char[]> p;
   size_t n = 0;
-  explicit Bytes(const std::string& s) : p(new unsigned char[s.size()]), n(s.size()) { std::memcpy(p.get(), s.data(), n); }
+  explicit Bytes(const std::string& s) : p(new unsigned char[s.size()]), n(s.size()) {
+    std::memcpy(p.get(), s.data(), n);
+  }
 };
 
 std::string le64(uint64_t v) {
@@ -74,20 +76,30 @@ struct Lie {
 std::vector<Lie> lies() {
   const std::string two = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)";
   return {
-      {"offsets past the end", file_of(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8),
+      {"offsets past the end",
+       file_of(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8),
        {"'a'", "past the end"}},
       {"overlapping tensors",
-       file_of(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})", 24),
+       file_of(
+           R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})",
+           24),
        {"'b'", "overlaps", "'a'"}},
       {"the same range twice",
-       file_of(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 8),
+       file_of(
+           R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+           8),
        {"overlaps"}},
-      {"a hole", file_of(two + R"("b":{"dtype":"F32","shape":[2],"data_offsets":[16,24]}})", 24), {"hole of 8 bytes", "'b'"}},
-      {"a hole before the first tensor", file_of(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", 16),
+      {"a hole",
+       file_of(two + R"("b":{"dtype":"F32","shape":[2],"data_offsets":[16,24]}})", 24),
+       {"hole of 8 bytes", "'b'"}},
+      {"a hole before the first tensor",
+       file_of(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", 16),
        {"hole", "before the first tensor 'a'"}},
       {"a huge header length", le64(uint64_t(1) << 62) + "{}", {"header length", "exceeds the limit"}},
       {"the largest header length", le64(~uint64_t(0)) + "{}      ", {"exceeds the limit"}},
-      {"a header length past the file", le64(1000) + std::string(100, ' '), {"header length 1000", "past the end of the file"}},
+      {"a header length past the file",
+       le64(1000) + std::string(100, ' '),
+       {"header length 1000", "past the end of the file"}},
       {"a header length one past the file", le64(9) + "{}      ", {"past the end of the file"}},
       {"invalid JSON", file_of(R"({"a": {"dtype": )", 0), {"not valid JSON"}},
       {"JSON with trailing garbage", file_of(R"({} x)", 0), {"not valid JSON"}},
@@ -96,45 +108,65 @@ std::vector<Lie> lies() {
       {"an empty header", le64(0), {"JSON object"}},
       {"a header of NULs", le64(8) + std::string(8, '\0'), {"JSON object"}},
       {"NUL padding", le64(8) + std::string("{}") + std::string(6, '\0'), {"NUL byte at header offset 2"}},
-      {"JSON hidden after a NUL", file_of(std::string("{}") + '\0' + R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})", 1),
+      {"JSON hidden after a NUL",
+       file_of(std::string("{}") + '\0' + R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})", 1),
        {"NUL byte"}},
-      {"invalid UTF-8 in a name", file_of("{\"\xff\xfe\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}", 0),
+      {"invalid UTF-8 in a name",
+       file_of("{\"\xff\xfe\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}", 0),
        {"not valid JSON"}},
-      {"dtype and shape disagree with the size", file_of(R"({"w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,20]}})", 20),
+      {"dtype and shape disagree with the size",
+       file_of(R"({"w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,20]}})", 20),
        {"'w'", "needs 24 bytes", "span 20"}},
-      {"a negative dimension", file_of(R"({"w":{"dtype":"F32","shape":[-1,2],"data_offsets":[0,8]}})", 8),
+      {"a negative dimension",
+       file_of(R"({"w":{"dtype":"F32","shape":[-1,2],"data_offsets":[0,8]}})", 8),
        {"'w'", "shape[0] is -1", "non-negative integer"}},
-      {"a fractional dimension", file_of(R"({"w":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}})", 8),
+      {"a fractional dimension",
+       file_of(R"({"w":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}})", 8),
        {"'w'", "shape[0] is 2.5"}},
-      {"a dimension as a string", file_of(R"({"w":{"dtype":"F32","shape":["2"],"data_offsets":[0,8]}})", 8),
+      {"a dimension as a string",
+       file_of(R"({"w":{"dtype":"F32","shape":["2"],"data_offsets":[0,8]}})", 8),
        {"shape[0]"}},
-      {"a dimension past u64", file_of(R"({"w":{"dtype":"F32","shape":[18446744073709551616],"data_offsets":[0,8]}})", 8),
+      {"a dimension past u64",
+       file_of(R"({"w":{"dtype":"F32","shape":[18446744073709551616],"data_offsets":[0,8]}})", 8),
        {"shape[0]"}},
       {"shape not an array", file_of(R"({"w":{"dtype":"F32","shape":4,"data_offsets":[0,16]}})", 16), {"shape is 4"}},
       {"an element count overflowing u64",
        file_of(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,2],"data_offsets":[0,8]}})", 8),
        {"'w'", "overflows"}},
-      {"a byte size overflowing u64", file_of(R"({"w":{"dtype":"F64","shape":[4611686018427387904],"data_offsets":[0,8]}})", 8),
+      {"a byte size overflowing u64",
+       file_of(R"({"w":{"dtype":"F64","shape":[4611686018427387904],"data_offsets":[0,8]}})", 8),
        {"'w'", "overflows"}},
-      {"an unknown dtype", file_of(R"({"w":{"dtype":"F17","shape":[2],"data_offsets":[0,8]}})", 8),
+      {"an unknown dtype",
+       file_of(R"({"w":{"dtype":"F17","shape":[2],"data_offsets":[0,8]}})", 8),
        {"'w'", "unknown dtype \"F17\"", "BF16"}},
       {"a lowercase dtype", file_of(R"({"w":{"dtype":"f32","shape":[2],"data_offsets":[0,8]}})", 8), {"unknown dtype"}},
-      {"a dtype that is not a string", file_of(R"({"w":{"dtype":32,"shape":[2],"data_offsets":[0,8]}})", 8),
+      {"a dtype that is not a string",
+       file_of(R"({"w":{"dtype":32,"shape":[2],"data_offsets":[0,8]}})", 8),
        {"dtype is 32"}},
       {"no dtype", file_of(R"({"w":{"shape":[2],"data_offsets":[0,8]}})", 8), {"'w'", "lacks \"dtype\""}},
       {"no data_offsets", file_of(R"({"w":{"dtype":"F32","shape":[2]}})", 8), {"lacks \"data_offsets\""}},
       {"three offsets", file_of(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8,16]}})", 8), {"3 entries"}},
-      {"negative offsets", file_of(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[-8,0]}})", 8), {"data_offsets[0]"}},
-      {"reversed offsets", file_of(R"({"w":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", 8), {"end before they begin"}},
+      {"negative offsets",
+       file_of(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[-8,0]}})", 8),
+       {"data_offsets[0]"}},
+      {"reversed offsets",
+       file_of(R"({"w":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", 8),
+       {"end before they begin"}},
       {"an entry that is not an object", file_of(R"({"w":[1,2]})", 0), {"'w'", "expected an object"}},
       {"a duplicate tensor name",
-       file_of(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", 16),
+       file_of(
+           R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+           16),
        {"duplicate key \"a\""}},
-      {"a duplicate field", file_of(R"({"a":{"dtype":"F32","dtype":"I32","shape":[2],"data_offsets":[0,8]}})", 8),
+      {"a duplicate field",
+       file_of(R"({"a":{"dtype":"F32","dtype":"I32","shape":[2],"data_offsets":[0,8]}})", 8),
        {"duplicate key \"dtype\""}},
-      {"metadata that is not a string map", file_of(R"({"__metadata__":{"step":12}})", 0), {"__metadata__[\"step\"] is 12"}},
+      {"metadata that is not a string map",
+       file_of(R"({"__metadata__":{"step":12}})", 0),
+       {"__metadata__[\"step\"] is 12"}},
       {"metadata that is an array", file_of(R"({"__metadata__":["a"]})", 0), {"__metadata__ is"}},
-      {"a sub-byte dtype off a byte boundary", file_of(R"({"w":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}})", 8),
+      {"a sub-byte dtype off a byte boundary",
+       file_of(R"({"w":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}})", 8),
        {"not a whole number of bytes"}},
       {"data longer than the last tensor", file_of(two.substr(0, two.size() - 1) + "}", 16), {"8 trailing bytes"}},
       {"data but no tensors", file_of("{}", 8), {"8 trailing bytes"}},
@@ -204,9 +236,7 @@ TEST_CASE("format: random byte flips never read out of bounds", "[safetensors_fo
     try {
       Header h = parse_str(f);
       for (const auto& t : h.tensors) REQUIRE(h.data_start() + t.end <= f.size());
-    } catch (const tr::Error&) {
-      ++rejected;
-    }
+    } catch (const tr::Error&) { ++rejected; }
   }
   CHECK(rejected > 0);
 }
@@ -265,7 +295,8 @@ TEST_CASE("format: the writer's bytes equal the reference writer's", "[safetenso
 
   std::string out2 = serialize({{"attn0", Dtype::F32, {1, 1, 2, 3}, v, 24}}, {});
   CHECK(out2.substr(0, 8) == le64(72));
-  CHECK(out2.substr(8, 72) == std::string(R"({"attn0":{"dtype":"F32","shape":[1,1,2,3],"data_offsets":[0,24]}})") + "       ");
+  CHECK(out2.substr(8, 72) ==
+        std::string(R"({"attn0":{"dtype":"F32","shape":[1,1,2,3],"data_offsets":[0,24]}})") + "       ");
 
   CHECK(serialize({}, {}) == le64(8) + "{}      ");
   CHECK(serialize({}, {{"framework", "pt"}}) == le64(40) + R"({"__metadata__":{"framework":"pt"}})" + "     ");

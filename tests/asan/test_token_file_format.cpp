@@ -17,8 +17,7 @@ void parse_exact(const std::vector<uint8_t>& src, size_t n, const std::string& f
     int64_t sum = 0;
     for (int64_t i = 0; i < v.count; ++i) sum += v.at(i);
     CHECK(sum >= 0);
-  } catch (const Error&) {
-  }
+  } catch (const Error&) {}
 }
 }  // namespace
 
@@ -34,7 +33,7 @@ TEST_CASE("token files: every prefix and random bytes stay inside the buffer", "
   for (int k = 0; k < 2000; ++k) {
     std::vector<uint8_t> b(size_t(gen() % 2100));
     for (auto& x : b) x = uint8_t(gen());
-    if (b.size() >= 12 && k % 2 == 0) {  // a real magic, random version and count
+    if (b.size() >= 12 && k % 2 == 0) {                    // a real magic, random version and count
       b[0] = 0x88, b[1] = 0xd8, b[2] = 0x34, b[3] = 0x01;  // 20240520, little-endian
     }
     parse_exact(b, b.size(), "auto");

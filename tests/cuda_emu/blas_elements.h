@@ -41,8 +41,14 @@ inline void store_from_float(void* p, cudaDataType_t t, size_t i, float v) {
   auto* b = static_cast<unsigned char*>(p) + i * elem_size(t);
   uint16_t u;
   switch (t) {
-    case CUDA_R_16F: u = float_to_half(v); std::memcpy(b, &u, 2); break;
-    case CUDA_R_16BF: u = float_to_bf16(v); std::memcpy(b, &u, 2); break;
+    case CUDA_R_16F:
+      u = float_to_half(v);
+      std::memcpy(b, &u, 2);
+      break;
+    case CUDA_R_16BF:
+      u = float_to_bf16(v);
+      std::memcpy(b, &u, 2);
+      break;
     case CUDA_R_32F: std::memcpy(b, &v, 4); break;
     default: break;
   }

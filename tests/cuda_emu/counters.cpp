@@ -36,7 +36,8 @@ thread_local std::vector<std::string> open_ranges;
 
 std::string json_counts(const Counts& c) {
   std::string s = "{";
-  for (size_t i = 0; i < c.size(); ++i) s += (i ? ", \"" : "\"") + std::string(kNames[i]) + "\": " + std::to_string(c[i]);
+  for (size_t i = 0; i < c.size(); ++i)
+    s += (i ? ", \"" : "\"") + std::string(kNames[i]) + "\": " + std::to_string(c[i]);
   return s + "}";
 }
 
@@ -77,8 +78,8 @@ void count(Counter c, const void* what) {
   if (trace) {
     // a kernel as its offset in the object that holds it (`addr2line -f -C -e <binary> <offset>` names it)
     Dl_info info{};
-    const uintptr_t off = what && dladdr(what, &info) && info.dli_fbase
-                              ? uintptr_t(what) - uintptr_t(info.dli_fbase) : uintptr_t(what);
+    const uintptr_t off =
+        what && dladdr(what, &info) && info.dli_fbase ? uintptr_t(what) - uintptr_t(info.dli_fbase) : uintptr_t(what);
     std::fprintf(stderr, "cuda emulator: %s %s 0x%zx\n", open_ranges.empty() ? "-" : open_ranges.back().c_str(),
                  kNames[size_t(c)], size_t(off));
   }

@@ -19,7 +19,6 @@ namespace {
 
 using cuda_emu::all_on_device;
 
-
 CBLAS_TRANSPOSE cblas_op(cublasOperation_t t) { return t == CUBLAS_OP_N ? CblasNoTrans : CblasTrans; }
 
 using cuda_emu::elem_size;
@@ -31,13 +30,13 @@ size_t span(cublasOperation_t t, int rows, int cols, int ld) {
   return t == CUBLAS_OP_N ? cuda_emu::col_major_span(rows, cols, ld) : cuda_emu::col_major_span(cols, rows, ld);
 }
 
-template <typename T>
-cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, T alpha,
-                            const T* A, int lda, long long sa, const T* B, int ldb, long long sb, T beta, T* C,
-                            int ldc, long long sc, int batch) {
+template <typename T> cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                                                  int n, int k, T alpha, const T* A, int lda, long long sa, const T* B,
+                                                  int ldb, long long sb, T beta, T* C, int ldc, long long sc,
+                                                  int batch) {
   if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
-  if (m < 0 || n < 0 || k < 0 || batch < 0 || ldc < std::max(1, m) ||
-      lda < std::max(1, ta == CUBLAS_OP_N ? m : k) || ldb < std::max(1, tb == CUBLAS_OP_N ? k : n))
+  if (m < 0 || n < 0 || k < 0 || batch < 0 || ldc < std::max(1, m) || lda < std::max(1, ta == CUBLAS_OP_N ? m : k) ||
+      ldb < std::max(1, tb == CUBLAS_OP_N ? k : n))
     return CUBLAS_STATUS_INVALID_VALUE;
   if (!all_on_device(h->device, {A, B, C})) return CUBLAS_STATUS_INVALID_VALUE;
   cuda_emu::count(cuda_emu::Counter::Kernel);
@@ -136,8 +135,8 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
   return gemm_batched<float>(h, ta, tb, m, n, k, *alpha, A, lda, 0, B, ldb, 0, *beta, C, ldc, 0, 1);
 }
 cublasStatus_t cublasDgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                           const double* alpha, const double* A, int lda, const double* B, int ldb,
-                           const double* beta, double* C, int ldc) {
+                           const double* alpha, const double* A, int lda, const double* B, int ldb, const double* beta,
+                           double* C, int ldc) {
   return gemm_batched<double>(h, ta, tb, m, n, k, *alpha, A, lda, 0, B, ldb, 0, *beta, C, ldc, 0, 1);
 }
 cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
@@ -148,8 +147,8 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
 }
 cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                                          int k, const double* alpha, const double* A, int lda, long long sa,
-                                         const double* B, int ldb, long long sb, const double* beta, double* C,
-                                         int ldc, long long sc, int batch) {
+                                         const double* B, int ldb, long long sb, const double* beta, double* C, int ldc,
+                                         long long sc, int batch) {
   return gemm_batched<double>(h, ta, tb, m, n, k, *alpha, A, lda, sa, B, ldb, sb, *beta, C, ldc, sc, batch);
 }
 cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,

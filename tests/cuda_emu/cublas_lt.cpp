@@ -85,8 +85,7 @@ bool emulated(cublasLtEpilogue_t e) {
 }
 bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
-template <typename T>
-cublasStatus_t read_attr(T& dst, const void* buf, size_t size) {
+template <typename T> cublasStatus_t read_attr(T& dst, const void* buf, size_t size) {
   if (!buf || size != sizeof(T)) return CUBLAS_STATUS_INVALID_VALUE;
   std::memcpy(&dst, buf, sizeof(T));
   return CUBLAS_STATUS_SUCCESS;
@@ -98,13 +97,17 @@ struct Dims {
 };
 bool dims_of(const cublasLtMatmulDescEmu& d, const cublasLtMatrixLayoutEmu& A, const cublasLtMatrixLayoutEmu& B,
              const cublasLtMatrixLayoutEmu& C, const cublasLtMatrixLayoutEmu& D, Dims& out) {
-  const auto rows = [](const cublasLtMatrixLayoutEmu& l, cublasOperation_t t) { return int64_t(t == CUBLAS_OP_N ? l.rows : l.cols); };
-  const auto cols = [](const cublasLtMatrixLayoutEmu& l, cublasOperation_t t) { return int64_t(t == CUBLAS_OP_N ? l.cols : l.rows); };
+  const auto rows = [](const cublasLtMatrixLayoutEmu& l, cublasOperation_t t) {
+    return int64_t(t == CUBLAS_OP_N ? l.rows : l.cols);
+  };
+  const auto cols = [](const cublasLtMatrixLayoutEmu& l, cublasOperation_t t) {
+    return int64_t(t == CUBLAS_OP_N ? l.cols : l.rows);
+  };
   out = {int64_t(D.rows), int64_t(D.cols), cols(A, d.transa)};
   for (const auto* l : {&A, &B, &C, &D})
     if (l->ld < std::max<int64_t>(1, int64_t(l->rows))) return false;
-  return rows(A, d.transa) == out.m && rows(B, d.transb) == out.k && cols(B, d.transb) == out.n &&
-         C.rows == D.rows && C.cols == D.cols;
+  return rows(A, d.transa) == out.m && rows(B, d.transb) == out.k && cols(B, d.transb) == out.n && C.rows == D.rows &&
+         C.cols == D.cols;
 }
 
 // Why the heuristic finds no algorithm, or SUCCESS.
@@ -183,8 +186,8 @@ void run(const Job& j) {
   const CBLAS_TRANSPOSE tb = j.d.transb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans;
   if (m && n) {
     if (k)
-      cblas_sgemm(CblasColMajor, ta, tb, int(m), int(n), int(k), j.alpha, a.data(), int(j.A.ld), b.data(),
-                  int(j.B.ld), j.beta, d.data(), int(ldd));
+      cblas_sgemm(CblasColMajor, ta, tb, int(m), int(n), int(k), j.alpha, a.data(), int(j.A.ld), b.data(), int(j.B.ld),
+                  j.beta, d.data(), int(ldd));
     else
       for (float& v : d) v *= j.beta;
   }

@@ -1,8 +1,8 @@
 // The emulated cuDNN: descriptors hold what they were set to, and each convolution is queued on
 // the handle's stream and computed there by the loops that define it (double accumulation):
-//   forward:        y[n, k, p, q] = alpha S_{c, r, s} x[n, g Cg + c, p u - ph + r dh, q v - pw + s dw] w[k, c, r, s] + beta y
-//   backward data:  dx = alpha (the adjoint of x -> conv(x, w)) (dy) + beta dx
-//   backward filter: dw = alpha (the adjoint of w -> conv(x, w)) (dy) + beta dw
+//   forward:        y[n, k, p, q] = alpha S_{c, r, s} x[n, g Cg + c, p u - ph + r dh, q v - pw + s dw] w[k, c, r, s] +
+//   beta y backward data:  dx = alpha (the adjoint of x -> conv(x, w)) (dy) + beta dx backward filter: dw = alpha (the
+//   adjoint of w -> conv(x, w)) (dy) + beta dw
 // with g = k / (K / groups), Cg = C / groups; beta = 0 does not read the output.
 #include <cudnn.h>
 #include <cstdint>
@@ -50,10 +50,12 @@ cudnnStatus_t geometry(cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w, cud
                        cudnnTensorDescriptor_t y, Geom& g) {
   if (!x || !w || !c || !y || !x->set || !w->set || !c->set || !y->set) return CUDNN_STATUS_BAD_PARAM;
   if (x->type != w->type || x->type != y->type) return CUDNN_STATUS_BAD_PARAM;
-  g = {x->n, x->c, x->h, x->w, w->k, w->h, w->w, y->h, y->w, c->pad_h, c->pad_w, c->u, c->v, c->dil_h, c->dil_w,
-       c->groups};
-  if (g.G < 1 || g.C % g.G || g.K % g.G || w->c * g.G != g.C || y->c != g.K || y->n != g.N) return CUDNN_STATUS_BAD_PARAM;
-  const int p = (g.H + 2 * g.ph - g.dh * (g.R - 1) - 1) / g.u + 1, q = (g.W + 2 * g.pw - g.dw * (g.S - 1) - 1) / g.v + 1;
+  g = {x->n, x->c,     x->h,     x->w, w->k, w->h,     w->w,     y->h,
+       y->w, c->pad_h, c->pad_w, c->u, c->v, c->dil_h, c->dil_w, c->groups};
+  if (g.G < 1 || g.C % g.G || g.K % g.G || w->c * g.G != g.C || y->c != g.K || y->n != g.N)
+    return CUDNN_STATUS_BAD_PARAM;
+  const int p = (g.H + 2 * g.ph - g.dh * (g.R - 1) - 1) / g.u + 1,
+            q = (g.W + 2 * g.pw - g.dw * (g.S - 1) - 1) / g.v + 1;
   if (p != g.P || q != g.Q) return CUDNN_STATUS_BAD_PARAM;
   return CUDNN_STATUS_SUCCESS;
 }
@@ -83,8 +85,7 @@ double scale(const void* p, cudnnDataType_t t) {
 // f(n, k, cc, r, s, ch, p, h, q0, q1, w0): for output row p of plane (n, k) and tap (cc, r, s),
 // which reads input row h of channel ch; output columns q in [q0, q1) read input column
 // w0 + q v (the columns that fall inside the input; an empty range is skipped).
-template <typename F>
-void for_each_tap_row(const Geom& g, const F& f) {
+template <typename F> void for_each_tap_row(const Geom& g, const F& f) {
   for (int n = 0; n < g.N; ++n)
     for (int k = 0; k < g.K; ++k) {
       const int grp = k / g.Kg();
@@ -115,17 +116,14 @@ size_t yi(const Geom& g, int n, int k, int p, int q) { return ((size_t(n) * g.K 
 
 // out = alpha acc + beta out over `count` elements
 void blend(void* out, cudnnDataType_t t, const std::vector<double>& acc, double alpha, double beta) {
-  for (size_t i = 0; i < acc.size(); ++i)
-    store(out, t, i, alpha * acc[i] + (beta == 0 ? 0.0 : beta * load(out, t, i)));
+  for (size_t i = 0; i < acc.size(); ++i) store(out, t, i, alpha * acc[i] + (beta == 0 ? 0.0 : beta * load(out, t, i)));
 }
 
-
-template <typename Perf, typename Algo>
-void offer(int requested, int* returned, Perf* perf) {
+template <typename Perf, typename Algo> void offer(int requested, int* returned, Perf* perf) {
   // algorithm 1 (faster, non-deterministic, needs a workspace) first, then 0
-  const Perf all[2] = {{Algo(1), CUDNN_STATUS_SUCCESS, 0.5f, kAlgo1Workspace, CUDNN_NON_DETERMINISTIC,
-                        CUDNN_DEFAULT_MATH, {}},
-                       {Algo(0), CUDNN_STATUS_SUCCESS, 1.0f, 0, CUDNN_DETERMINISTIC, CUDNN_DEFAULT_MATH, {}}};
+  const Perf all[2] = {
+      {Algo(1), CUDNN_STATUS_SUCCESS, 0.5f, kAlgo1Workspace, CUDNN_NON_DETERMINISTIC, CUDNN_DEFAULT_MATH, {}},
+      {Algo(0), CUDNN_STATUS_SUCCESS, 1.0f, 0, CUDNN_DETERMINISTIC, CUDNN_DEFAULT_MATH, {}}};
   *returned = std::min(requested, 2);
   for (int i = 0; i < *returned; ++i) perf[i] = all[i];
 }
@@ -236,9 +234,9 @@ cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t d, cudnnM
 
 // ---- forward ----
 
-cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
-                                                     cudnnConvolutionDescriptor_t c, cudnnTensorDescriptor_t y,
-                                                     int requested, int* returned,
+cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t, cudnnTensorDescriptor_t x,
+                                                     cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t c,
+                                                     cudnnTensorDescriptor_t y, int requested, int* returned,
                                                      cudnnConvolutionFwdAlgoPerf_t* perf) {
   Geom g;
   if (cudnnStatus_t s = geometry(x, w, c, y, g); s != CUDNN_STATUS_SUCCESS) return s;
@@ -248,8 +246,8 @@ cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t, cudnnTensorD
 cudnnStatus_t cudnnFindConvolutionForwardAlgorithmEx(cudnnHandle_t h, cudnnTensorDescriptor_t x, const void*,
                                                      cudnnFilterDescriptor_t w, const void*,
                                                      cudnnConvolutionDescriptor_t c, cudnnTensorDescriptor_t y, void*,
-                                                     int requested, int* returned,
-                                                     cudnnConvolutionFwdAlgoPerf_t* perf, void*, size_t) {
+                                                     int requested, int* returned, cudnnConvolutionFwdAlgoPerf_t* perf,
+                                                     void*, size_t) {
   return cudnnGetConvolutionForwardAlgorithm_v7(h, x, w, c, y, requested, returned, perf);
 }
 cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t, cudnnTensorDescriptor_t, cudnnFilterDescriptor_t,
@@ -355,8 +353,8 @@ cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithmEx(cudnnHandle_t h, cud
 }
 cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t, cudnnTensorDescriptor_t,
                                                              cudnnTensorDescriptor_t, cudnnConvolutionDescriptor_t,
-                                                             cudnnFilterDescriptor_t,
-                                                             cudnnConvolutionBwdFilterAlgo_t a, size_t* bytes) {
+                                                             cudnnFilterDescriptor_t, cudnnConvolutionBwdFilterAlgo_t a,
+                                                             size_t* bytes) {
   return workspace_of(int(a), bytes);
 }
 cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void* alpha, cudnnTensorDescriptor_t x,
@@ -407,8 +405,9 @@ cudnnStatus_t cudnnAddTensor(cudnnHandle_t h, const void* alpha, cudnnTensorDesc
         for (int y = 0; y < Cd.h; ++y)
           for (int x = 0; x < Cd.w; ++x) {
             const size_t ci = ((size_t(n) * Cd.c + ch) * Cd.h + y) * Cd.w + x;
-            const size_t ai = ((size_t(A.n == 1 ? 0 : n) * A.c + (A.c == 1 ? 0 : ch)) * A.h + (A.h == 1 ? 0 : y)) * A.w +
-                              (A.w == 1 ? 0 : x);
+            const size_t ai =
+                ((size_t(A.n == 1 ? 0 : n) * A.c + (A.c == 1 ? 0 : ch)) * A.h + (A.h == 1 ? 0 : y)) * A.w +
+                (A.w == 1 ? 0 : x);
             store(cp, t, ci, al * load(ap, t, ai) + (be == 0 ? 0.0 : be * load(cp, t, ci)));
           }
     return true;

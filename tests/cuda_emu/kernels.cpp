@@ -151,8 +151,9 @@ bool run_block_fibers(Launch* l, unsigned n) {
     }
     if (!released) {
       running = outer;
-      fatal("a block of the kernel is deadlocked: some of its threads wait at __syncthreads() and others at a "
-            "warp shuffle (barrier divergence)");
+      fatal(
+          "a block of the kernel is deadlocked: some of its threads wait at __syncthreads() and others at a "
+          "warp shuffle (barrier divergence)");
     }
   }
   running = outer;
@@ -289,7 +290,8 @@ void run_launch(Launch* l) {
 void need_fiber(const char* what) {
   if (running) return;
   if (in_direct_kernel)
-    fatal(std::string("a kernel met ") + what + " although its first block met none; the emulator runs such "
+    fatal(std::string("a kernel met ") + what +
+          " although its first block met none; the emulator runs such "
           "kernels without fibers (make every block of a kernel reach its barriers)");
   fatal(std::string(what) + " called outside a kernel");
 }

@@ -43,7 +43,9 @@ struct Header {
 static_assert(sizeof(Header) <= kHeaderBytes, "header");
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics");
 
-std::string id_path(const ncclUniqueId& id) { return std::string(id.internal, strnlen(id.internal, sizeof id.internal)); }
+std::string id_path(const ncclUniqueId& id) {
+  return std::string(id.internal, strnlen(id.internal, sizeof id.internal));
+}
 
 size_t type_size(ncclDataType_t t) {
   switch (t) {
@@ -107,8 +109,7 @@ bool all_joined(ncclComm* c) {
   return true;
 }
 
-template <typename T>
-T combine(T a, T b, ncclRedOp_t op) {
+template <typename T> T combine(T a, T b, ncclRedOp_t op) {
   switch (op) {
     case ncclSum:
     case ncclAvg: return a + b;
@@ -120,8 +121,7 @@ T combine(T a, T b, ncclRedOp_t op) {
 }
 
 // out[i] = op over ranks (in rank order) of slot_r[i]
-template <typename T>
-void reduce_slots(const CommShared* c, void* out, size_t count, ncclRedOp_t op, size_t first) {
+template <typename T> void reduce_slots(const CommShared* c, void* out, size_t count, ncclRedOp_t op, size_t first) {
   T* o = static_cast<T*>(out);
   for (size_t i = 0; i < count; ++i) {
     T acc = reinterpret_cast<const T*>(c->slot(0))[first + i];
@@ -167,7 +167,8 @@ ncclResult_t collective(ncclComm_t c, const void* in, size_t bytes, cudaStream_t
                         std::function<void(const CommShared*)> finish) {
   if (!c) return ncclInvalidArgument;
   if (bytes > kSlotBytes) {
-    c->last_error = "the emulator's NCCL moves at most " + std::to_string(kSlotBytes) + " bytes per rank and collective";
+    c->last_error =
+        "the emulator's NCCL moves at most " + std::to_string(kSlotBytes) + " bytes per rank and collective";
     return ncclInvalidArgument;
   }
   if (bytes && (device_of(in) != c->device)) {
@@ -303,13 +304,12 @@ ncclResult_t ncclGroupEnd() { return ncclSuccess; }
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
   const size_t bytes = count * type_size(type);
-  return collective(comm, send, bytes, stream, [recv, count, type, op](const CommShared* c) {
-    reduce(c, recv, count, type, op);
-  });
+  return collective(comm, send, bytes, stream,
+                    [recv, count, type, op](const CommShared* c) { reduce(c, recv, count, type, op); });
 }
 
-ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type, int root,
-                           ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
+                           cudaStream_t stream) {
   if (!comm || root < 0 || root >= comm->nranks()) return ncclInvalidArgument;
   const size_t bytes = count * type_size(type);
   // every rank posts (the others' parts are ignored), so the slots stay in step
@@ -331,6 +331,7 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t sendcount, ncclD
                            cudaStream_t stream) {
   const size_t bytes = sendcount * type_size(type);
   return collective(comm, send, bytes, stream, [recv, bytes](const CommShared* c) {
-    for (int r = 0; r < c->nranks; ++r) std::memcpy(static_cast<unsigned char*>(recv) + size_t(r) * bytes, c->slot(r), bytes);
+    for (int r = 0; r < c->nranks; ++r)
+      std::memcpy(static_cast<unsigned char*>(recv) + size_t(r) * bytes, c->slot(r), bytes);
   });
 }

@@ -31,8 +31,11 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& type) {
 }
 
 const char* kSchedulers[] = {
-    "type = 'step'\nstep_size = 2",    "type = 'cosine'\nT_max = 10",      "type = 'exponential'\ngamma = 0.9",
-    "type = 'onecycle'\nmax_lr = 0.1", "type = 'lambda'\nlambda = '0.95^epoch'",
+    "type = 'step'\nstep_size = 2",
+    "type = 'cosine'\nT_max = 10",
+    "type = 'exponential'\ngamma = 0.9",
+    "type = 'onecycle'\nmax_lr = 0.1",
+    "type = 'lambda'\nlambda = '0.95^epoch'",
     "type = 'multistep'\nmilestones = [2, 4]",
     "type = 'sequential'\nmilestones = [3]\nschedulers = [{type = 'linear'}, {type = 'cosine'}]",
 };

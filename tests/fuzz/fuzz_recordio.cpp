@@ -25,8 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<uint8_t> payload(data, data + size);
   std::vector<uint8_t> rec = tr::data::write_record(payload);
   if (tr::data::read_record(rec.data(), rec.size(), 0, "fuzz.rec") != payload) __builtin_trap();
-  tr::fuzz::expect_clean_error([&] {
-    (void)tr::data::parse_record_index(std::string(reinterpret_cast<const char*>(data), size), "fuzz.idx");
-  });
+  tr::fuzz::expect_clean_error(
+      [&] { (void)tr::data::parse_record_index(std::string(reinterpret_cast<const char*>(data), size), "fuzz.idx"); });
   return 0;
 }

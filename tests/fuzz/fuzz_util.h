@@ -16,20 +16,20 @@ namespace tr::fuzz {
 // record) and is expected; any other exception escapes, and libFuzzer reports it as a crash: an
 // input that gets past the checks to a std::out_of_range or a JSON library error deserves a
 // better message.
-template <typename F>
-void expect_clean_error(F&& f) {
+template <typename F> void expect_clean_error(F&& f) {
   try {
     f();
-  } catch (const tr::Error&) {
-  }
+  } catch (const tr::Error&) {}
 }
 
 // The input split at NUL bytes: [0] the main text, the rest extra strings (e.g. --set overrides).
 inline std::vector<std::string> split_nul(const uint8_t* data, size_t size, size_t max_parts) {
   std::vector<std::string> parts(1);
   for (size_t i = 0; i < size; ++i) {
-    if (data[i] == 0 && parts.size() < max_parts) parts.emplace_back();
-    else parts.back().push_back(char(data[i]));
+    if (data[i] == 0 && parts.size() < max_parts)
+      parts.emplace_back();
+    else
+      parts.back().push_back(char(data[i]));
   }
   return parts;
 }

@@ -37,7 +37,9 @@ inline Result shell(const fs::path& dir, const std::string& command) {
 }
 
 // Runs the trainer in `dir` with `args`.
-inline Result trainer(const fs::path& dir, const std::string& args) { return shell(dir, "'" TRAINER_BINARY "' " + args); }
+inline Result trainer(const fs::path& dir, const std::string& args) {
+  return shell(dir, "'" TRAINER_BINARY "' " + args);
+}
 
 inline fs::path fresh_dir(const std::string& name) {
   fs::path d = fs::temp_directory_path() / ("trainer_it_" + name + "_" + std::to_string(getpid()));
@@ -75,7 +77,8 @@ inline std::string synthetic_config_without_dropout() {
 inline std::string strip_timing(const std::string& metrics) {
   const std::string t = std::regex_replace(
       metrics,
-      std::regex(",\"(samples_per_s|startup_s|peak_flops|mfu|mem_peak_mb|mem_reserved_mb|mem_peak_reserved_mb)\":[-0-9.e+]+"),
+      std::regex(
+          ",\"(samples_per_s|startup_s|peak_flops|mfu|mem_peak_mb|mem_reserved_mb|mem_peak_reserved_mb)\":[-0-9.e+]+"),
       "");
   return std::regex_replace(t, std::regex(",\"mem_peak_mb_per_rank\":\\[[^\\]]*\\]"), "");
 }
@@ -86,7 +89,8 @@ inline void check_exact_resume(const fs::path& d, const std::string& config, con
   Result a = trainer(d, "run " + config + " --set run.name=straight " + args);
   INFO(a.out);
   REQUIRE(a.code == 0);
-  Result b1 = trainer(d, "run " + config + " --set run.name=resumed --stop-at-step " + std::to_string(stop) + " " + args);
+  Result b1 =
+      trainer(d, "run " + config + " --set run.name=resumed --stop-at-step " + std::to_string(stop) + " " + args);
   INFO(b1.out);
   REQUIRE(b1.code == 0);
   CHECK_THAT(b1.out, Contains("stopped as asked at step " + std::to_string(stop)));

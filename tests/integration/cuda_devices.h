@@ -17,10 +17,10 @@ inline int cuda_devices() {
 
 }  // namespace it
 
-#define REQUIRE_CUDA_DEVICES(n)                                                                      \
-  do {                                                                                              \
-    if (it::cuda_devices() < (n)) {                                                                 \
-      WARN("needs " << (n) << " CUDA device(s); the trainer binary sees " << it::cuda_devices());   \
-      return;                                                                                       \
-    }                                                                                               \
+#define REQUIRE_CUDA_DEVICES(n)                                                                   \
+  do {                                                                                            \
+    if (it::cuda_devices() < (n)) {                                                               \
+      WARN("needs " << (n) << " CUDA device(s); the trainer binary sees " << it::cuda_devices()); \
+      return;                                                                                     \
+    }                                                                                             \
   } while (0)

@@ -10,7 +10,7 @@ namespace it {
 // `trainer run <name>.toml --set run.name=<name> <args>` in d on the config text `cfg`: the counts
 // file's lines, one per process (rank), or nullopt where the binary writes none (not the emulator).
 inline std::optional<std::vector<nlohmann::json>> run_counted(const fs::path& d, const std::string& name,
-                                                             const std::string& cfg, const std::string& args) {
+                                                              const std::string& cfg, const std::string& args) {
   write(d / (name + ".toml"), cfg);
   const fs::path counts = d / (name + ".counts.jsonl");
   Result r = shell(d, "TR_CUDA_EMU_COUNTS='" + counts.string() + "' '" TRAINER_BINARY "' run " + name +

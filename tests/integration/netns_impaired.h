@@ -45,10 +45,19 @@ struct ImpairedNodes : NetnsNodes {
       why_not = "no usable /dev/net/tun (the relay needs TUN devices)";
       return;
     }
-    std::vector<std::string> args = {"ip", "netns", "exec", switch_ns(), TUN_NETEM_BINARY,
-                                      "--delay-ms", std::to_string(imp.delay_ms), "--jitter-ms",
-                                      std::to_string(imp.jitter_ms), "--loss", std::to_string(imp.loss),
-                                      "--seed", std::to_string(imp.seed)};
+    std::vector<std::string> args = {"ip",
+                                     "netns",
+                                     "exec",
+                                     switch_ns(),
+                                     TUN_NETEM_BINARY,
+                                     "--delay-ms",
+                                     std::to_string(imp.delay_ms),
+                                     "--jitter-ms",
+                                     std::to_string(imp.jitter_ms),
+                                     "--loss",
+                                     std::to_string(imp.loss),
+                                     "--seed",
+                                     std::to_string(imp.seed)};
     for (int i = 0; i < n; ++i) args.push_back(veth[size_t(i)] + "=" + address(i));
     if (!spawn(args)) return;
     // the devices exist once it says so (~20 ms; `ip netns exec` can take seconds while other

@@ -53,11 +53,10 @@ struct NetnsNodes {
       make += "; ip netns add " + ns[size_t(i)] + "; ip -n " + ns[size_t(i)] + " link set lo up";
       if (!bridge) continue;
       const std::string peer = "b" + tag + "-" + std::to_string(i);
-      make += "; ip link add " + veth[size_t(i)] + " type veth peer name " + peer +
-              "; ip link set " + veth[size_t(i)] + " netns " + ns[size_t(i)] + "; ip link set " + peer + " netns " + sw +
-              "; ip -n " + sw + " link set " + peer + " master br0 up; ip -n " + ns[size_t(i)] + " addr add " +
-              address(i) + "/24 dev " + veth[size_t(i)] + "; ip -n " + ns[size_t(i)] + " link set " + veth[size_t(i)] +
-              " up";
+      make += "; ip link add " + veth[size_t(i)] + " type veth peer name " + peer + "; ip link set " + veth[size_t(i)] +
+              " netns " + ns[size_t(i)] + "; ip link set " + peer + " netns " + sw + "; ip -n " + sw + " link set " +
+              peer + " master br0 up; ip -n " + ns[size_t(i)] + " addr add " + address(i) + "/24 dev " +
+              veth[size_t(i)] + "; ip -n " + ns[size_t(i)] + " link set " + veth[size_t(i)] + " up";
     }
     Result r = shell("/", make);
     if (r.code != 0) why_not = "cannot make network namespaces here: " + r.out;
@@ -70,13 +69,16 @@ struct NetnsNodes {
 inline Result run_nodes(const fs::path& d, const NetnsNodes& net, const std::string& run) {
   const int n = int(net.ns.size());
   const std::string node = "timeout -k 5 60 ip netns exec ";
-  const std::string args = " --nproc 1 --nnodes " + std::to_string(n) + " --master-addr " + NetnsNodes::address(0) +
-                           " --master-port 29555";
-  std::string cmd = "export TRAINER_STORE_TOKEN=t$$; ";
+  const std::string args =
+      " --nproc 1 --nnodes " + std::to_string(n) + " --master-addr " + NetnsNodes::address(0) + " --master-port 29555";
+  // one thread per rank, as the one-host `--nproc n` runs they are compared with have on 2 cores:
+  // where the f32 GEMM splits its sums across threads (oneDNN's AVX2 kernels), the thread count
+  // moves a loss's last bits, and 30 steps make that more than rtol 1e-5
+  std::string cmd = "export TRAINER_STORE_TOKEN=t$$ OMP_NUM_THREADS=1; ";
   for (int i = 1; i < n; ++i) {
     const std::string k = std::to_string(i);
-    cmd += "(" + node + net.ns[size_t(i)] + " " + run + args + " --node-rank " + k + " > node" + k + ".log 2>&1; echo $? > node" +
-           k + ".rc) & ";
+    cmd += "(" + node + net.ns[size_t(i)] + " " + run + args + " --node-rank " + k + " > node" + k +
+           ".log 2>&1; echo $? > node" + k + ".rc) & ";
   }
   return shell(d, cmd + node + net.ns[0] + " " + run + args + " --node-rank 0; rc=$?; wait; exit $rc");
 }

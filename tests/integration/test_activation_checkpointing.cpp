@@ -16,9 +16,10 @@ TEST_CASE("activation checkpointing: gpt_char with dropout gives the same losses
   model.replace(model.find(block), block.size(), "{ type = \"transformer_block\", n_head = 4, dropout = 0.1 }");
   model.replace(model.find("block_size = 128\n"), 17, "block_size = 128\ndropout = 0.1\n");
   write(d / "gpt_drop.toml", model);
-  const std::string args = " --set run.out_dir=runs --set model.file=gpt_drop.toml --set train.steps=6 "
-                           "--set data.batch_size=4 --set train.log_every=1 --set train.eval_every=3 "
-                           "--set train.eval_batches=2 --set log.progress=none";
+  const std::string args =
+      " --set run.out_dir=runs --set model.file=gpt_drop.toml --set train.steps=6 "
+      "--set data.batch_size=4 --set train.log_every=1 --set train.eval_every=3 "
+      "--set train.eval_batches=2 --set log.progress=none";
   const std::string cfg = "run '" + kRepo + "/configs/gpt_char.toml'";
   Result off = trainer(d, cfg + " --set run.name=off" + args);
   INFO(off.out);
@@ -40,7 +41,8 @@ TEST_CASE("activation checkpointing: gpt_char with dropout gives the same losses
   // bf16 autocast: the recomputation re-enters the forward's autocast state
   const std::string amp = " --set amp.enabled=true --set amp.dtype=bf16";
   REQUIRE(trainer(d, cfg + " --set run.name=amp_off" + amp + args).code == 0);
-  REQUIRE(trainer(d, cfg + " --set run.name=amp_on --set model.activation_checkpointing=blocks" + amp + args).code == 0);
+  REQUIRE(trainer(d, cfg + " --set run.name=amp_on --set model.activation_checkpointing=blocks" + amp + args).code ==
+          0);
   CHECK(strip_timing(read(d / "runs/amp_off/metrics.jsonl")) == strip_timing(read(d / "runs/amp_on/metrics.jsonl")));
   CHECK(read(d / "runs/amp_off/checkpoints/final/model.safetensors") ==
         read(d / "runs/amp_on/checkpoints/final/model.safetensors"));

@@ -35,7 +35,8 @@ TEST_CASE("amp: bf16 and fp16 runs train, fp16 logs its loss scale", "[integrati
   REQUIRE(f32.code == 0);
   for (const char* dt : {"bf16", "fp16"}) {
     DYNAMIC_SECTION(dt) {
-      Result r = trainer(d, std::string("run syn.toml --set run.name=") + dt + " --set amp.enabled=true --set amp.dtype=" + dt);
+      Result r = trainer(
+          d, std::string("run syn.toml --set run.name=") + dt + " --set amp.enabled=true --set amp.dtype=" + dt);
       INFO(r.out);
       REQUIRE(r.code == 0);
       std::string m = read(d / ("runs/" + std::string(dt)) / "metrics.jsonl");
@@ -57,13 +58,15 @@ TEST_CASE("amp: a forced overflow skips steps and halves the scale, weights stay
   fs::path d = fresh_dir("amp_overflow");
   write(d / "syn.toml", kSyntheticConfig);
   // 2^40: fp16 gradients overflow until the scale is back near 2^16 (about 24 halvings)
-  Result r = trainer(d, "run syn.toml --set run.name=o --set amp.enabled=true --set amp.dtype=fp16 "
-                        "--set amp.scaler.init_scale=1099511627776.0 --set train.log_every=1 "
-                        "--set checkpoint.every=1 --set checkpoint.keep_last=0");
+  Result r = trainer(d,
+                     "run syn.toml --set run.name=o --set amp.enabled=true --set amp.dtype=fp16 "
+                     "--set amp.scaler.init_scale=1099511627776.0 --set train.log_every=1 "
+                     "--set checkpoint.every=1 --set checkpoint.keep_last=0");
   INFO(r.out);
   REQUIRE(r.code == 0);
   std::string m = read(d / "runs/o/metrics.jsonl");
-  std::vector<double> scale = metric_values(m, "train", "loss_scale"), skipped = metric_values(m, "train", "skipped_steps");
+  std::vector<double> scale = metric_values(m, "train", "loss_scale"),
+                      skipped = metric_values(m, "train", "skipped_steps");
   REQUIRE(scale.size() == 32);
   // (metrics print 9 significant digits)
   CHECK(scale[0] == Approx(549755813888.0).epsilon(1e-8));  // halved once
@@ -93,9 +96,11 @@ TEST_CASE("amp: a forced overflow skips steps and halves the scale, weights stay
 
 TEST_CASE("amp: skipped steps do not advance the LR schedule", "[integration][amp]") {
   fs::path d = fresh_dir("amp_sched");
-  write(d / "syn.toml", std::string(kSyntheticConfig) + "[scheduler]\ntype = \"lambda\"\nlambda = \"1 / (1 + step)\"\ninterval = \"step\"\n");
-  Result r = trainer(d, "run syn.toml --set run.name=s --set amp.enabled=true --set amp.dtype=fp16 "
-                        "--set amp.scaler.init_scale=1099511627776.0 --set train.log_every=1");
+  write(d / "syn.toml", std::string(kSyntheticConfig) +
+                            "[scheduler]\ntype = \"lambda\"\nlambda = \"1 / (1 + step)\"\ninterval = \"step\"\n");
+  Result r = trainer(d,
+                     "run syn.toml --set run.name=s --set amp.enabled=true --set amp.dtype=fp16 "
+                     "--set amp.scaler.init_scale=1099511627776.0 --set train.log_every=1");
   INFO(r.out);
   REQUIRE(r.code == 0);
   std::string m = read(d / "runs/s/metrics.jsonl");
@@ -124,8 +129,9 @@ TEST_CASE("amp: bad settings name the key", "[integration][amp][errors]") {
 TEST_CASE("amp: fp16 with accumulation (4 x 32) and clipping follows one batch of 128", "[integration][amp]") {
   fs::path d = fresh_dir("amp_accumulate");
   write(d / "syn.toml", synthetic_config_without_dropout());
-  const std::string args = " --set amp.enabled=true --set amp.dtype=fp16 --set amp.scaler.init_scale=1099511627776.0 "
-                           "--set train.grad_clip.max_norm=1.0 --set train.log_every=1";
+  const std::string args =
+      " --set amp.enabled=true --set amp.dtype=fp16 --set amp.scaler.init_scale=1099511627776.0 "
+      "--set train.grad_clip.max_norm=1.0 --set train.log_every=1";
   Result a = trainer(d, "run syn.toml --set run.name=big --set data.batch_size=128" + args);
   INFO(a.out);
   REQUIRE(a.code == 0);
@@ -133,7 +139,8 @@ TEST_CASE("amp: fp16 with accumulation (4 x 32) and clipping follows one batch o
   INFO(b.out);
   REQUIRE(b.code == 0);
   std::string ma = read(d / "runs/big/metrics.jsonl"), mb = read(d / "runs/acc/metrics.jsonl");
-  std::vector<double> sa = metric_values(ma, "train", "skipped_steps"), sb = metric_values(mb, "train", "skipped_steps");
+  std::vector<double> sa = metric_values(ma, "train", "skipped_steps"),
+                      sb = metric_values(mb, "train", "skipped_steps");
   REQUIRE(!sa.empty());
   CHECK(sa == sb);  // the scaled micro-batch gradients overflow exactly when the big batch's do
   CHECK(sa.back() > 0);

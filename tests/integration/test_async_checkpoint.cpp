@@ -69,8 +69,9 @@ TEST_CASE("async checkpoints: the bytes of synchronous ones, and a resume from t
           "[integration][checkpoint][async]") {
   fs::path d = fresh_dir("async_bytes");
   write(d / "syn.toml", kSyntheticConfig);
-  const std::string run = kCpu + "'" TRAINER_BINARY "' run syn.toml --set checkpoint.every=5 --set checkpoint.keep_last=0 "
-                          "--set train.epochs=3 --set log.progress=lines ";
+  const std::string run = kCpu + "'" TRAINER_BINARY
+                                 "' run syn.toml --set checkpoint.every=5 --set checkpoint.keep_last=0 "
+                                 "--set train.epochs=3 --set log.progress=lines ";
   Result s = shell(d, run + "--set run.out_dir=\\\"sync\\\" --set checkpoint.async=false");
   INFO(s.out);
   REQUIRE(s.code == 0);
@@ -99,13 +100,19 @@ TEST_CASE("async checkpoints: SIGTERM during a background write completes it, ch
           "[integration][checkpoint][async]") {
   fs::path d = fresh_dir("async_sigterm");
   write(d / "syn.toml", kSyntheticConfig);
-  const std::string common = "--set checkpoint.every=5 --set checkpoint.every_epoch=false --set checkpoint.keep_last=0 "
-                             "--set log.progress=lines --set train.log_every=1";
-  Result straight = shell(d, kCpu + "'" TRAINER_BINARY "' run syn.toml --set run.name=straight --set train.epochs=4 " + common);
+  const std::string common =
+      "--set checkpoint.every=5 --set checkpoint.every_epoch=false --set checkpoint.keep_last=0 "
+      "--set log.progress=lines --set train.log_every=1";
+  Result straight =
+      shell(d, kCpu + "'" TRAINER_BINARY "' run syn.toml --set run.name=straight --set train.epochs=4 " + common);
   REQUIRE(straight.code == 0);
   // each write pauses 800 ms, so step 5's is in flight when its temporary directory shows
-  Result b = shell(d, kCpu + "TR_TEST_CHECKPOINT_WRITE_MS=800 '" TRAINER_BINARY "' run syn.toml --set run.name=sig "
-                          "--set train.epochs=400 " + common + " > sig.log 2>&1 & pid=$!; "
+  Result b = shell(d, kCpu +
+                          "TR_TEST_CHECKPOINT_WRITE_MS=800 '" TRAINER_BINARY
+                          "' run syn.toml --set run.name=sig "
+                          "--set train.epochs=400 " +
+                          common +
+                          " > sig.log 2>&1 & pid=$!; "
                           "for i in $(seq 1000); do ls -d runs/sig/checkpoints/.tmp-step_5-* >/dev/null 2>&1 && break; "
                           "sleep 0.005; done; kill -TERM $pid; wait $pid; echo \"status $?\"");
   const std::string log = read(d / "sig.log");
@@ -117,13 +124,16 @@ TEST_CASE("async checkpoints: SIGTERM during a background write completes it, ch
   CHECK(std::stoi(stop) > 5);
   // the write in flight and the stop's both complete, nothing half-written left behind
   Result v = trainer(d, "checkpoint verify runs/sig/checkpoints/step_5 && '" TRAINER_BINARY
-                        "' checkpoint verify runs/sig/checkpoints/step_" + stop);
+                        "' checkpoint verify runs/sig/checkpoints/step_" +
+                            stop);
   INFO(v.out);
   CHECK(v.code == 0);
   CHECK(read(d / "runs/sig/checkpoints/latest") == "step_" + stop + "\n");
-  for (auto& e : fs::directory_iterator(d / "runs/sig/checkpoints")) CHECK(e.path().filename().string().rfind(".tmp", 0) != 0);
+  for (auto& e : fs::directory_iterator(d / "runs/sig/checkpoints"))
+    CHECK(e.path().filename().string().rfind(".tmp", 0) != 0);
   // the resumed run (its length a harmless change) equals the uninterrupted one
-  Result c = shell(d, kCpu + "'" TRAINER_BINARY "' run syn.toml --set run.name=sig --set train.epochs=4 --resume auto " + common);
+  Result c = shell(
+      d, kCpu + "'" TRAINER_BINARY "' run syn.toml --set run.name=sig --set train.epochs=4 --resume auto " + common);
   INFO(c.out);
   REQUIRE(c.code == 0);
   CHECK_THAT(c.out, Contains("resumed at step " + stop));
@@ -136,14 +146,16 @@ TEST_CASE("async checkpoints: SIGKILL during a background write leaves the previ
           "[integration][checkpoint][async]") {
   fs::path d = fresh_dir("async_kill9");
   write(d / "syn.toml", kSyntheticConfig);
-  const std::string common = "--set checkpoint.every=5 --set checkpoint.every_epoch=false --set checkpoint.keep_last=2 "
-                             "--set log.progress=lines --set train.epochs=4";
+  const std::string common =
+      "--set checkpoint.every=5 --set checkpoint.every_epoch=false --set checkpoint.keep_last=2 "
+      "--set log.progress=lines --set train.epochs=4";
   Result straight = shell(d, kCpu + "'" TRAINER_BINARY "' run syn.toml --set run.name=straight " + common);
   REQUIRE(straight.code == 0);
-  Result k = shell(d, kCpu + "TR_TEST_CHECKPOINT_WRITE_MS=800 '" TRAINER_BINARY "' run syn.toml --set run.name=killed " +
-                          common + " > kill.log 2>&1 & pid=$!; "
-                          "for i in $(seq 1000); do ls -d runs/killed/checkpoints/.tmp-step_10-* >/dev/null 2>&1 && break; "
-                          "sleep 0.005; done; kill -9 $pid; wait $pid; echo \"status $?\"; cat runs/killed/checkpoints/latest");
+  Result k = shell(
+      d, kCpu + "TR_TEST_CHECKPOINT_WRITE_MS=800 '" TRAINER_BINARY "' run syn.toml --set run.name=killed " + common +
+             " > kill.log 2>&1 & pid=$!; "
+             "for i in $(seq 1000); do ls -d runs/killed/checkpoints/.tmp-step_10-* >/dev/null 2>&1 && break; "
+             "sleep 0.005; done; kill -9 $pid; wait $pid; echo \"status $?\"; cat runs/killed/checkpoints/latest");
   INFO(k.out << read(d / "kill.log"));
   CHECK_THAT(k.out, Contains("status 137"));
   CHECK_THAT(k.out, Contains("step_5\n"));  // latest: step_10 never committed
@@ -159,15 +171,20 @@ TEST_CASE("async checkpoints: SIGKILL during a background write leaves the previ
     CHECK(e.path().filename().string().rfind(".tmp", 0) != 0);
 }
 
-TEST_CASE("async checkpoints: a background write that fails is one error naming the checkpoint, exit 4, the previous one newest",
-          "[integration][checkpoint][async][errors]") {
+TEST_CASE(
+    "async checkpoints: a background write that fails is one error naming the checkpoint, exit 4, the previous one "
+    "newest",
+    "[integration][checkpoint][async][errors]") {
   fs::path d = fresh_dir("async_fail");
   write(d / "syn.toml", kSyntheticConfig);
   // step 10's temporary directory vanishes while its write pauses: its commit fails in the background
-  const std::string sabotage = " > run.log 2>&1 & pid=$!; "
-                               "for i in $(seq 1000); do t=$(ls -d runs/syn/checkpoints/.tmp-step_10-* 2>/dev/null) && break; "
-                               "sleep 0.005; done; rm -rf \"$t\"; wait $pid; echo \"status $?\"";
-  const std::string run = kCpu + "TR_TEST_CHECKPOINT_WRITE_MS=300 '" TRAINER_BINARY "' run syn.toml --set checkpoint.every=5 "
+  const std::string sabotage =
+      " > run.log 2>&1 & pid=$!; "
+      "for i in $(seq 1000); do t=$(ls -d runs/syn/checkpoints/.tmp-step_10-* 2>/dev/null) && break; "
+      "sleep 0.005; done; rm -rf \"$t\"; wait $pid; echo \"status $?\"";
+  const std::string run = kCpu +
+                          "TR_TEST_CHECKPOINT_WRITE_MS=300 '" TRAINER_BINARY
+                          "' run syn.toml --set checkpoint.every=5 "
                           "--set checkpoint.every_epoch=false --set checkpoint.keep_last=0 --set log.progress=lines "
                           "--set train.epochs=2 ";
   SECTION("on_error = stop") {
@@ -198,7 +215,8 @@ TEST_CASE("cuda: async checkpoints of a run on the device: pinned copies, the by
   REQUIRE_CUDA_DEVICES(1);
   fs::path d = fresh_dir("async_cuda");
   write(d / "syn.toml", kSyntheticConfig);
-  const std::string run = "'" TRAINER_BINARY "' run syn.toml --set run.device=\\\"cuda\\\" --set checkpoint.every=5 "
+  const std::string run = "'" TRAINER_BINARY
+                          "' run syn.toml --set run.device=\\\"cuda\\\" --set checkpoint.every=5 "
                           "--set checkpoint.keep_last=0 --set log.progress=lines --set train.epochs=1 ";
   Result s = shell(d, run + "--set run.out_dir=\\\"sync\\\" --set checkpoint.async=false");
   INFO(s.out);

@@ -13,7 +13,8 @@ TEST_CASE("resume is exact: synthetic data, dropout, AdamW, cosine, stops anywhe
   std::string c = kSyntheticConfig;
   c.replace(c.find("momentum = 0.9\n"), 15, "");  // SGD's key: AdamW has no momentum (an unknown key)
   write(d / "syn.toml", c + "[scheduler]\ntype = \"cosine\"\ninterval = \"step\"\n");
-  const std::string args = "--set optimizer.type=adamw --set optimizer.lr=0.01 --set checkpoint.every=7 --set train.epochs=3";
+  const std::string args =
+      "--set optimizer.type=adamw --set optimizer.lr=0.01 --set checkpoint.every=7 --set train.epochs=3";
   for (int64_t stop : {5, 16, 21}) {  // mid-epoch, the last step of an epoch, just after a checkpoint
     DYNAMIC_SECTION("stop at step " << stop) {
       fs::remove_all(d / "runs");
@@ -22,7 +23,8 @@ TEST_CASE("resume is exact: synthetic data, dropout, AdamW, cosine, stops anywhe
   }
 }
 
-TEST_CASE("resume is exact: fmnist_cnn (dropout, shuffling, batch norm) stopped mid-epoch", "[integration][checkpoint]") {
+TEST_CASE("resume is exact: fmnist_cnn (dropout, shuffling, batch norm) stopped mid-epoch",
+          "[integration][checkpoint]") {
   fs::path d = fresh_dir("resume_cnn");
   check_exact_resume(d, "'" + kRepo + "/configs/fmnist_cnn.toml'",
                      "--set train.steps=40 --set train.eval_every=20 --set train.eval_batches=2 "
@@ -35,7 +37,8 @@ TEST_CASE("resume is exact with random crops and flips of the training images", 
   std::string c = read(kRepo + "/configs/fmnist_cnn.toml");
   c.replace(c.find("\"../models/"), 11, "\"" + kRepo + "/models/");
   c.replace(c.find("[data]\n"), 7,
-            "[data]\ntransforms = [{ type = \"random_crop\", padding = 3 }, { type = \"random_horizontal_flip\", p = 0.5 }]\n");
+            "[data]\ntransforms = [{ type = \"random_crop\", padding = 3 }, { type = \"random_horizontal_flip\", p = "
+            "0.5 }]\n");
   write(d / "aug.toml", c);
   check_exact_resume(d, "aug.toml",
                      "--set train.steps=30 --set train.eval_every=15 --set train.eval_batches=2 "
@@ -44,7 +47,8 @@ TEST_CASE("resume is exact with random crops and flips of the training images", 
   CHECK_THAT(read(d / "runs/straight/config.toml"), Contains("type = 'random_horizontal_flip'"));
 }
 
-TEST_CASE("resume is exact with fp16 autocast and a loss scaler that grows and backs off", "[integration][checkpoint][amp]") {
+TEST_CASE("resume is exact with fp16 autocast and a loss scaler that grows and backs off",
+          "[integration][checkpoint][amp]") {
   fs::path d = fresh_dir("resume_amp");
   write(d / "syn.toml", kSyntheticConfig);
   // growth_interval 3 and a start at 2^20: the scale both backs off and grows within the run
@@ -54,21 +58,24 @@ TEST_CASE("resume is exact with fp16 autocast and a loss scaler that grows and b
                      13);
 }
 
-TEST_CASE("resume is exact: gpt_char (AdamW, warmup + cosine LambdaLR) stopped mid-epoch", "[integration][checkpoint]") {
+TEST_CASE("resume is exact: gpt_char (AdamW, warmup + cosine LambdaLR) stopped mid-epoch",
+          "[integration][checkpoint]") {
   fs::path d = fresh_dir("resume_gpt");
-  check_exact_resume(d, "'" + kRepo + "/configs/gpt_char.toml'",
-                     "--set train.steps=24 --set train.eval_every=12 --set train.eval_batches=2 --set train.log_every=4 "
-                     "--set data.batch_size=8 --set scheduler.type=lambda --set scheduler.interval=step "
-                     "--set 'scheduler.lambda=\"warmup(step, 8) * cosine(step, total_steps)\"'",
-                     13);
+  check_exact_resume(
+      d, "'" + kRepo + "/configs/gpt_char.toml'",
+      "--set train.steps=24 --set train.eval_every=12 --set train.eval_batches=2 --set train.log_every=4 "
+      "--set data.batch_size=8 --set scheduler.type=lambda --set scheduler.interval=step "
+      "--set 'scheduler.lambda=\"warmup(step, 8) * cosine(step, total_steps)\"'",
+      13);
 }
 
 TEST_CASE("EMA of the weights: eval lines gain ema_ keys, training is unchanged, resume is exact, export --ema",
           "[integration][checkpoint][ema]") {
   fs::path d = fresh_dir("resume_ema");
   const std::string cfg = "'" + kRepo + "/configs/fmnist_cnn.toml'";
-  const std::string args = "--set train.steps=40 --set train.eval_every=20 --set train.eval_batches=2 "
-                           "--set train.log_every=5 --set data.eval_batch_size=100";
+  const std::string args =
+      "--set train.steps=40 --set train.eval_every=20 --set train.eval_batches=2 "
+      "--set train.log_every=5 --set data.eval_batch_size=100";
   // fmnist_cnn has batch norm (buffers) and dropout (the random stream the EMA must not disturb)
   check_exact_resume(d, cfg, args + " --set train.ema_decay=0.9", 17);
   CHECK(read(d / "runs/straight/checkpoints/final/ema.safetensors") ==
@@ -121,10 +128,11 @@ TEST_CASE("SIGTERM writes a checkpoint and exits 143, the resumed run equals an 
   Result a = trainer(d, "run syn.toml --set run.name=straight " + args);
   REQUIRE(a.code == 0);
   // stop it once it has logged a few steps
-  Result b = shell(d, "'" TRAINER_BINARY "' run syn.toml --set run.name=sig " + args +
-                          " > sig.log 2>&1 & pid=$!; "
-                          "while [ \"$(cat runs/sig/metrics.jsonl 2>/dev/null | grep -c train)\" -lt 50 ]; do sleep 0.01; done; "
-                          "kill -TERM $pid; wait $pid; echo \"status $?\"");
+  Result b = shell(
+      d, "'" TRAINER_BINARY "' run syn.toml --set run.name=sig " + args +
+             " > sig.log 2>&1 & pid=$!; "
+             "while [ \"$(cat runs/sig/metrics.jsonl 2>/dev/null | grep -c train)\" -lt 50 ]; do sleep 0.01; done; "
+             "kill -TERM $pid; wait $pid; echo \"status $?\"");
   INFO(b.out << read(d / "sig.log"));
   CHECK_THAT(b.out, Contains("status 143"));
   CHECK_THAT(read(d / "sig.log"), Contains("stopped by signal 15"));
@@ -141,7 +149,8 @@ TEST_CASE("kill -9 during checkpoint writes: --resume auto always continues from
   fs::path d = fresh_dir("kill9");
   write(d / "syn.toml", kSyntheticConfig);
   // a checkpoint after every step, so most kills land inside a write
-  const std::string args = "--set train.epochs=100 --set checkpoint.every=1 --set checkpoint.keep_last=2 --set log.progress=none";
+  const std::string args =
+      "--set train.epochs=100 --set checkpoint.every=1 --set checkpoint.keep_last=2 --set log.progress=none";
   Result a = trainer(d, "run syn.toml --set run.name=straight " + args);
   REQUIRE(a.code == 0);
   std::mt19937 rng(1234);
@@ -188,7 +197,8 @@ TEST_CASE("a damaged newest checkpoint: verify names it, --resume auto falls bac
   CHECK(explicit_bad.code != 0);
 }
 
-TEST_CASE("resume refuses config changes that alter the run and lists harmless ones", "[integration][checkpoint][errors]") {
+TEST_CASE("resume refuses config changes that alter the run and lists harmless ones",
+          "[integration][checkpoint][errors]") {
   fs::path d = fresh_dir("resume_config");
   write(d / "syn.toml", kSyntheticConfig);
   REQUIRE(trainer(d, "run syn.toml --stop-at-step 10").code == 0);
@@ -211,7 +221,8 @@ TEST_CASE("export writes the weights alone, as the PyTorch-checked fixture", "[i
   REQUIRE(e.code == 0);
   // The header (names, dtypes, shapes, offsets, metadata) byte for byte; the f32 weights to
   // rounding: the fixture's 30 steps ran on another CPU, whose BLAS kernels round differently.
-  const std::string ours = read(d / "w.safetensors"), fixture = read(kRepo + "/tests/fixtures/export_weights.safetensors");
+  const std::string ours = read(d / "w.safetensors"),
+                    fixture = read(kRepo + "/tests/fixtures/export_weights.safetensors");
   REQUIRE(ours.size() == fixture.size());
   uint64_t header = 0;
   std::memcpy(&header, fixture.data(), 8);
@@ -229,8 +240,9 @@ TEST_CASE("export writes the weights alone, as the PyTorch-checked fixture", "[i
 TEST_CASE("keep_last prunes old checkpoints and keep_best keeps the best eval's", "[integration][checkpoint]") {
   fs::path d = fresh_dir("keep_best");
   write(d / "syn.toml", kSyntheticConfig);
-  Result r = trainer(d, "run syn.toml --set train.epochs=6 --set checkpoint.keep_last=1 "
-                        "--set checkpoint.keep_best=eval.loss --set log.progress=none");
+  Result r = trainer(d,
+                     "run syn.toml --set train.epochs=6 --set checkpoint.keep_last=1 "
+                     "--set checkpoint.keep_best=eval.loss --set log.progress=none");
   INFO(r.out);
   REQUIRE(r.code == 0);
   // the epoch-end checkpoints are step_16, step_32, ...; the best is the one after the lowest eval loss
@@ -255,12 +267,15 @@ TEST_CASE("one run, one writer: a second run on a live run's directory is refuse
   fs::path d = fresh_dir("run_lock");
   write(d / "syn.toml", kSyntheticConfig);
   // a run that lasts: many epochs of the synthetic set, a checkpoint every 20 steps
-  const std::string slow = "run syn.toml --set run.name=locked --set train.epochs=100000 --set checkpoint.every=20 "
-                           "--set log.progress=none";
-  Result r = shell(d, "'" TRAINER_BINARY "' " + slow + " > first.log 2>&1 & pid=$!; "
-                      "for i in $(seq 100); do [ -d runs/locked/checkpoints/step_20 ] && break; sleep 0.1; done; "
-                      "'" TRAINER_BINARY "' run syn.toml --set run.name=locked --set train.epochs=1; rc=$?; "
-                      "kill -9 $pid; wait $pid; echo second=$rc first_pid=$pid");
+  const std::string slow =
+      "run syn.toml --set run.name=locked --set train.epochs=100000 --set checkpoint.every=20 "
+      "--set log.progress=none";
+  Result r = shell(d, "'" TRAINER_BINARY "' " + slow +
+                          " > first.log 2>&1 & pid=$!; "
+                          "for i in $(seq 100); do [ -d runs/locked/checkpoints/step_20 ] && break; sleep 0.1; done; "
+                          "'" TRAINER_BINARY
+                          "' run syn.toml --set run.name=locked --set train.epochs=1; rc=$?; "
+                          "kill -9 $pid; wait $pid; echo second=$rc first_pid=$pid");
   INFO(r.out);
   CHECK_THAT(r.out, Contains("second=1"));
   CHECK_THAT(r.out, Contains("run directory runs/locked is in use by trainer pid") && Contains("one run, one writer"));
@@ -277,7 +292,8 @@ TEST_CASE("a checkpoint that cannot be written: exit status 4 naming it and the 
           "[integration][checkpoint][errors]") {
   fs::path d = fresh_dir("full_disk");
   write(d / "syn.toml", kSyntheticConfig);
-  const std::string run = "'" TRAINER_BINARY "' run syn.toml --set train.steps=60 --set checkpoint.every=5 "
+  const std::string run = "'" TRAINER_BINARY
+                          "' run syn.toml --set train.steps=60 --set checkpoint.every=5 "
                           "--set checkpoint.keep_last=0 --set log.progress=none";
   // the run without faults, to compare the resumed one with
   Result straight = shell(d, run + " --set run.name=straight");
@@ -305,19 +321,25 @@ TEST_CASE("a checkpoint that cannot be written: exit status 4 naming it and the 
     const std::string script =
         "mount -t tmpfs -o size=120k tmpfs disk && cd disk && cp ../syn.toml . && "
         // 1. the disk fills up at the 6th checkpoint
-        + run + " --set run.name=full; echo status=$?; "
-        "'" TRAINER_BINARY "' checkpoint verify runs/full/checkpoints/step_25 && "
+        + run +
+        " --set run.name=full; echo status=$?; "
+        "'" TRAINER_BINARY
+        "' checkpoint verify runs/full/checkpoints/step_25 && "
         "wc -l < runs/full/metrics.jsonl | sed 's/^/lines=/'; grep -vc '}$' runs/full/metrics.jsonl | sed 's/^/cut=/'; "
         // 2. warn: the run trains on past the failed checkpoints
-        "rm -rf runs/full/checkpoints/step_5 runs/full/checkpoints/step_10; " + run +
+        "rm -rf runs/full/checkpoints/step_5 runs/full/checkpoints/step_10; " +
+        run +
         " --set run.name=warned --set checkpoint.on_error=warn 2>&1 | grep -c 'training goes on' | sed 's/^/warned=/'; "
         "ls runs/warned/checkpoints | tr '\\n' ' ' | sed 's/^/warned_dirs=/'; echo; rm -rf runs/warned; "
         // 3. space freed: --resume auto continues from the last good one to the end
-        "mount -o remount,size=8m \"$PWD\"; " + run +
+        "mount -o remount,size=8m \"$PWD\"; " +
+        run +
         " --set run.name=full --resume auto; echo resumed=$?; "
-        "cp runs/full/metrics.jsonl ../full_metrics.jsonl; cp runs/full/checkpoints/final/model.safetensors ../full_final.safetensors; "
+        "cp runs/full/metrics.jsonl ../full_metrics.jsonl; cp runs/full/checkpoints/final/model.safetensors "
+        "../full_final.safetensors; "
         // 4. a read-only checkpoint directory under a writable run directory
-        + run + " --set run.name=ro --set train.steps=10 > /dev/null && "
+        + run +
+        " --set run.name=ro --set train.steps=10 > /dev/null && "
         "mount --bind runs/ro/checkpoints runs/ro/checkpoints && mount -o remount,bind,ro runs/ro/checkpoints && " +
         run + " --set run.name=ro --set train.steps=20 --resume auto; echo ro_status=$?";
     write(d / "disk.sh", script + "\n");
@@ -328,10 +350,10 @@ TEST_CASE("a checkpoint that cannot be written: exit status 4 naming it and the 
                           Contains("the earlier checkpoints are intact (newest: step_25)"));
     CHECK_THAT(r.out, Contains("runs/full/checkpoints/step_25: ok"));
     // the train lines up to step 30 and the first epoch's eval, whole. Checkpoints are written in the
-  // background: step 30's failure is seen at the first step that finds its write ended, at the latest
-  // by step 32's checkpoint (one write in flight), after step 32's train and eval lines.
-  CHECK_THAT(r.out, Contains("lines=8\n") || Contains("lines=10\n"));
-  CHECK_THAT(r.out, Contains("cut=0\n"));
+    // background: step 30's failure is seen at the first step that finds its write ended, at the latest
+    // by step 32's checkpoint (one write in flight), after step 32's train and eval lines.
+    CHECK_THAT(r.out, Contains("lines=8\n") || Contains("lines=10\n"));
+    CHECK_THAT(r.out, Contains("cut=0\n"));
     CHECK_THAT(r.out, Contains("warned=") && !Contains("warned=0"));
     CHECK_THAT(r.out, Contains("resumed=0"));
     CHECK(strip_timing(read(d / "full_metrics.jsonl")) == strip_timing(read(d / "runs/straight/metrics.jsonl")));

@@ -23,7 +23,8 @@ TEST_CASE("the first train line carries startup_s: process start to the first st
   std::string m = read(d / "runs/a/metrics.jsonl");
   INFO(m);
   // after samples_per_s, on the first train line only
-  std::regex first("^\\{\"split\":\"train\",\"step\":2,[^\n]*,\"samples_per_s\":[-0-9.e+]+,\"startup_s\":([0-9.e+-]+)\\}\n");
+  std::regex first(
+      "^\\{\"split\":\"train\",\"step\":2,[^\n]*,\"samples_per_s\":[-0-9.e+]+,\"startup_s\":([0-9.e+-]+)\\}\n");
   std::smatch sm;
   REQUIRE(std::regex_search(m, sm, first));
   const double s = std::stod(sm[1].str());
@@ -56,7 +57,8 @@ TEST_CASE("run writes metrics.jsonl and the resolved config, same seed, same met
   // forward and weight gradients of both layers, the input gradient of the second) and a fraction,
   // from the last train line (the first one's window holds the start-up: its MFU rounds to 0)
   std::smatch mf;
-  const std::regex mfu_re("\"flops_per_step\":([0-9.e+]+),\"peak_flops\":([0-9.e+]+),\"mfu\":([0-9.e+]+),\"samples_per_s\":([0-9.e+]+)");
+  const std::regex mfu_re(
+      "\"flops_per_step\":([0-9.e+]+),\"peak_flops\":([0-9.e+]+),\"mfu\":([0-9.e+]+),\"samples_per_s\":([0-9.e+]+)");
   for (auto it = std::sregex_iterator(ma.begin(), ma.end(), mfu_re); it != std::sregex_iterator(); ++it) mf = *it;
   REQUIRE(mf.size() == 5);
   const double flops = std::stod(mf[1].str()), peak = std::stod(mf[2].str()), mfu = std::stod(mf[3].str());
@@ -75,7 +77,8 @@ TEST_CASE("run writes metrics.jsonl and the resolved config, same seed, same met
   INFO(e.out);
   CHECK(e.code == 0);
   std::smatch m;
-  REQUIRE(std::regex_search(ma, m, std::regex("\"step\":32,\"epoch\":1,\"loss\":([-0-9.e+]+),\"accuracy\":([-0-9.e+]+)")));
+  REQUIRE(
+      std::regex_search(ma, m, std::regex("\"step\":32,\"epoch\":1,\"loss\":([-0-9.e+]+),\"accuracy\":([-0-9.e+]+)")));
   CHECK_THAT(e.out, Contains("\"loss\":" + m[1].str()) && Contains("\"accuracy\":" + m[2].str()));
 }
 
@@ -102,8 +105,9 @@ TEST_CASE("progress: a live line on a terminal, plain periodic lines otherwise",
 
 TEST_CASE("the MLP learns Fashion-MNIST from the real files", "[integration]") {
   fs::path d = fresh_dir("mlp");
-  Result r = trainer(d, "run '" + kRepo + "/configs/fmnist_mlp.toml' --set train.steps=150 --set train.eval_batches=2 "
-                        "--set log.progress=lines");
+  Result r = trainer(d, "run '" + kRepo +
+                            "/configs/fmnist_mlp.toml' --set train.steps=150 --set train.eval_batches=2 "
+                            "--set log.progress=lines");
   INFO(r.out);
   REQUIRE(r.code == 0);
   std::string m = read(d / "runs/fmnist_mlp/metrics.jsonl");
@@ -118,7 +122,8 @@ TEST_CASE("Fashion-MNIST through the decode cache: the same metrics cold, warm, 
   auto run = [&](const std::string& name, const std::string& extra = "") {
     Result r = shell(d, "TRAINER_CACHE_DIR='" + cache + "' '" TRAINER_BINARY "' run '" + kRepo +
                             "/configs/fmnist_mlp.toml' --set train.steps=3 --set train.eval_batches=1 "
-                            "--set log.progress=none --set checkpoint.save_final=false --set run.name=" + name + " " + extra);
+                            "--set log.progress=none --set checkpoint.save_final=false --set run.name=" +
+                            name + " " + extra);
     INFO(r.out);
     REQUIRE(r.code == 0);
     return std::make_pair(r.out, strip_timing(read(d / "runs" / name / "metrics.jsonl")));
@@ -129,7 +134,7 @@ TEST_CASE("Fashion-MNIST through the decode cache: the same metrics cold, warm, 
   std::vector<fs::path> entries;
   for (auto& e : fs::directory_iterator(cache))
     if (e.path().extension() == ".decoded") entries.push_back(e.path());  // (peaks.json shares the directory)
-  CHECK(entries.size() == 4);  // train and test images and labels
+  CHECK(entries.size() == 4);                                             // train and test images and labels
   auto [warm_out, warm] = run("warm");
   CHECK_THAT(warm_out, !Contains("warning"));
   CHECK(warm == cold);
@@ -240,7 +245,8 @@ TEST_CASE("TR_SGEMM and TR_CPU_ISA pick kernels: info names them, a bad value is
   Result ob = shell(d, "TR_SGEMM=openblas '" TRAINER_BINARY "' info");
   CHECK(ob.code == 0);
   CHECK_THAT(ob.out, Contains("cpu f32 gemm: OpenBLAS"));
-  Result bad = shell(d, "TR_SGEMM=mkl '" TRAINER_BINARY "' run '" + kRepo + "/configs/fmnist_mlp.toml' --set train.steps=1");
+  Result bad =
+      shell(d, "TR_SGEMM=mkl '" TRAINER_BINARY "' run '" + kRepo + "/configs/fmnist_mlp.toml' --set train.steps=1");
   CHECK(bad.code != 0);
   CHECK_THAT(bad.out, Contains("TR_SGEMM=mkl: expected onednn or openblas"));
   // the cap on trainer's own kernels: avx2 takes bf16 matmuls off the native kernels

@@ -4,8 +4,8 @@
 // NVTX ranges "forward", "backward", "step" that the Trainer opens), and the peak of device memory.
 // bench/gpt2_proxy.toml is GPT-2's graph and recipe at emulator size; a step's counts are the
 // difference of runs of 3 and 6 steps (start-up, the first step's state allocation and the end
-// cancel), a block's the difference of those differences at 2 and 4 blocks. The bench script bench/run_gpu_proxy.sh prints the table this prints.
-// On a real GPU the counts file is not written and the test says so.
+// cancel), a block's the difference of those differences at 2 and 4 blocks. The bench script bench/run_gpu_proxy.sh
+// prints the table this prints. On a real GPU the counts file is not written and the test says so.
 #include <nlohmann/json.hpp>
 #include <cstdio>
 #include <map>
@@ -59,7 +59,8 @@ std::optional<Run> run_proxy(const fs::path& d, int blocks, int steps, const std
   REQUIRE(cfg.find(two) != std::string::npos);
   cfg.replace(cfg.find(two), two.size(), "times = " + std::to_string(blocks) + ",");
   const std::string name = "r" + std::to_string(++runs) + "_b" + std::to_string(blocks) + "_s" + std::to_string(steps);
-  const auto lines = run_counted(d, name, cfg, "--set train.steps=" + std::to_string(steps) + " --set train.eval_batches=1 " + extra);
+  const auto lines =
+      run_counted(d, name, cfg, "--set train.steps=" + std::to_string(steps) + " --set train.eval_batches=1 " + extra);
   if (!lines) return std::nullopt;
   Run out;
   for (const auto& j : *lines) {  // one line per process (ranks): summed
@@ -92,10 +93,12 @@ TEST_CASE("cuda proxy: launches, host waits and device memory of a GPT-2 trainin
     return;
   }
   const Run b = *run_proxy(d, 2, 6), c3 = *run_proxy(d, 4, 3), c = *run_proxy(d, 4, 6);
-  const Run step = (b - *a) / 3.0;                     // one step at 2 blocks
+  const Run step = (b - *a) / 3.0;                      // one step at 2 blocks
   const Run block = ((c - c3) - (b - *a)) / (3 * 2.0);  // what one block adds to one step
   const Counts outside = step.total - step.range("forward") - step.range("backward") - step.range("step");
-  std::printf("| per training step (GPT-2 graph, bf16 autocast, AdamW, clip) | launches | kernels | copies | host waits | polls |\n");
+  std::printf(
+      "| per training step (GPT-2 graph, bf16 autocast, AdamW, clip) | launches | kernels | copies | host waits | "
+      "polls |\n");
   std::printf("| --- | ---: | ---: | ---: | ---: | ---: |\n");
   print_row("one block, forward", block.range("forward"));
   print_row("one block, backward", block.range("backward"));

@@ -18,8 +18,7 @@ using namespace it;
 
 namespace {
 
-template <typename... A>
-std::string str_of(const A&... a) {
+template <typename... A> std::string str_of(const A&... a) {
   std::ostringstream o;
   (o << ... << a);
   return o.str();
@@ -53,7 +52,7 @@ void check_close(const std::vector<double>& a, const std::vector<double>& b, dou
   for (size_t i = 0; i < a.size(); ++i)
     if (!(std::abs(a[i] - b[i]) <= atol + rtol * std::abs(a[i])) && bad++ == 0) first = i;
   INFO(bad << " of " << a.size() << " differ; first at " << first << ": " << (a.empty() ? 0 : a[first]) << " vs "
-            << (b.empty() ? 0 : b[first]));
+           << (b.empty() ? 0 : b[first]));
   CHECK(bad == 0);
 }
 
@@ -74,7 +73,8 @@ std::string metrics(const fs::path& d, const std::string& name) { return read(d 
 void check_runs(const fs::path& d, const std::string& a, const std::string& b, double rtol, double w_rtol,
                 double w_atol) {
   for (const char* split : {"train", "eval"}) {
-    std::vector<double> la = metric_values(metrics(d, a), split, "loss"), lb = metric_values(metrics(d, b), split, "loss");
+    std::vector<double> la = metric_values(metrics(d, a), split, "loss"),
+                        lb = metric_values(metrics(d, b), split, "loss");
     REQUIRE_FALSE(la.empty());
     check_close(la, lb, rtol, 0, str_of(a, " vs ", b, ": ", split, " losses"));
   }
@@ -89,7 +89,8 @@ void check_runs(const fs::path& d, const std::string& a, const std::string& b, d
 
 }  // namespace
 
-TEST_CASE("cuda: fmnist_cnn, fmnist_resnet and gpt_char on cuda follow the same runs on the CPU", "[cuda][integration]") {
+TEST_CASE("cuda: fmnist_cnn, fmnist_resnet and gpt_char on cuda follow the same runs on the CPU",
+          "[cuda][integration]") {
   REQUIRE_CUDA_DEVICES(1);
   fs::path d = fresh_dir("cuda_vs_cpu");
   struct Case {
@@ -105,7 +106,8 @@ TEST_CASE("cuda: fmnist_cnn, fmnist_resnet and gpt_char on cuda follow the same 
       {"gpt", "configs/gpt_char.toml", "--set train.steps=30 --set data.batch_size=2 --set train.eval_batches=1"},
   };
   for (const Case& c : cases) {
-    const std::string common = c.args + " --set run.dtype=\\\"float64\\\" --set train.log_every=1 --set run.deterministic=true";
+    const std::string common =
+        c.args + " --set run.dtype=\\\"float64\\\" --set train.log_every=1 --set run.deterministic=true";
     run(d, c.config, std::string(c.name) + "_cpu", common + " --set run.device=\\\"cpu\\\"");
     run(d, c.config, std::string(c.name) + "_cuda", common + " --set run.device=\\\"cuda\\\"");
     check_runs(d, std::string(c.name) + "_cpu", std::string(c.name) + "_cuda", 1e-9, 1e-6, 1e-9);
@@ -125,8 +127,9 @@ TEST_CASE("cuda: a tied GPT-2 trains on cuda as on the CPU, and under bf16 autoc
   REQUIRE_CUDA_DEVICES(1);
   fs::path d = fresh_dir("cuda_gpt2");
   write(d / "tiny.toml", kTinyGpt2);
-  const std::string common = " --set train.steps=8 --set data.batch_size=2 --set train.eval_every=4 "
-                             "--set train.log_every=1 --set log.progress=none --set run.dtype=\\\"float64\\\"";
+  const std::string common =
+      " --set train.steps=8 --set data.batch_size=2 --set train.eval_every=4 "
+      "--set train.log_every=1 --set log.progress=none --set run.dtype=\\\"float64\\\"";
   for (const char* dev : {"cpu", "cuda"}) {
     Result r = trainer(d, str_of("run tiny.toml --set run.name=", dev, common, " --set run.device=\\\"", dev, "\\\""));
     INFO(r.out);
@@ -134,8 +137,10 @@ TEST_CASE("cuda: a tied GPT-2 trains on cuda as on the CPU, and under bf16 autoc
   }
   check_runs(d, "cpu", "cuda", 1e-9, 1e-6, 1e-9);
   // bf16 autocast on cuda: the tied weight's two uses cast and accumulate into one f32 gradient
-  Result r = trainer(d, "run tiny.toml --set run.name=bf16 --set train.steps=8 --set data.batch_size=2 --set log.progress=none "
-                        "--set run.device=\\\"cuda\\\" --set amp.enabled=true --set amp.dtype=\\\"bf16\\\"");
+  Result r =
+      trainer(d,
+              "run tiny.toml --set run.name=bf16 --set train.steps=8 --set data.batch_size=2 --set log.progress=none "
+              "--set run.device=\\\"cuda\\\" --set amp.enabled=true --set amp.dtype=\\\"bf16\\\"");
   INFO(r.out);
   REQUIRE(r.code == 0);
   const std::vector<double> l = metric_values(metrics(d, "bf16"), "train", "loss");
@@ -149,7 +154,8 @@ TEST_CASE("cuda: two ranks over NCCL, each on its own GPU, follow one rank", "[c
   const std::string common = "--set train.steps=20 --set train.log_every=1 --set run.device=\\\"cuda\\\"";
   run(d, "configs/fmnist_mlp.toml", "one", common);
   run(d, "configs/fmnist_mlp.toml", "two", common + " --nproc 2");
-  std::vector<double> a = metric_values(metrics(d, "one"), "train", "loss"), b = metric_values(metrics(d, "two"), "train", "loss");
+  std::vector<double> a = metric_values(metrics(d, "one"), "train", "loss"),
+                      b = metric_values(metrics(d, "two"), "train", "loss");
   REQUIRE(a.size() == 20);
   check_close(a, b, 1e-5, 0, "1 rank vs 2 ranks over NCCL: train losses");
   // the batch is the global batch: 2 x 64 on cuda:0 and cuda:1 reduce to the 128 of one rank
@@ -179,7 +185,8 @@ TEST_CASE("cuda: fp16 autocast with a loss scaler skips the same steps as on the
   REQUIRE(sa.size() == 6);
   CHECK(sa == sb);
   CHECK(sa.back() > 0);
-  CHECK(metric_values(metrics(d, "cpu"), "train", "loss_scale") == metric_values(metrics(d, "cuda"), "train", "loss_scale"));
+  CHECK(metric_values(metrics(d, "cpu"), "train", "loss_scale") ==
+        metric_values(metrics(d, "cuda"), "train", "loss_scale"));
 }
 
 TEST_CASE("cuda: a checkpoint written on cuda resumes on the CPU", "[cuda][integration][checkpoint]") {

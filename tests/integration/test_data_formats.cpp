@@ -10,9 +10,10 @@ TEST_CASE("tokens: packed fortunes train gpt_char exactly as the text reader doe
   INFO(p.out);
   REQUIRE(p.code == 0);
   CHECK_THAT(p.out, Contains("data/fortunes/train.bin") && Contains("data/fortunes/val.bin") && Contains("(llmc)"));
-  const std::string args = " --set run.out_dir=runs --set train.steps=6 --set train.eval_every=3 "
-                           "--set train.eval_batches=2 --set train.log_every=1 --set log.progress=none "
-                           "--set checkpoint.save_final=false --set checkpoint.every_epoch=false";
+  const std::string args =
+      " --set run.out_dir=runs --set train.steps=6 --set train.eval_every=3 "
+      "--set train.eval_batches=2 --set train.log_every=1 --set log.progress=none "
+      "--set checkpoint.save_final=false --set checkpoint.every_epoch=false";
   fs::copy_file(kRepo + "/configs/gpt_char_tokens.toml", d / "tok.toml");
   // the copy's model file is relative to configs/: point at the repository's
   Result t = trainer(d, "run tok.toml --set run.name=tok --set model.file='" + kRepo + "/models/gpt_char.toml'" + args);
@@ -25,13 +26,16 @@ TEST_CASE("tokens: packed fortunes train gpt_char exactly as the text reader doe
   CHECK(metric_values(mt, "train", "loss") == metric_values(mx, "train", "loss"));
   CHECK(metric_values(mt, "eval", "loss") == metric_values(mx, "eval", "loss"));
   // a model whose vocabulary the file does not fit
-  Result v = trainer(d, "run tok.toml --set run.name=v --set model.file='" + kRepo + "/models/gpt_char.toml' "
-                        "--set data.vocab_size=100" + args);
+  Result v = trainer(d, "run tok.toml --set run.name=v --set model.file='" + kRepo +
+                            "/models/gpt_char.toml' "
+                            "--set data.vocab_size=100" +
+                            args);
   CHECK(v.code != 0);
   CHECK_THAT(v.out, Contains("vocab_size") && Contains("the model's embedding has 256 rows"));
 }
 
-TEST_CASE("csv: the rings table trains, resumes exactly, and a changed table is refused on resume", "[integration][csv]") {
+TEST_CASE("csv: the rings table trains, resumes exactly, and a changed table is refused on resume",
+          "[integration][csv]") {
   fs::path d = fresh_dir("csv");
   fs::create_directories(d / "data");
   fs::copy_file(kRepo + "/configs/data/rings.csv", d / "data/rings.csv");
@@ -68,13 +72,15 @@ TEST_CASE("recordio: packed Fashion-MNIST trains byte-identically to the IDX fil
   REQUIRE(p.code == 0);
   CHECK_THAT(p.out, Contains("data/fmnist_train.rec and data/fmnist_train.idx: 60000 images of 784 bytes"));
   fs::copy_file(kRepo + "/configs/fmnist_mlp_recordio.toml", d / "r.toml");
-  const std::string args = " --set run.out_dir=runs --set train.steps=60 --set train.log_every=10 --set train.eval_every=30 "
-                           "--set log.progress=none --set checkpoint.save_final=false --set checkpoint.every_epoch=false";
+  const std::string args =
+      " --set run.out_dir=runs --set train.steps=60 --set train.log_every=10 --set train.eval_every=30 "
+      "--set log.progress=none --set checkpoint.save_final=false --set checkpoint.every_epoch=false";
   Result r = trainer(d, "run r.toml --set run.name=rio --set model.file='" + kRepo + "/models/mlp_fmnist.toml'" + args);
   INFO(r.out);
   REQUIRE(r.code == 0);
   REQUIRE(trainer(d, "run '" + kRepo + "/configs/fmnist_mlp.toml' --set run.name=idx" + args).code == 0);
-  const std::string mr = strip_timing(read(d / "runs/rio/metrics.jsonl")), mi = strip_timing(read(d / "runs/idx/metrics.jsonl"));
+  const std::string mr = strip_timing(read(d / "runs/rio/metrics.jsonl")),
+                    mi = strip_timing(read(d / "runs/idx/metrics.jsonl"));
   CHECK(metric_values(mr, "train", "loss").size() == 6);
   CHECK(mr == mi);
   // one meaning for mem_peak_mb: the dataset's own samples are not the step's memory, whether the
@@ -90,10 +96,12 @@ TEST_CASE("image_folder: trains from PNG and JPEG files, a folder packed as Reco
           "[integration][image]") {
   fs::path d = fresh_dir("image_folder");
   const std::string root = kRepo + "/tests/fixtures/image_folder";
-  const std::string model = "[model]\ninput = [3, 5, 6]\n[[model.layers]]\ntype = \"flatten\"\n[[model.layers]]\n"
-                            "type = \"linear\"\nout_features = 2\n";
+  const std::string model =
+      "[model]\ninput = [3, 5, 6]\n[[model.layers]]\ntype = \"flatten\"\n[[model.layers]]\n"
+      "type = \"linear\"\nout_features = 2\n";
   write(d / "f.toml", "[run]\nseed = 1\n" + model + "[data]\ndataset = \"image_folder\"\ntrain = '" + root +
-                          "/train'\neval = '" + root + "/eval'\nnormalize = [0.5, 0.25]\nbatch_size = 2\nworkers = 2\n"
+                          "/train'\neval = '" + root +
+                          "/eval'\nnormalize = [0.5, 0.25]\nbatch_size = 2\nworkers = 2\n"
                           "[train]\nepochs = 3\nlog_every = 1\n[log]\nprogress = \"none\"\n");
   Result f = trainer(d, "run f.toml --set run.name=folder");
   INFO(f.out);
@@ -102,7 +110,8 @@ TEST_CASE("image_folder: trains from PNG and JPEG files, a folder packed as Reco
   REQUIRE(p.code == 0);
   CHECK_THAT(p.out, Contains("4 images of 2 classes"));
   REQUIRE(trainer(d, "pack --recordio packed/eval --folder '" + root + "/eval'").code == 0);
-  write(d / "r.toml", "[run]\nseed = 1\n" + model + "[data]\ndataset = \"recordio\"\ntrain = 'packed/train.rec'\n"
+  write(d / "r.toml", "[run]\nseed = 1\n" + model +
+                          "[data]\ndataset = \"recordio\"\ntrain = 'packed/train.rec'\n"
                           "eval = 'packed/eval.rec'\nnormalize = [0.5, 0.25]\nbatch_size = 2\nworkers = 2\n"
                           "[train]\nepochs = 3\nlog_every = 1\n[log]\nprogress = \"none\"\n");
   Result r = trainer(d, "run r.toml --set run.name=rec");

@@ -39,7 +39,6 @@ log_every = 1
 progress = "none"
 )";
 
-
 void check_close(const std::string& a, const std::string& b, double rtol) {
   for (const char* split : {"train", "eval"}) {
     auto la = metric_values(a, split, "loss"), lb = metric_values(b, split, "loss");
@@ -144,12 +143,13 @@ TEST_CASE("kill -9 of one rank: every process gone, one summary, non-zero, --max
   write(d / "ddp.toml", kDdpConfig);
   const std::string args = "--set train.epochs=400 --set checkpoint.every=100 --nproc 2";
   auto kill_one_rank = [&](const std::string& extra) {
-    return shell(d, "'" TRAINER_BINARY "' run ddp.toml " + args + " " + extra +
-                        " > launch.log 2>&1 & lp=$!; "
-                        "while [ \"$(ls runs/ddp/checkpoints 2>/dev/null | grep -c step_)\" -lt 1 ]; do sleep 0.05; done; "
-                        "kids=$(pgrep -P $lp); kill -9 $(echo $kids | tr ' ' '\\n' | tail -1); SECONDS=0; wait $lp; st=$?; "
-                        "echo \"status $st after $SECONDS s\"; sleep 0.5; n=0; "
-                        "for p in $kids; do kill -0 $p 2>/dev/null && n=$((n+1)); done; echo $n");
+    return shell(
+        d, "'" TRAINER_BINARY "' run ddp.toml " + args + " " + extra +
+               " > launch.log 2>&1 & lp=$!; "
+               "while [ \"$(ls runs/ddp/checkpoints 2>/dev/null | grep -c step_)\" -lt 1 ]; do sleep 0.05; done; "
+               "kids=$(pgrep -P $lp); kill -9 $(echo $kids | tr ' ' '\\n' | tail -1); SECONDS=0; wait $lp; st=$?; "
+               "echo \"status $st after $SECONDS s\"; sleep 0.5; n=0; "
+               "for p in $kids; do kill -0 $p 2>/dev/null && n=$((n+1)); done; echo $n");
   };
   Result r = kill_one_rank("");
   INFO(r.out << read(d / "launch.log"));
@@ -172,8 +172,9 @@ TEST_CASE("kill -9 of one rank: every process gone, one summary, non-zero, --max
 TEST_CASE("a rank that never joins: a clear timeout naming it", "[integration][dist][errors]") {
   fs::path d = fresh_dir("ddp_nojoin");
   write(d / "ddp.toml", kDdpConfig);
-  Result r = shell(d, "RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + $$ % 20000)) "
-                      "timeout 60 '" TRAINER_BINARY "' run ddp.toml --set dist.timeout_s=3");
+  Result r = shell(d,
+                   "RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + $$ % 20000)) "
+                   "timeout 60 '" TRAINER_BINARY "' run ddp.toml --set dist.timeout_s=3");
   INFO(r.out);
   CHECK(r.code != 0);
   CHECK(r.code != 124);  // not killed by timeout(1): it gave up by itself
@@ -184,10 +185,12 @@ TEST_CASE("fp16 autocast with a loss scaler on two ranks: the same steps are ski
           "[integration][dist][amp]") {
   fs::path d = fresh_dir("ddp_amp");
   write(d / "ddp.toml", kDdpConfig);
-  const std::string args = "--set train.steps=40 --set train.log_every=1 --set amp.enabled=true --set amp.dtype=fp16 "
-                           "--set amp.scaler.init_scale=1099511627776.0";
+  const std::string args =
+      "--set train.steps=40 --set train.log_every=1 --set amp.enabled=true --set amp.dtype=fp16 "
+      "--set amp.scaler.init_scale=1099511627776.0";
   auto [m1, m2] = one_and_two_ranks(d, "one", args);
-  std::vector<double> s1 = metric_values(m1, "train", "skipped_steps"), s2 = metric_values(m2, "train", "skipped_steps");
+  std::vector<double> s1 = metric_values(m1, "train", "skipped_steps"),
+                      s2 = metric_values(m2, "train", "skipped_steps");
   REQUIRE(s1.size() == 40);
   CHECK(s1 == s2);
   CHECK(s1.back() >= 10);
@@ -202,10 +205,11 @@ TEST_CASE("two nodes on one machine (--nnodes 2 with one rank each) equal one pr
   Result one = trainer(d, "run ddp.toml --set run.name=one --set train.steps=60");
   REQUIRE(one.code == 0);
   // node 1 in the background, node 0 (which serves the store) in the foreground
-  const std::string node = "'" TRAINER_BINARY "' run ddp.toml --set run.name=nodes --set train.steps=60 --nproc 1 "
+  const std::string node = "'" TRAINER_BINARY
+                           "' run ddp.toml --set run.name=nodes --set train.steps=60 --nproc 1 "
                            "--nnodes 2 --master-addr 127.0.0.1 --master-port $PORT --node-rank ";
-  Result r = shell(d, "export TRAINER_STORE_TOKEN=t$$; PORT=$((21000 + $$ % 20000)); (" + node + "1 > node1.log 2>&1; echo $? > node1.rc) & " + node +
-                          "0; rc=$?; wait; exit $rc");
+  Result r = shell(d, "export TRAINER_STORE_TOKEN=t$$; PORT=$((21000 + $$ % 20000)); (" + node +
+                          "1 > node1.log 2>&1; echo $? > node1.rc) & " + node + "0; rc=$?; wait; exit $rc");
   INFO(r.out << "\nnode 1:\n" << read(d / "node1.log"));
   REQUIRE(r.code == 0);
   CHECK(read(d / "node1.rc") == "0\n");
@@ -222,17 +226,20 @@ TEST_CASE("ranks started by srun or mpirun (their environments set by hand) equa
   const std::string m1 = read(d / "runs/one/metrics.jsonl");
   // what srun gives each task (MASTER_ADDR from the node list, MASTER_PORT from the job id), and
   // what mpirun gives (with the rendezvous address passed by -x)
-  const std::string slurm = "SLURM_NTASKS=2 SLURM_TASKS_PER_NODE=2 SLURM_NODEID=0 SLURM_JOB_NODELIST=localhost "
-                            "SLURM_JOB_ID=$((4000 + $$ % 9000)) SLURM_PROCID=R SLURM_LOCALID=R";
-  const std::string mpi = "OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_SIZE=2 MASTER_ADDR=127.0.0.1 "
-                          "MASTER_PORT=$((21000 + $$ % 20000)) OMPI_COMM_WORLD_RANK=R OMPI_COMM_WORLD_LOCAL_RANK=R";
+  const std::string slurm =
+      "SLURM_NTASKS=2 SLURM_TASKS_PER_NODE=2 SLURM_NODEID=0 SLURM_JOB_NODELIST=localhost "
+      "SLURM_JOB_ID=$((4000 + $$ % 9000)) SLURM_PROCID=R SLURM_LOCALID=R";
+  const std::string mpi =
+      "OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_SIZE=2 MASTER_ADDR=127.0.0.1 "
+      "MASTER_PORT=$((21000 + $$ % 20000)) OMPI_COMM_WORLD_RANK=R OMPI_COMM_WORLD_LOCAL_RANK=R";
   for (const auto& launcher : {std::pair{"slurm", slurm}, std::pair{"mpi", mpi}}) {
     const char* name = launcher.first;
     const std::string& vars = launcher.second;
     DYNAMIC_SECTION(name) {
       auto rank = [&](const char* r) {
-        return std::regex_replace(vars, std::regex("=R\\b"), std::string("=") + r) + " '" TRAINER_BINARY "' run ddp.toml " +
-               "--set run.name=" + name + " --set train.steps=40 --set log.progress=lines";
+        return std::regex_replace(vars, std::regex("=R\\b"), std::string("=") + r) +
+               " '" TRAINER_BINARY "' run ddp.toml " + "--set run.name=" + name +
+               " --set train.steps=40 --set log.progress=lines";
       };
       Result r = shell(d, "(env " + rank("1") + " > rank1.log 2>&1; echo $? > rank1.rc) & env " + rank("0") +
                               "; rc=$?; wait; exit $rc");
@@ -249,7 +256,8 @@ TEST_CASE("ranks started by srun or mpirun (their environments set by hand) equa
 
 TEST_CASE("a frozen param group on two ranks: no bucket for it, the run equals one process", "[integration][dist]") {
   fs::path d = fresh_dir("ddp_frozen");
-  write(d / "ddp.toml", std::string(kDdpConfig) + "[[optimizer.groups]]\nname = \"first\"\nmatch = [\"0.*\"]\nfrozen = true\n");
+  write(d / "ddp.toml",
+        std::string(kDdpConfig) + "[[optimizer.groups]]\nname = \"first\"\nmatch = [\"0.*\"]\nfrozen = true\n");
   auto [m1, m2] = one_and_two_ranks(d, "frozen", "--set train.steps=40");
   CHECK(metric_values(m1, "train", "loss").size() == 40);
   check_close(m1, m2, 1e-5);
@@ -277,12 +285,14 @@ TEST_CASE("a stopped rank: the hang watchdog names it as the one that stopped pu
   // second) for a while: rank 0 waits in the next allreduce until
   // hang_timeout_s = 3, and its report must name rank 1 first, its status seconds old
   const auto t0 = std::chrono::steady_clock::now();
-  Result r = shell(d,
-                   "timeout 120 '" TRAINER_BINARY "' run ddp.toml --nproc 2 --set run.name=stop --set train.epochs=1000 "
-                   "--set dist.hang_timeout_s=3 > out.txt 2>&1 & L=$!; "
-                   "for i in $(seq 300); do grep -q '\"step\":20,' runs/stop/metrics.jsonl 2>/dev/null && break; sleep 0.1; done; sleep 2; "
-                   "for p in $(pgrep -f 'run.name=sto[p]'); do tr '\\0' '\\n' < /proc/$p/environ | grep -qx RANK=1 && kill -STOP $p && echo stopped; done; "
-                   "wait $L; echo rc=$?; cat out.txt");
+  Result r = shell(d, "timeout 120 '" TRAINER_BINARY
+                      "' run ddp.toml --nproc 2 --set run.name=stop --set train.epochs=1000 "
+                      "--set dist.hang_timeout_s=3 > out.txt 2>&1 & L=$!; "
+                      "for i in $(seq 300); do grep -q '\"step\":20,' runs/stop/metrics.jsonl 2>/dev/null && break; "
+                      "sleep 0.1; done; sleep 2; "
+                      "for p in $(pgrep -f 'run.name=sto[p]'); do tr '\\0' '\\n' < /proc/$p/environ | grep -qx RANK=1 "
+                      "&& kill -STOP $p && echo stopped; done; "
+                      "wait $L; echo rc=$?; cat out.txt");
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   INFO(r.out);
   CHECK_THAT(r.out, Contains("stopped\n") && Contains("rc=3"));
@@ -300,7 +310,8 @@ TEST_CASE("a stopped rank: the hang watchdog names it as the one that stopped pu
   CHECK(left.out == "0\n");
 }
 
-TEST_CASE("a rank stuck inside a collective: the hang watchdog names it, every rank stops", "[integration][dist][errors]") {
+TEST_CASE("a rank stuck inside a collective: the hang watchdog names it, every rank stops",
+          "[integration][dist][errors]") {
   fs::path d = fresh_dir("ddp_hang");
   write(d / "ddp.toml", kDdpConfig);
   // rank 1's 30th collective never finishes (a test hook of the Gloo group); hang_timeout_s = 3

@@ -60,12 +60,14 @@ TEST_CASE("gpt2: a tied model checkpoints its weight once, resumes exactly, expo
   CHECK(exp_avg == int64_t(shapes.size()));
   // export, then a new run starting from the export evaluates to the same loss
   run_ok(d, "export runs/straight/checkpoints/final weights.safetensors");
-  CHECK(tensor_shapes(d / "weights.safetensors") == tensor_shapes(d / "runs/straight/checkpoints/final/model.safetensors"));
+  CHECK(tensor_shapes(d / "weights.safetensors") ==
+        tensor_shapes(d / "runs/straight/checkpoints/final/model.safetensors"));
   Result e1 = run_ok(d, "eval tiny.toml --checkpoint runs/straight/checkpoints/final");
   Result e2 = run_ok(d, "eval tiny.toml --checkpoint weights.safetensors");
   CHECK(e1.out == e2.out);
-  run_ok(d, "run tiny.toml --set run.name=finetune --set model.init='\"weights.safetensors\"' --set train.steps=1 "
-            "--set train.eval_every=1 --set optimizer.lr=0.0");
+  run_ok(d,
+         "run tiny.toml --set run.name=finetune --set model.init='\"weights.safetensors\"' --set train.steps=1 "
+         "--set train.eval_every=1 --set optimizer.lr=0.0");
   const auto eval_loss = metric_values(read(d / "runs/finetune/metrics.jsonl"), "eval", "loss");
   const auto final_loss = metric_values(read(d / "runs/straight/metrics.jsonl"), "eval", "loss");
   REQUIRE_FALSE(eval_loss.empty());
@@ -100,7 +102,8 @@ TEST_CASE("gpt2: a tied model on two ranks equals one process, ZeRO-2 equals DDP
   CHECK(strip_timing(read(d / "runs/ckpt/metrics.jsonl")) == strip_timing(one));
 }
 
-TEST_CASE("gpt2: tokens_per_step and micro_batch_size size the accumulation as llm.c does", "[integration][gpt2][plan]") {
+TEST_CASE("gpt2: tokens_per_step and micro_batch_size size the accumulation as llm.c does",
+          "[integration][gpt2][plan]") {
   fs::path d = fresh_dir("gpt2_tokens_per_step");
   std::string cfg = kTinyGpt2;
   cfg.replace(cfg.find("batch_size = 8"), 14, "micro_batch_size = 4");

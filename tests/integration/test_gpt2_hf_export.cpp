@@ -25,11 +25,12 @@ TEST_CASE("export --format gpt2_hf gives back transformers' save_pretrained dire
   const std::string hf = kRepo + "/tests/fixtures/gpt2_hf_small";
   write_tokens(d / "train.bin", 300);
   write_tokens(d / "val.bin", 200);
-  write(d / "hf.toml", "[run]\nname = \"hf\"\nthreads = 1\n[model]\nfile = '" + kRepo +
-                           "/tests/fixtures/gpt2_hf_small.toml'\ninit = '" + hf +
-                           "'\ninit_format = \"gpt2_hf\"\n[data]\ndataset = \"tokens\"\ntrain = \"train.bin\"\n"
-                           "eval = \"val.bin\"\nblock_size = 64\nbatch_size = 2\n[optimizer]\ntype = \"sgd\"\nlr = 0.0\n"
-                           "[train]\nsteps = 2\neval_batches = 1\n[log]\nprogress = \"none\"\n");
+  write(d / "hf.toml",
+        "[run]\nname = \"hf\"\nthreads = 1\n[model]\nfile = '" + kRepo +
+            "/tests/fixtures/gpt2_hf_small.toml'\ninit = '" + hf +
+            "'\ninit_format = \"gpt2_hf\"\n[data]\ndataset = \"tokens\"\ntrain = \"train.bin\"\n"
+            "eval = \"val.bin\"\nblock_size = 64\nbatch_size = 2\n[optimizer]\ntype = \"sgd\"\nlr = 0.0\n"
+            "[train]\nsteps = 2\neval_batches = 1\n[log]\nprogress = \"none\"\n");
   Result r = trainer(d, "run hf.toml");
   INFO(r.out);
   REQUIRE(r.code == 0);
@@ -48,7 +49,8 @@ TEST_CASE("export --format gpt2_hf gives back transformers' save_pretrained dire
     CHECK(ours.at(name).bytes == t.bytes);
   }
   CHECK(metadata_of(d / "out/model.safetensors") == nlohmann::json{{"format", "pt"}});
-  const auto cfg = nlohmann::json::parse(read(d / "out/config.json")), ref = nlohmann::json::parse(read(hf + "/config.json"));
+  const auto cfg = nlohmann::json::parse(read(d / "out/config.json")),
+             ref = nlohmann::json::parse(read(hf + "/config.json"));
   for (const char* k : {"model_type", "n_layer", "n_head", "n_embd", "vocab_size", "n_positions", "activation_function",
                         "layer_norm_epsilon"}) {
     INFO(k);

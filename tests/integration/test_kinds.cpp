@@ -22,8 +22,8 @@ TEST_CASE("trainer list prints every registered name of each kind with its keys"
   Result all = trainer(d, "list");
   INFO(all.out);
   REQUIRE(all.code == 0);
-  for (const char* kind : {"layers (", "ops (", "optimizers (", "schedulers (", "datasets (", "transforms (", "losses (",
-                           "keys ("})
+  for (const char* kind :
+       {"layers (", "ops (", "optimizers (", "schedulers (", "datasets (", "transforms (", "losses (", "keys ("})
     CHECK_THAT(all.out, Contains(kind));
   Result opt = trainer(d, "list optimizers");
   INFO(opt.out);
@@ -39,7 +39,8 @@ TEST_CASE("trainer list prints every registered name of each kind with its keys"
   CHECK_THAT(trainer(d, "list transforms").out, Contains("random_horizontal_flip") && Contains("p = 0.5"));
   CHECK_THAT(trainer(d, "list losses").out, Contains("cross_entropy") && Contains("label_smoothing = 0.0"));
   CHECK_THAT(trainer(d, "list layers").out, Contains("linear") && Contains("out_features"));
-  CHECK(std::regex_search(trainer(d, "list ops").out, std::regex("\n  mm +2 inputs, kernels: cpu[ a-z]*, differentiable, "
+  CHECK(
+      std::regex_search(trainer(d, "list ops").out, std::regex("\n  mm +2 inputs, kernels: cpu[ a-z]*, differentiable, "
                                                                "autocast: lower precision\n")));
   // the run config's fixed keys, from their one declaration (config/run_config_keys.def)
   Result keys = trainer(d, "list keys");
@@ -60,7 +61,8 @@ TEST_CASE("[loss]: cross_entropy by default, its keys, a regression loss, errors
   std::string cfg = read(d / "runs/default/config.toml");
   CHECK_THAT(cfg, Contains("[loss]\nignore_index = -100\nlabel_smoothing = 0.0\ntype = 'cross_entropy'\n"));
   // the same written out: the same run
-  write(d / "explicit.toml", std::string(kSyntheticConfig) + "[loss]\ntype = \"cross_entropy\"\nlabel_smoothing = 0.0\n");
+  write(d / "explicit.toml",
+        std::string(kSyntheticConfig) + "[loss]\ntype = \"cross_entropy\"\nlabel_smoothing = 0.0\n");
   Result e = trainer(d, "run explicit.toml --set run.name=explicit --set log.progress=none");
   REQUIRE(e.code == 0);
   CHECK(strip_timing(read(d / "runs/explicit/metrics.jsonl")) == strip_timing(read(d / "runs/default/metrics.jsonl")));
@@ -152,7 +154,8 @@ TEST_CASE("a checkpoint written before [loss] existed resumes exactly", "[integr
     }
   }
   // a real change is still refused, with the old config's view of it
-  Result c = trainer(d, "run syn.toml --set run.name=other --resume runs/syn/checkpoints/step_10 --set loss.label_smoothing=0.1");
+  Result c = trainer(
+      d, "run syn.toml --set run.name=other --resume runs/syn/checkpoints/step_10 --set loss.label_smoothing=0.1");
   CHECK(c.code != 0);
   CHECK_THAT(c.out, Contains("loss.label_smoothing: (absent) -> 0.1"));
 }

@@ -77,7 +77,8 @@ TEST_CASE("two nodes on a bad network (2 ms +- 1 ms, 0.5% loss) equal a clean li
   INFO(r.out << "\nnode 1:\n" << read(d / "node1.log") << "\nrelay:\n" << relay);
   REQUIRE(r.code == 0);
   CHECK(read(d / "node1.rc") == "0\n");
-  CHECK_THAT(r.out, Contains("gloo: binding 10.213.0.1 (" + net.veth[0] + "): the interface that routes to the master"));
+  CHECK_THAT(r.out,
+             Contains("gloo: binding 10.213.0.1 (" + net.veth[0] + "): the interface that routes to the master"));
 
   // both ways carried the gradients; ~0.5% of their packets lost (the run's tens of thousands make
   // 0.25% to 1% sure), and each forwarded one held 2 ms on average, as drawn, or a little longer

@@ -73,8 +73,10 @@ TEST_CASE("two nodes in two network namespaces equal --nproc 2 on one host", "[i
   REQUIRE(r.code == 0);
   CHECK(read(d / "node1.rc") == "0\n");
   // each node says once which address it chose: its end of the link, never loopback
-  CHECK_THAT(r.out, Contains("gloo: binding 10.213.0.1 (" + net.veth[0] + "): the interface that routes to the master"));
-  CHECK_THAT(node1, Contains("gloo: binding 10.213.0.2 (" + net.veth[1] + "): the interface that routes to the master"));
+  CHECK_THAT(r.out,
+             Contains("gloo: binding 10.213.0.1 (" + net.veth[0] + "): the interface that routes to the master"));
+  CHECK_THAT(node1,
+             Contains("gloo: binding 10.213.0.2 (" + net.veth[1] + "): the interface that routes to the master"));
   CHECK_THAT(r.out, Contains("gloo over tcp"));
   check_same_losses(read(d / "runs/one/metrics.jsonl"), read(d / "runs/nodes/metrics.jsonl"), 30);
 }
@@ -174,9 +176,9 @@ TEST_CASE("a lost node back: --max-restarts resumes every node, same final bytes
   // lose node 1 once `when` holds (a shell condition, polled), start it again a second later
   auto lose_and_return = [&](const std::string& name, const std::string& when, const std::string& env0) {
     const std::string wait_for = "for i in $(seq 600); do " + when + " && break; sleep 0.05; done; ";
-    const std::string r = token + node(1, name, "a1") + node(0, name, "a0", env0) + wait_for +
-                          "ip netns pids " + net.ns[1] + " | xargs -r kill -9; sleep 1; " + node(1, name, "b1") +
-                          "wait; ip netns pids " + net.ns[0] + "; ip netns pids " + net.ns[1];
+    const std::string r = token + node(1, name, "a1") + node(0, name, "a0", env0) + wait_for + "ip netns pids " +
+                          net.ns[1] + " | xargs -r kill -9; sleep 1; " + node(1, name, "b1") + "wait; ip netns pids " +
+                          net.ns[0] + "; ip netns pids " + net.ns[1];
     return shell(d, r);
   };
   auto same_bytes = [&](const std::string& name) {
@@ -210,7 +212,8 @@ TEST_CASE("a lost node back: --max-restarts resumes every node, same final bytes
 // Elastic size (issue 30): a checkpoint of 2 nodes resumes on 1 node and on 3. The global batch
 // (96, which 1, 2 and 3 ranks split; the eval batch 996 too) and the data order do not depend on the world size, so the
 // continuation's losses are the 2-node run's own (rtol 1e-5: the sums' order differs).
-TEST_CASE("elastic: a 2-node checkpoint resumes on 1 node and on 3 with the same losses", "[integration][dist][netns]") {
+TEST_CASE("elastic: a 2-node checkpoint resumes on 1 node and on 3 with the same losses",
+          "[integration][dist][netns]") {
   fs::path d = fresh_dir("netns_elastic");
   const std::string run = kRun + " --set data.batch_size=96 --set data.eval_batch_size=996 --set train.steps=40" +
                           " --set checkpoint.every=20 --set checkpoint.save_final=false";
@@ -266,15 +269,19 @@ TEST_CASE("srun's and mpirun's variables across two namespace nodes equal --npro
   Result one = shell(d, kRun + " --set run.name=one --nproc 2");
   INFO(one.out);
   REQUIRE(one.code == 0);
-  const std::string master = " MASTER_ADDR=" + NetnsNodes::address(0) + " MASTER_PORT=29556 TRAINER_STORE_TOKEN=t$$";
+  // one thread per rank, as --nproc 2's ranks (run_nodes says why)
+  const std::string master =
+      " MASTER_ADDR=" + NetnsNodes::address(0) + " MASTER_PORT=29556 TRAINER_STORE_TOKEN=t$$ OMP_NUM_THREADS=1";
   auto tasks = [&](const std::string& name, const std::string& vars0, const std::string& vars1) {
     return shell(d, "(timeout -k 5 60 ip netns exec " + net.ns[1] + " env" + vars1 + master + " " + kRun +
-                        " --set run.name=" + name + " > task1.log 2>&1; echo $? > task1.rc) & timeout -k 5 60 ip netns exec " +
-                        net.ns[0] + " env" + vars0 + master + " " + kRun + " --set run.name=" + name + "; rc=$?; wait; exit $rc");
+                        " --set run.name=" + name +
+                        " > task1.log 2>&1; echo $? > task1.rc) & timeout -k 5 60 ip netns exec " + net.ns[0] + " env" +
+                        vars0 + master + " " + kRun + " --set run.name=" + name + "; rc=$?; wait; exit $rc");
   };
   SECTION("srun") {
     auto slurm = [](int i) {
-      return " SLURM_PROCID=" + std::to_string(i) + " SLURM_NTASKS=2 SLURM_LOCALID=0 SLURM_NODEID=" + std::to_string(i) +
+      return " SLURM_PROCID=" + std::to_string(i) +
+             " SLURM_NTASKS=2 SLURM_LOCALID=0 SLURM_NODEID=" + std::to_string(i) +
              " SLURM_TASKS_PER_NODE='1(x2)' SLURM_JOB_ID=77";
     };
     Result r = tasks("srun", slurm(0), slurm(1));
@@ -303,20 +310,23 @@ TEST_CASE("srun's and mpirun's variables across two namespace nodes equal --npro
 TEST_CASE("a node that never joins is named after --join-timeout", "[integration][dist]") {
   fs::path d = fresh_dir("never_joins");
   const auto t0 = std::chrono::steady_clock::now();
-  Result r = shell(d, "TRAINER_STORE_TOKEN=t$$ timeout -k 5 60 " + kRun +
-                          " --nproc 1 --nnodes 3 --node-rank 0 --master-addr 127.0.0.1 --master-port 29557 --join-timeout 2");
+  Result r =
+      shell(d, "TRAINER_STORE_TOKEN=t$$ timeout -k 5 60 " + kRun +
+                   " --nproc 1 --nnodes 3 --node-rank 0 --master-addr 127.0.0.1 --master-port 29557 --join-timeout 2");
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   INFO(r.out);
   CHECK(r.code == 1);
   CHECK(s < 10);
-  CHECK_THAT(r.out, Contains("round 0 of the launchers' rendezvous at 127.0.0.1:29557: nodes 1, 2 did not join within 2 s"));
+  CHECK_THAT(r.out,
+             Contains("round 0 of the launchers' rendezvous at 127.0.0.1:29557: nodes 1, 2 did not join within 2 s"));
   CHECK_THAT(r.out, !Contains("[rank 0]"));  // no rank was started
 }
 
 // A node that binds an address the others cannot reach (a second address of node 1, on a subnet
 // node 0 has no route to): node 0's rendezvous fails at once naming that address and how to choose
 // another, and node 1 does not wait for a store that is gone: its launcher hears of the failure.
-TEST_CASE("an address the other nodes cannot reach: named with the way to choose another, both exit", "[integration][dist][netns]") {
+TEST_CASE("an address the other nodes cannot reach: named with the way to choose another, both exit",
+          "[integration][dist][netns]") {
   NetnsNodes net(2);
   if (!net.why_not.empty()) {
     WARN("skipped: " << net.why_not);
@@ -325,11 +335,12 @@ TEST_CASE("an address the other nodes cannot reach: named with the way to choose
   REQUIRE(shell("/", "ip -n " + net.ns[1] + " addr add 10.99.0.2/24 dev " + net.veth[1]).code == 0);
   fs::path d = fresh_dir("netns_unreachable");
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string run = kRun + " --set dist.timeout_s=30 --nproc 1 --nnodes 2 --master-addr " + NetnsNodes::address(0) +
-                          " --master-port 29555";
-  Result r = shell(d, "export TRAINER_STORE_TOKEN=t$$; (timeout -k 5 60 ip netns exec " + net.ns[1] + " " + run +
-                          " --node-rank 1 --bind-addr 10.99.0.2 > node1.log 2>&1; echo $? > node1.rc) & " +
-                          "timeout -k 5 60 ip netns exec " + net.ns[0] + " " + run + " --node-rank 0; rc=$?; wait; exit $rc");
+  const std::string run = kRun + " --set dist.timeout_s=30 --nproc 1 --nnodes 2 --master-addr " +
+                          NetnsNodes::address(0) + " --master-port 29555";
+  Result r =
+      shell(d, "export TRAINER_STORE_TOKEN=t$$; (timeout -k 5 60 ip netns exec " + net.ns[1] + " " + run +
+                   " --node-rank 1 --bind-addr 10.99.0.2 > node1.log 2>&1; echo $? > node1.rc) & " +
+                   "timeout -k 5 60 ip netns exec " + net.ns[0] + " " + run + " --node-rank 0; rc=$?; wait; exit $rc");
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   INFO(r.out << "\nnode 1:\n" << read(d / "node1.log"));
   CHECK(r.code == 1);

@@ -25,7 +25,8 @@ TEST_CASE("plot: two runs' loss, accuracy and lr curves in one HTML page or one 
   const std::string html = read(d / "p.html");
   CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
   CHECK(count(html, "<svg") == 4);
-  for (const char* title : {">train loss<", ">eval loss<", ">eval accuracy<", ">learning rate<"}) CHECK(count(html, title) == 1);
+  for (const char* title : {">train loss<", ">eval loss<", ">eval accuracy<", ">learning rate<"})
+    CHECK(count(html, title) == 1);
   CHECK(count(html, ">a</text>") == 4);  // each chart's legend names both runs
   CHECK(count(html, ">b</text>") == 4);
   CHECK(count(html, "<polyline") >= 8);
@@ -71,8 +72,10 @@ TEST_CASE("plan: the memory estimate is within 20% of a run's measured peak (fmn
   std::smatch m;
   REQUIRE(std::regex_search(p.out, m, std::regex("a training step's peak ~ ([0-9.]+) MiB")));
   const double estimate = std::stod(m[1].str());
-  Result r = trainer(d, "run '" + kRepo + "/configs/fmnist_mlp.toml' --set train.steps=20 --set train.log_every=5 "
-                        "--set log.progress=none --set checkpoint.save_final=false --set checkpoint.every_epoch=false");
+  Result r =
+      trainer(d, "run '" + kRepo +
+                     "/configs/fmnist_mlp.toml' --set train.steps=20 --set train.log_every=5 "
+                     "--set log.progress=none --set checkpoint.save_final=false --set checkpoint.every_epoch=false");
   REQUIRE(r.code == 0);
   const std::vector<double> peaks = metric_values(read(d / "runs/fmnist_mlp/metrics.jsonl"), "train", "mem_peak_mb");
   REQUIRE(!peaks.empty());
@@ -85,8 +88,10 @@ TEST_CASE("plan: the memory estimate is within 20% of a run's measured peak (fmn
   std::smatch st;
   std::vector<double> state;
   for (const char* shard : {"none", "optimizer", "gradients"}) {
-    REQUIRE(std::regex_search(r.out, st, std::regex(std::string("  ") + shard + " +gradient memory [0-9.]+ MiB, "
-                                                    "optimizer state ([0-9.]+) MiB, a training step's peak ~ [0-9.]+ MiB")));
+    REQUIRE(std::regex_search(r.out, st,
+                              std::regex(std::string("  ") + shard +
+                                         " +gradient memory [0-9.]+ MiB, "
+                                         "optimizer state ([0-9.]+) MiB, a training step's peak ~ [0-9.]+ MiB")));
     state.push_back(std::stod(st[1].str()));
   }
   REQUIRE(state[0] > 0);

@@ -13,8 +13,9 @@ const std::string kGptChar = "'" + kRepo + "/configs/gpt_char.toml'";
 
 // A gpt_char run of 3 steps in `d`; its final checkpoint directory.
 std::string trained_gpt_char(const fs::path& d) {
-  Result r = trainer(d, "run " + kGptChar + " --set train.steps=3 --set data.batch_size=2 --set train.eval_batches=1 "
-                        "--set log.progress=none");
+  Result r = trainer(d, "run " + kGptChar +
+                            " --set train.steps=3 --set data.batch_size=2 --set train.eval_batches=1 "
+                            "--set log.progress=none");
   INFO(r.out);
   REQUIRE(r.code == 0);
   return "runs/gpt_char/checkpoints/final";
@@ -34,7 +35,8 @@ Sampled sample(const fs::path& d, const std::string& args) {
 
 }  // namespace
 
-TEST_CASE("sample: gpt_char prints the prompt and max-new-tokens bytes, reproducible by seed", "[integration][sample]") {
+TEST_CASE("sample: gpt_char prints the prompt and max-new-tokens bytes, reproducible by seed",
+          "[integration][sample]") {
   const fs::path d = fresh_dir("sample");
   const std::string ckpt = trained_gpt_char(d);
   // one thread: a one-token forward is too small to share, and a busy machine makes a second thread wait
@@ -85,8 +87,10 @@ void write_tiny_bpe(const fs::path& dir) {
     const bool self = std::find(printable.begin(), printable.end(), b) != printable.end();
     const int cp = self ? b : 256 + extra++;
     std::string utf8;
-    if (cp < 0x80) utf8 = std::string(1, char(cp));
-    else utf8 = {char(0xC0 | (cp >> 6)), char(0x80 | (cp & 0x3F))};
+    if (cp < 0x80)
+      utf8 = std::string(1, char(cp));
+    else
+      utf8 = {char(0xC0 | (cp >> 6)), char(0x80 | (cp & 0x3F))};
     if (utf8 == "\"" || utf8 == "\\") utf8 = "\\" + utf8;
     vocab += "\"" + utf8 + "\": " + std::to_string(b) + ", ";
   }
@@ -103,8 +107,10 @@ input = [32]
 input_dtype = "int64"
 [[model.layers]]
 type = "token_position_embedding"
-vocab_size = )" + v + R"(
-n_embd = )" + c + R"(
+vocab_size = )" +
+         v + R"(
+n_embd = )" +
+         c + R"(
 block_size = 32
 [[model.layers]]
 type = "repeat"
@@ -114,7 +120,8 @@ layers = [{ type = "transformer_block", n_head = 2 }]
 type = "layer_norm"
 [[model.layers]]
 type = "linear"
-out_features = )" + v + R"(
+out_features = )" +
+         v + R"(
 [data]
 dataset = "text"
 block_size = 32
@@ -195,8 +202,10 @@ TEST_CASE("sample on cuda: the CPU's greedy and seeded text", "[cuda][integratio
   }
   const std::string ckpt = trained_gpt_char(d);
   for (const std::string args : {" --temperature 0", " --seed 5 --top-k 20"}) {
-    const std::string base = kGptChar + " --checkpoint " + ckpt + " --prompt 'The ' --max-new-tokens 24 "
-                             "--set run.dtype=float64" + args;
+    const std::string base = kGptChar + " --checkpoint " + ckpt +
+                             " --prompt 'The ' --max-new-tokens 24 "
+                             "--set run.dtype=float64" +
+                             args;
     Sampled cpu = sample(d, base + " --set run.device=cpu");
     Sampled gpu = sample(d, base + " --set run.device=cuda");
     INFO(args << "\n" << gpu.err);

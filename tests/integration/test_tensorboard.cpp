@@ -73,7 +73,10 @@ EventFile read_events(const fs::path& run_dir) {
 std::map<std::pair<std::string, int64_t>, float> untimed(const EventFile& ef) {
   std::map<std::pair<std::string, int64_t>, float> m;
   for (const auto& [k, v] : ef.scalars)
-    if (!std::regex_search(k.first, std::regex("/(samples_per_s|startup_s|peak_flops|mfu|mem_peak_mb|mem_reserved_mb|mem_peak_reserved_mb)$"))) m[k] = v;
+    if (!std::regex_search(
+            k.first,
+            std::regex("/(samples_per_s|startup_s|peak_flops|mfu|mem_peak_mb|mem_reserved_mb|mem_peak_reserved_mb)$")))
+      m[k] = v;
   return m;
 }
 

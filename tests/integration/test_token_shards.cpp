@@ -40,7 +40,8 @@ TEST_CASE("token shards: gpt_char trains on a glob of mixed shards and resumes e
   REQUIRE(train.size() > 2 * 3000);
   // 2100 tokens in four shards: 5 + 3 + 0 + 6 strided windows of 128 (the third is too short)
   fs::create_directories(d / "shards");
-  const std::vector<std::pair<int, std::string>> cuts = {{700, "nanogpt"}, {500, "llmc1"}, {60, "llmc2"}, {840, "llmc2"}};
+  const std::vector<std::pair<int, std::string>> cuts = {
+      {700, "nanogpt"}, {500, "llmc1"}, {60, "llmc2"}, {840, "llmc2"}};
   size_t at = 0;
   for (size_t k = 0; k < cuts.size(); ++k) {
     write_shard(d / "shards" / ("train_00" + std::to_string(k) + ".bin"), train.substr(at, size_t(cuts[k].first) * 2),
@@ -53,8 +54,9 @@ TEST_CASE("token shards: gpt_char trains on a glob of mixed shards and resumes e
   c.replace(c.find("eval = \"data/fortunes/val.bin\""), 30, "eval = [\"data/fortunes/val.bin\"]");
   write(d / "tok.toml", c);
   // 14 windows, batches of 4: epochs of 4 steps (the last of 2 windows)
-  const std::string args = "--set data.batch_size=4 --set train.steps=10 --set train.eval_every=5 "
-                           "--set train.eval_batches=1 --set data.eval_batch_size=4 --set train.log_every=1";
+  const std::string args =
+      "--set data.batch_size=4 --set train.steps=10 --set train.eval_every=5 "
+      "--set train.eval_batches=1 --set data.eval_batch_size=4 --set train.log_every=1";
   for (int64_t stop : {6, 4}) {  // inside the second epoch; at the end of the first
     DYNAMIC_SECTION("stop at step " << stop) {
       fs::remove_all(d / "runs");
@@ -67,16 +69,20 @@ TEST_CASE("token shards: gpt_char trains on a glob of mixed shards and resumes e
   // the shards in the run's line and its warning; state.json: the shard list and the next window
   Result a = trainer(d, "run tok.toml --set run.name=look --stop-at-step 6 " + args);
   REQUIRE(a.code == 0);
-  CHECK_THAT(a.out, Contains("TokenDataset(4 shards 'shards/train_000.bin' .. 'train_003.bin' (1 nanogpt, 1 llmc v1, "
-                             "2 llmc v2), 2100 tokens, block_size=128, 14 non-overlapping windows; 1 shard is shorter"));
-  CHECK_THAT(a.out, Contains("warning: [data] train: 1 of 4 token files hold fewer than block_size + 1 = 129 tokens and "
-                             "give no window: shards/train_002.bin (60 tokens)"));
+  CHECK_THAT(a.out,
+             Contains("TokenDataset(4 shards 'shards/train_000.bin' .. 'train_003.bin' (1 nanogpt, 1 llmc v1, "
+                      "2 llmc v2), 2100 tokens, block_size=128, 14 non-overlapping windows; 1 shard is shorter"));
+  CHECK_THAT(a.out,
+             Contains("warning: [data] train: 1 of 4 token files hold fewer than block_size + 1 = 129 tokens and "
+                      "give no window: shards/train_002.bin (60 tokens)"));
   const std::string state = read(d / "runs/look/checkpoints/step_6/state.json");
-  CHECK_THAT(state, Contains("\"token_shards\": [") && Contains("\"file\": \"train_003.bin\",\n        \"tokens\": 840"));
+  CHECK_THAT(state,
+             Contains("\"token_shards\": [") && Contains("\"file\": \"train_003.bin\",\n        \"tokens\": 840"));
   std::smatch m;
-  REQUIRE(std::regex_search(state, m, std::regex("\"data_position\": \\{\\s*\"file\": \"train_00(\\d).bin\",\\s*"
-                                                 "\"offset\": (\\d+),\\s*\"shard\": (\\d),\\s*\"window\": (\\d+)")));
-  CHECK(m[1] == m[3]);                     // the shard's index and its name agree
+  REQUIRE(std::regex_search(state, m,
+                            std::regex("\"data_position\": \\{\\s*\"file\": \"train_00(\\d).bin\",\\s*"
+                                       "\"offset\": (\\d+),\\s*\"shard\": (\\d),\\s*\"window\": (\\d+)")));
+  CHECK(m[1] == m[3]);                      // the shard's index and its name agree
   CHECK(std::stoi(m[2].str()) % 128 == 0);  // a strided window's start
   CHECK(m[1] != "2");
 
@@ -84,7 +90,8 @@ TEST_CASE("token shards: gpt_char trains on a glob of mixed shards and resumes e
   write_shard(d / "shards/train_004.bin", train.substr(0, 400), "nanogpt");
   Result added = trainer(d, "run tok.toml --set run.name=look --resume auto " + args);
   CHECK(added.code != 0);
-  CHECK_THAT(added.out, Contains("cannot resume from") && Contains("the training token shards differ from the checkpoint's") &&
+  CHECK_THAT(added.out, Contains("cannot resume from") &&
+                            Contains("the training token shards differ from the checkpoint's") &&
                             Contains("1 shard added (train_004.bin (200 tokens))"));
   fs::remove(d / "shards/train_004.bin");
   write_shard(d / "shards/train_003.bin", train.substr(at - 840 * 2, 800 * 2), "llmc2");
@@ -106,6 +113,7 @@ TEST_CASE("token shards: gpt_char trains on a glob of mixed shards and resumes e
   write_shard(d / "shards/train_003.bin", bad, "llmc2");
   Result vocab = trainer(d, "run tok.toml --set run.name=vocab " + args);
   CHECK(vocab.code != 0);
-  CHECK_THAT(vocab.out, Contains("token file shards/train_003.bin: token 300 is ") &&
-                            Contains("outside the model's vocabulary of 256 (at byte " + std::to_string(1024 + 300 * 4)));
+  CHECK_THAT(vocab.out,
+             Contains("token file shards/train_003.bin: token 300 is ") &&
+                 Contains("outside the model's vocabulary of 256 (at byte " + std::to_string(1024 + 300 * 4)));
 }

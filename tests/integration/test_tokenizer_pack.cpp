@@ -92,8 +92,10 @@ TEST_CASE("pack --tokenizer: GPT-2 BPE documents with <|endoftext|> before each,
   Result p = trainer(d, "pack --tokens out --tokenizer '" + kTokenizer + "' --eval-fraction 0.25" + joined(docs.files));
   INFO(p.out);
   REQUIRE(p.code == 0);
-  CHECK_THAT(p.out, Contains("encoded 3 files") && Contains(" into " + std::to_string(n) + " tokens (vocab 2000, "
-                                                            "<|endoftext|> = 0 before each file)") &&
+  CHECK_THAT(p.out, Contains("encoded 3 files") &&
+                        Contains(" into " + std::to_string(n) +
+                                 " tokens (vocab 2000, "
+                                 "<|endoftext|> = 0 before each file)") &&
                         Contains("MB/s"));
   CHECK_THAT(p.out, Contains("wrote out/train.bin: " + std::to_string(n_train) + " BPE tokens (nanogpt)"));
   CHECK_THAT(p.out, Contains("wrote out/val.bin: " + std::to_string(n_val) + " BPE tokens (nanogpt)"));
@@ -101,7 +103,8 @@ TEST_CASE("pack --tokenizer: GPT-2 BPE documents with <|endoftext|> before each,
   CHECK(tokens_of(d / "out/val.bin", "nanogpt") == slice(docs.stream, n_train, n));
 
   // llm.c's header, version 1
-  REQUIRE(trainer(d, "pack --tokens llmc --format llmc --tokenizer '" + kTokenizer + "'" + joined(docs.files)).code == 0);
+  REQUIRE(trainer(d, "pack --tokens llmc --format llmc --tokenizer '" + kTokenizer + "'" + joined(docs.files)).code ==
+          0);
   const size_t n_val10 = size_t(double(n) * 0.1);
   CHECK(tokens_of(d / "llmc/train.bin", "llmc1") == slice(docs.stream, 0, n - n_val10));
   CHECK(tokens_of(d / "llmc/val.bin", "llmc1") == slice(docs.stream, n - n_val10, n));
@@ -114,8 +117,8 @@ TEST_CASE("pack --shard-tokens: the train split as llm.c's shards of at most N t
   const size_t n = docs.stream.size(), n_val = size_t(double(n) * 0.1), n_train = n - n_val;
   const size_t shard = 25, shards = (n_train + shard - 1) / shard;
   REQUIRE(shards >= 3);
-  Result p = trainer(d, "pack --tokens out --format llmc --shard-tokens 25 --tokenizer '" + kTokenizer + "'" +
-                            joined(docs.files));
+  Result p = trainer(
+      d, "pack --tokens out --format llmc --shard-tokens 25 --tokenizer '" + kTokenizer + "'" + joined(docs.files));
   INFO(p.out);
   REQUIRE(p.code == 0);
   std::vector<uint32_t> train;

@@ -149,7 +149,8 @@ match = ["*.bias"]
     CHECK(!fs::exists(d / "runs/syn/metrics.jsonl"));
   }
   SECTION("an unknown scheduler key names the nearest valid key") {
-    Result r = trainer(d, "run syn.toml --set 'scheduler.lambda=[\"1\", \"1\"]' --set scheduler.intervall=\\\"step\\\"");
+    Result r =
+        trainer(d, "run syn.toml --set 'scheduler.lambda=[\"1\", \"1\"]' --set scheduler.intervall=\\\"step\\\"");
     INFO(r.out);
     CHECK(r.code != 0);
     CHECK_THAT(r.out, Contains("unknown key 'intervall'") && Contains("did you mean 'interval'"));
@@ -183,7 +184,8 @@ match = ["0.*"]
   }
 }
 
-TEST_CASE("[train] nonfinite: stop names the op and layer and saves the batch, skip leaves the step out", "[integration][nonfinite]") {
+TEST_CASE("[train] nonfinite: stop names the op and layer and saves the batch, skip leaves the step out",
+          "[integration][nonfinite]") {
   fs::path d = fresh_dir("nonfinite");
   write(d / "syn.toml", synthetic_config_without_dropout());
   const std::string big_lr = " --set optimizer.lr=1e18 --set train.epochs=1 --set log.progress=lines";
@@ -191,7 +193,8 @@ TEST_CASE("[train] nonfinite: stop names the op and layer and saves the batch, s
   INFO(stop.out);
   CHECK(stop.code == 1);
   CHECK_THAT(stop.out, Contains("training diverged at step 3") && Contains("made an inf or NaN from finite inputs") &&
-                           Contains("in layer '") && Contains("(Linear) (forward)") && Contains("nonfinite_step_3.json"));
+                           Contains("in layer '") && Contains("(Linear) (forward)") &&
+                           Contains("nonfinite_step_3.json"));
   const std::string saved = read(d / "runs/stop/nonfinite_step_3.json");
   CHECK_THAT(saved, Contains("\"step\":3") && Contains("\"indices\":["));
   // the same run with skip: every later step is left out, the weights stay those of step 2

@@ -125,14 +125,17 @@ TEST_CASE("shard = optimizer and gradients on two ranks train DDP's numbers with
   REQUIRE(na.size() == nb.size());
   for (size_t i = 0; i < na.size(); ++i) CHECK(nb[i] == Approx(na[i]).epsilon(1e-5));
   // three ranks: windows that split parameters unevenly, and padding at the end of each bucket
-  run(d, "--nproc 3 --set run.name=three --set data.batch_size=120 --set data.eval_batch_size=120 --set train.steps=25");
-  run(d, "--nproc 3 --set run.name=three_g --set data.batch_size=120 --set data.eval_batch_size=120 --set train.steps=25 "
-         "--set dist.shard=\"gradients\"");
+  run(d,
+      "--nproc 3 --set run.name=three --set data.batch_size=120 --set data.eval_batch_size=120 --set train.steps=25");
+  run(d,
+      "--nproc 3 --set run.name=three_g --set data.batch_size=120 --set data.eval_batch_size=120 --set train.steps=25 "
+      "--set dist.shard=\"gradients\"");
   for (const char* f : {"checkpoints/step_20/optimizer.safetensors", "checkpoints/final/model.safetensors"})
     CHECK(read(d / "runs/three_g" / f) == read(d / "runs/three" / f));
   // fp16 with a loss scaler: an inf/NaN in either rank's windows skips the step on both ranks
-  const std::string amp = "--set train.steps=30 --set amp.enabled=true --set amp.dtype=fp16 "
-                          "--set amp.scaler.init_scale=4294967296.0";  // 2^32: overflows for the first steps
+  const std::string amp =
+      "--set train.steps=30 --set amp.enabled=true --set amp.dtype=fp16 "
+      "--set amp.scaler.init_scale=4294967296.0";  // 2^32: overflows for the first steps
   run(d, "--nproc 2 --set run.name=amp " + amp);
   run(d, "--nproc 2 --set run.name=amp_g --set dist.shard=\"gradients\" " + amp);
   const std::vector<double> sa = metric_values(read(d / "runs/amp/metrics.jsonl"), "train", "skipped_steps"),
@@ -155,9 +158,8 @@ TEST_CASE("resume matrix: 1 rank, 2 ranks unsharded, 2 ranks shard = gradients r
     std::string name, args;
     int world;
   };
-  const std::vector<Setting> settings = {{"one", "", 1},
-                                         {"two", "--nproc 2", 2},
-                                         {"two_g", "--nproc 2 --set dist.shard=\"gradients\"", 2}};
+  const std::vector<Setting> settings = {
+      {"one", "", 1}, {"two", "--nproc 2", 2}, {"two_g", "--nproc 2 --set dist.shard=\"gradients\"", 2}};
   // the uninterrupted runs
   for (const auto& s : settings) run(d, s.args + " --set run.name=straight_" + s.name);
   // each stopped at step 30 (not a checkpoint step), resumed under every setting
@@ -172,7 +174,8 @@ TEST_CASE("resume matrix: 1 rank, 2 ranks unsharded, 2 ranks shard = gradients r
       const std::string resumed = read(d / "runs" / name / "metrics.jsonl");
       if (from.world == to.world) {  // byte-exact where the world size is unchanged
         std::regex state(",\"optimizer_state_mb(_per_rank)?\":(\\[[^\\]]*\\]|[-0-9.e+]+)");
-        CHECK(std::regex_replace(strip_timing(resumed), state, "") == std::regex_replace(strip_timing(straight), state, ""));
+        CHECK(std::regex_replace(strip_timing(resumed), state, "") ==
+              std::regex_replace(strip_timing(straight), state, ""));
         CHECK(read(d / "runs" / name / "checkpoints/final/model.safetensors") ==
               read(d / "runs" / ("straight_" + to.name) / "checkpoints/final/model.safetensors"));
       } else {

@@ -85,11 +85,16 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) die(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--delay-ms") o.delay_ms = std::stod(value());
-    else if (a == "--jitter-ms") o.jitter_ms = std::stod(value());
-    else if (a == "--loss") o.loss = std::stod(value());
-    else if (a == "--seed") o.seed = std::stoull(value());
-    else if (a == "--max-queue") o.max_queue = std::stoul(value());
+    if (a == "--delay-ms")
+      o.delay_ms = std::stod(value());
+    else if (a == "--jitter-ms")
+      o.jitter_ms = std::stod(value());
+    else if (a == "--loss")
+      o.loss = std::stod(value());
+    else if (a == "--seed")
+      o.seed = std::stoull(value());
+    else if (a == "--max-queue")
+      o.max_queue = std::stoul(value());
     else if (a.find('=') != std::string::npos && a[0] != '-') {
       Node n;
       n.dev = a.substr(0, a.find('='));
@@ -100,7 +105,8 @@ Options parse(int argc, char** argv) {
       n.addr = in.s_addr;
       o.nodes.push_back(n);
     } else {
-      die("unknown argument '" + a + "'; usage: tun_netem [--delay-ms D] [--jitter-ms J] [--loss P] [--seed S] "
+      die("unknown argument '" + a +
+          "'; usage: tun_netem [--delay-ms D] [--jitter-ms J] [--loss P] [--seed S] "
           "[--max-queue N] DEV=IPV4...");
     }
   }
@@ -140,7 +146,7 @@ int main(int argc, char** argv) {
   for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&stop_set, s);
   sigprocmask(SIG_BLOCK, &stop_set, &wait_mask);
   for (int s : {SIGTERM, SIGINT, SIGHUP}) {
-    struct sigaction sa{};
+    struct sigaction sa {};
     sa.sa_handler = on_signal;
     sigaction(s, &sa, nullptr);
   }
@@ -238,11 +244,12 @@ int main(int argc, char** argv) {
       const Link& l = links[size_t(i * n + j)];
       if (i == j || l.forwarded + l.dropped + l.write_failed == 0) continue;
       const uint64_t all = l.forwarded + l.dropped;
-      std::printf("tun_netem: %s -> %s: forwarded %llu, dropped %llu (%.2f%%), write failed %llu, held %.3f ms on average\n",
-                  ip_text(o.nodes[size_t(i)].addr).c_str(), ip_text(o.nodes[size_t(j)].addr).c_str(),
-                  static_cast<unsigned long long>(l.forwarded), static_cast<unsigned long long>(l.dropped),
-                  all ? 100.0 * double(l.dropped) / double(all) : 0.0, static_cast<unsigned long long>(l.write_failed),
-                  l.forwarded ? l.held_ns / double(l.forwarded) / 1e6 : 0.0);
+      std::printf(
+          "tun_netem: %s -> %s: forwarded %llu, dropped %llu (%.2f%%), write failed %llu, held %.3f ms on average\n",
+          ip_text(o.nodes[size_t(i)].addr).c_str(), ip_text(o.nodes[size_t(j)].addr).c_str(),
+          static_cast<unsigned long long>(l.forwarded), static_cast<unsigned long long>(l.dropped),
+          all ? 100.0 * double(l.dropped) / double(all) : 0.0, static_cast<unsigned long long>(l.write_failed),
+          l.forwarded ? l.held_ns / double(l.forwarded) / 1e6 : 0.0);
     }
   std::printf("tun_netem: unroutable %llu, queue full %llu, still queued at exit %zu\n",
               static_cast<unsigned long long>(unroutable), static_cast<unsigned long long>(queue_full), queue.size());

@@ -6,13 +6,10 @@
 
 namespace tr::test {
 
-template <typename F>
-std::string error_of(F&& f) {
+template <typename F> std::string error_of(F&& f) {
   try {
     f();
-  } catch (const Error& e) {
-    return e.what();
-  }
+  } catch (const Error& e) { return e.what(); }
   return "(no error)";
 }
 

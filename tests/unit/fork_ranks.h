@@ -108,8 +108,8 @@ struct TempDir {
 #define EXPECT(cond, ...) TR_CHECK(cond, "rank check failed: " #cond ": ", __VA_ARGS__)
 
 struct RankResult {
-  int status = -1;   // exit code, or -signal
-  std::string out;   // what the rank wrote to its report
+  int status = -1;  // exit code, or -signal
+  std::string out;  // what the rank wrote to its report
 };
 
 // Forks n ranks running body(rank, store, report); an exception in a rank fails it, its message
@@ -117,7 +117,8 @@ struct RankResult {
 using StoreFactory = std::function<std::unique_ptr<Store>(const fs::path& dir)>;
 
 inline std::vector<RankResult> run_ranks(int n, const std::function<void(int, Store&, std::ostream&)>& body,
-                                  ms limit = ms(60000), int started = -1, const StoreFactory& make_store = nullptr) {
+                                         ms limit = ms(60000), int started = -1,
+                                         const StoreFactory& make_store = nullptr) {
   TempDir dir;
   if (started < 0) started = n;
   std::cout.flush();
@@ -185,7 +186,7 @@ inline void require_all_ok(const std::vector<RankResult>& res) {
 }
 
 inline std::unique_ptr<ProcessGroup> gloo_group(Store& store, int rank, int size, ms timeout = ms(20000),
-                                         const std::string& prefix = "pg") {
+                                                const std::string& prefix = "pg") {
   store.set_timeout(timeout);
   return make_process_group("gloo", store, rank, size, timeout, prefix);
 }

@@ -41,9 +41,9 @@ Tensor uniform64(const Shape& s, double lo, double hi, uint64_t seed = 11, bool 
 #define TR_OP_CASE_CAT2(a, b) a##b
 #define TR_OP_CASE_CAT(a, b) TR_OP_CASE_CAT2(a, b)
 // TR_OP_CASE(op, name, inputs-lambda-body-expression, fn)
-#define TR_OP_CASE(OP, NAME, MAKE, FN)                                                             \
-  static ::tr::test::OpCaseRegistrar TR_OP_CASE_CAT(tr_op_case_, __LINE__)(::tr::test::OpCase{ \
-      OP, NAME, [] { return ::tr::test::Inputs MAKE; }, FN})
-#define TR_OP_CASE_FIRST_ORDER(OP, NAME, MAKE, FN)                                                 \
-  static ::tr::test::OpCaseRegistrar TR_OP_CASE_CAT(tr_op_case_, __LINE__)(::tr::test::OpCase{ \
-      OP, NAME, [] { return ::tr::test::Inputs MAKE; }, FN, false})
+#define TR_OP_CASE(OP, NAME, MAKE, FN)               \
+  static ::tr::test::OpCaseRegistrar TR_OP_CASE_CAT( \
+      tr_op_case_, __LINE__)(::tr::test::OpCase{OP, NAME, [] { return ::tr::test::Inputs MAKE; }, FN})
+#define TR_OP_CASE_FIRST_ORDER(OP, NAME, MAKE, FN)   \
+  static ::tr::test::OpCaseRegistrar TR_OP_CASE_CAT( \
+      tr_op_case_, __LINE__)(::tr::test::OpCase{OP, NAME, [] { return ::tr::test::Inputs MAKE; }, FN, false})

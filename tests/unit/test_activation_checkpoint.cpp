@@ -27,8 +27,8 @@
 #include "unit/temp_dir.h"
 
 using namespace tr;
-using tr::test::error_of;
 using Catch::Matchers::Contains;
+using tr::test::error_of;
 
 namespace {
 
@@ -132,7 +132,8 @@ TEST_CASE("activation checkpointing: gradcheck through a checkpointed Transforme
   b.to(DType::F64);
   {
     NoGradGuard ng;
-    for (auto& [n, p] : b.named_parameters()) p.copy_(randn(p.sizes(), DType::F64) * 0.5 + (n == "ln_1.weight" ? 1.0 : 0.0));
+    for (auto& [n, p] : b.named_parameters())
+      p.copy_(randn(p.sizes(), DType::F64) * 0.5 + (n == "ln_1.weight" ? 1.0 : 0.0));
   }
   b.set_activation_checkpointing(true);
   Tensor x = randn({2, 3, 4}, DType::F64).requires_grad_(true);
@@ -161,7 +162,7 @@ TEST_CASE("activation checkpointing: gradcheck and gradgradcheck of a checkpoint
   CHECK(r2.ok);
   // an input that needs no gradient: only the parameters' edges
   Tensor c = randn({4, 3}, DType::F64);
-  auto r3 = gradcheck([&](const Tensors& in) { return Tensors{(*seq)(c) * in[0]}; },
+  auto r3 = gradcheck([&](const Tensors& in) { return Tensors{(*seq)(c)*in[0]}; },
                       {randn({4, 2}, DType::F64).requires_grad_(true)});
   INFO(r3.message);
   CHECK(r3.ok);
@@ -262,7 +263,8 @@ TEST_CASE("activation checkpointing: BatchNorm inside a checkpointed block updat
     manual_seed(2);
     auto seq = std::make_shared<nn::Sequential>();
     // momentum None: the cumulative average, which a second update would visibly change
-    seq->push_back(std::make_shared<nn::Linear>(4, 6)).push_back(std::make_shared<nn::BatchNorm1d>(6, 1e-5, std::nullopt));
+    seq->push_back(std::make_shared<nn::Linear>(4, 6))
+        .push_back(std::make_shared<nn::BatchNorm1d>(6, 1e-5, std::nullopt));
     seq->push_back(std::make_shared<nn::GELU>());
     seq->set_activation_checkpointing(ckpt);
     return seq;
@@ -302,7 +304,8 @@ TEST_CASE("activation checkpointing: eval, no_grad and frozen models run the for
   CHECK(equal(y, (*off)(ids).detach()));
 }
 
-TEST_CASE("activation checkpointing: parameters' post-accumulate-grad hooks fire once per backward", "[checkpointing]") {
+TEST_CASE("activation checkpointing: parameters' post-accumulate-grad hooks fire once per backward",
+          "[checkpointing]") {
   auto on = gpt("", "checkpoint = true");
   std::map<std::string, int> fired;
   for (auto& [n, p] : on->named_parameters()) {
@@ -328,7 +331,8 @@ TEST_CASE("activation checkpointing: an input changed in place after the forward
     NoGradGuard ng;
     x.add_(1.0);
   }
-  CHECK_THAT(error_of([&] { sum(y).backward(); }), Contains("modified by an inplace operation") && Contains("CheckpointBackward"));
+  CHECK_THAT(error_of([&] { sum(y).backward(); }),
+             Contains("modified by an inplace operation") && Contains("CheckpointBackward"));
 }
 
 TEST_CASE("activation checkpointing: double backward refuses a parameter also used before the checkpoint",
@@ -355,7 +359,8 @@ TEST_CASE("model files: checkpoint is a key of every layer, a non-boolean is an 
   auto lin = build_toml("type = \"linear\"\nout_features = 2\ncheckpoint = true", {{3}});
   CHECK(lin->activation_checkpointing());
   CHECK_FALSE(build_toml("type = \"relu\"\ncheckpoint = false", {{3}})->activation_checkpointing());
-  auto res = build_toml("type = \"residual\"\ncheckpoint = true\nlayers = [{type = \"linear\", out_features = 3}]", {{3}});
+  auto res =
+      build_toml("type = \"residual\"\ncheckpoint = true\nlayers = [{type = \"linear\", out_features = 3}]", {{3}});
   CHECK(res->activation_checkpointing());
 
   TempDir tmp;
@@ -364,8 +369,8 @@ TEST_CASE("model files: checkpoint is a key of every layer, a non-boolean is an 
                                    "block_size = 6\n[[layers]]\ntype = \"repeat\"\ntimes = 2\ncheckpoint = \"yes\"\n"
                                    "layers = [{type = \"transformer_block\", n_head = 2}]\n";
   std::string e = error_of([&] { nn::load_model_file(tmp / "m.toml"); });
-  CHECK_THAT(e, Contains(tmp / "m.toml") && Contains("layer 1 (repeat)") && Contains("checkpoint") &&
-                    Contains("boolean"));
+  CHECK_THAT(e,
+             Contains(tmp / "m.toml") && Contains("layer 1 (repeat)") && Contains("checkpoint") && Contains("boolean"));
 
   // the summary marks checkpointed layers
   std::ofstream(tmp / "ok.toml") << "input = [3]\n[[layers]]\ntype = \"linear\"\nout_features = 2\ncheckpoint = true\n"

@@ -55,8 +55,8 @@ TEST_CASE("linear and linear_relu: the fused addmm equals the composite, f32 bit
     Shape x;
     int64_t out;
   };
-  for (const Case& c : {Case{{1, 7}, 5}, Case{{128, 784}, 512}, Case{{128, 512}, 10}, Case{{300, 33}, 17},
-                        Case{{2, 64, 48}, 144}}) {
+  for (const Case& c :
+       {Case{{1, 7}, 5}, Case{{128, 784}, 512}, Case{{128, 512}, 10}, Case{{300, 33}, 17}, Case{{2, 64, 48}, 144}}) {
     for (bool relu : {false, true}) {
       INFO("x " << str(c.x) << " out " << c.out << (relu ? " relu" : ""));
       Tensor x = randn(c.x, DType::F32, &gen), w = randn({c.out, c.x.back()}, DType::F32, &gen) * 0.1,
@@ -92,7 +92,8 @@ TEST_CASE("linear_relu: the fused op is the one taken, and NaN passes the relu a
 TEST_CASE("linear and linear_relu in bf16: fused within one rounding of the composite", "[addmm]") {
   Generator gen(4);
   for (int64_t rows : {16, 300}) {
-    Tensor x = randn({rows, 96}, DType::F32, &gen).to(DType::BF16), w = (randn({40, 96}, DType::F32, &gen) * 0.1).to(DType::BF16),
+    Tensor x = randn({rows, 96}, DType::F32, &gen).to(DType::BF16),
+           w = (randn({40, 96}, DType::F32, &gen) * 0.1).to(DType::BF16),
            b = randn({40}, DType::F32, &gen).to(DType::BF16);
     Tensor gy = randn({rows, 40}, DType::F32, &gen).to(DType::BF16);
     for (bool relu : {false, true}) {
@@ -107,7 +108,8 @@ TEST_CASE("linear and linear_relu in bf16: fused within one rounding of the comp
     }
   }
   // under bf16 autocast, f32 arguments: the same as the composite under autocast
-  Tensor x = randn({8, 32}, DType::F32, &gen), w = randn({16, 32}, DType::F32, &gen) * 0.2, b = randn({16}, DType::F32, &gen);
+  Tensor x = randn({8, 32}, DType::F32, &gen), w = randn({16, 32}, DType::F32, &gen) * 0.2,
+         b = randn({16}, DType::F32, &gen);
   Tensor ref, got;
   {
     amp::AutocastGuard g(DeviceType::CPU, DType::BF16);
@@ -142,8 +144,10 @@ TEST_CASE("Sequential runs Linear + ReLU as linear_relu, unless a hook needs the
 }
 
 TEST_CASE("addmm: argument checks", "[addmm]") {
-  CHECK_THROWS_WITH(dispatch1("addmm", {randn({3}), randn({2, 4}), randn({4, 5})}), Catch::Contains("bias of shape [5]"));
-  CHECK_THROWS_WITH(dispatch1("addmm", {randn({5}), randn({2, 4}), randn({3, 5})}), Catch::Contains("cannot be multiplied"));
+  CHECK_THROWS_WITH(dispatch1("addmm", {randn({3}), randn({2, 4}), randn({4, 5})}),
+                    Catch::Contains("bias of shape [5]"));
+  CHECK_THROWS_WITH(dispatch1("addmm", {randn({5}), randn({2, 4}), randn({3, 5})}),
+                    Catch::Contains("cannot be multiplied"));
 }
 
 TR_OP_CASE("addmm", "linear", ({randn64({3, 4}, 280), randn64({5, 4}, 281), randn64({5}, 282)}),

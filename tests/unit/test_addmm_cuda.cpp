@@ -101,8 +101,8 @@ TEST_CASE("addmm on CUDA: cuBLASLt's epilogues equal the CPU, values and gradien
       for (bool relu : {false, true}) {
         Shape ys = c.x;
         ys.back() = c.out;
-        Tensor x = randn_as(c.x, t, gen), w = randn_as({c.out, c.x.back()}, t, gen, 0.2),
-               b = randn_as({c.out}, t, gen), gy = randn_as(ys, t, gen);
+        Tensor x = randn_as(c.x, t, gen), w = randn_as({c.out, c.x.back()}, t, gen, 0.2), b = randn_as({c.out}, t, gen),
+               gy = randn_as(ys, t, gen);
         compare("x " + shape_str(c.x) + " out " + std::to_string(c.out), relu, x, w, b, gy);
       }
 }

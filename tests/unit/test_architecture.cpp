@@ -49,10 +49,12 @@ std::vector<std::string> check_includes(const FloorTable& t, const std::string& 
     if (target == folder) continue;
     const auto& allowed = t.at(folder);
     if (!t.count(target))
-      bad.push_back(file + ":" + std::to_string(n) + ": includes \"" + target + "/...\", which is no floor of docs/architecture.md");
+      bad.push_back(file + ":" + std::to_string(n) + ": includes \"" + target +
+                    "/...\", which is no floor of docs/architecture.md");
     else if (!allowed.count(target))
       bad.push_back(file + ":" + std::to_string(n) + ": " + folder + " may not include " + target + " (" +
-                    line.substr(line.find('#')) + "); docs/architecture.md lets " + folder + " use only what is below it");
+                    line.substr(line.find('#')) + "); docs/architecture.md lets " + folder +
+                    " use only what is below it");
   }
   return bad;
 }
@@ -121,7 +123,8 @@ TEST_CASE("architecture: every include of lib/ and app/ runs downward", "[archit
 
 TEST_CASE("architecture: the include check fails on a forbidden include", "[architecture]") {
   const FloorTable t = the_table();
-  const auto bad = check_includes(t, "core", "lib/core/tensor.cpp", "#include \"core/tensor.h\"\n#include \"ops/ops.h\"\n");
+  const auto bad =
+      check_includes(t, "core", "lib/core/tensor.cpp", "#include \"core/tensor.h\"\n#include \"ops/ops.h\"\n");
   REQUIRE(bad.size() == 1);
   CHECK(bad[0].find("lib/core/tensor.cpp:2: core may not include ops") == 0);
   CHECK(check_includes(t, "ops", "lib/ops/x.cpp", "#include \"core/tensor.h\"\n").empty());

@@ -31,9 +31,7 @@ using namespace std::chrono_literals;
 std::string error_text(std::exception_ptr e) {
   try {
     std::rethrow_exception(e);
-  } catch (const std::exception& x) {
-    return x.what();
-  }
+  } catch (const std::exception& x) { return x.what(); }
 }
 
 }  // namespace

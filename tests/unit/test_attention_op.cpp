@@ -58,14 +58,15 @@ double max_abs(const Tensor& a) { return max(a.to(kCPU).to(DType::F64).abs()).it
 
 // The row formulas of attention_math.h over the whole tensor (f64): y, lse and dqkv.
 Result rows_reference(const Tensor& qkv, const Tensor& gy, int64_t heads, bool causal) {
-  const attn::Geometry g =
-      attn::Geometry::of(qkv.size(0), qkv.size(1), qkv.size(2), heads, 1.0 / std::sqrt(double(qkv.size(2) / 3 / heads)), causal);
+  const attn::Geometry g = attn::Geometry::of(qkv.size(0), qkv.size(1), qkv.size(2), heads,
+                                              1.0 / std::sqrt(double(qkv.size(2) / 3 / heads)), causal);
   Tensor q = qkv.to(DType::F64).contiguous(), dy = gy.to(DType::F64).contiguous();
   Tensor y = zeros({g.B, g.T, g.C()}, DType::F64), lse = zeros({g.B, g.H, g.T}, DType::F64), dq = zeros_like(q);
   const double* pq = q.data_ptr<double>();
   for (int64_t b = 0; b < g.B; ++b)
     for (int64_t h = 0; h < g.H; ++h)
-      for (int64_t i = 0; i < g.T; ++i) attn::forward_row<double, double>(g, pq, y.data_ptr<double>(), lse.data_ptr<double>(), b, h, i);
+      for (int64_t i = 0; i < g.T; ++i)
+        attn::forward_row<double, double>(g, pq, y.data_ptr<double>(), lse.data_ptr<double>(), b, h, i);
   for (int64_t b = 0; b < g.B; ++b)
     for (int64_t h = 0; h < g.H; ++h)
       for (int64_t i = 0; i < g.T; ++i) {
@@ -131,7 +132,8 @@ TEST_CASE("attention_qkvpacked: results do not depend on the thread count", "[at
 
 TEST_CASE("attention_qkvpacked: argument checks", "[attention]") {
   CHECK_THROWS_WITH(attention_qkvpacked(randn({2, 3, 10}), 2, true), Contains("[B, T, 3C]"));
-  CHECK_THROWS_WITH(attention_qkvpacked(randn({2, 3, 12}), 3, true), Contains("n_head = 3 must be positive and divide C = 4"));
+  CHECK_THROWS_WITH(attention_qkvpacked(randn({2, 3, 12}), 3, true),
+                    Contains("n_head = 3 must be positive and divide C = 4"));
   CHECK_THROWS_WITH(attention_qkvpacked(randn({3, 12}), 2, true), Contains("got shape [3, 12]"));
   // dropout in training takes the composite chain; in eval the fused op
   Tensor qkv = randn({1, 4, 12});
@@ -254,7 +256,8 @@ TEST_CASE("cuda: the flash kernels equal the composite chain on the device, and 
   const Device cuda(DeviceType::CUDA, 0);
   for (bool causal : {true, false}) {
     Generator gen(13);
-    Tensor qkv = randn({2, 45, 3 * 2 * 32}, DType::F64, &gen).to(cuda), gy = randn({2, 45, 64}, DType::F64, &gen).to(cuda);
+    Tensor qkv = randn({2, 45, 3 * 2 * 32}, DType::F64, &gen).to(cuda),
+           gy = randn({2, 45, 64}, DType::F64, &gen).to(cuda);
     Result fused = run(qkv, gy, 2, causal, true), again = run(qkv, gy, 2, causal, true);
     Result comp = run(qkv, gy, 2, causal, false);
     CHECK(max_diff(fused.y, comp.y) < 1e-10);

@@ -20,7 +20,9 @@ struct FusionGuard {
 };
 
 config::RunConfig load(const TempDir& tmp, const std::string& run_keys, const std::vector<std::string>& sets = {}) {
-  std::ofstream(tmp / "c.toml") << "[run]\n" << run_keys << "\n[model]\ninput = [4]\n[[model.layers]]\n"
+  std::ofstream(tmp / "c.toml") << "[run]\n"
+                                << run_keys
+                                << "\n[model]\ninput = [4]\n[[model.layers]]\n"
                                    "type = \"linear\"\nout_features = 2\n[data]\ndataset = \"synthetic\"\n"
                                    "num_classes = 2\ntrain_size = 8\neval_size = 8\nbatch_size = 4\n";
   return config::load_run_config(tmp / "c.toml", sets);

@@ -48,8 +48,8 @@ TEST_CASE("autocast: each op family's output dtype (CPU, bfloat16)", "[amp][auto
     CHECK(matmul(a.unsqueeze(0), b.unsqueeze(0)).dtype() == DType::BF16);  // bmm
     CHECK(linear(a, w, randn({5})).dtype() == DType::BF16);
     CHECK(conv2d(img, k, randn({4}), {1, 1}, {1, 1}).dtype() == DType::BF16);
-    CHECK(relu(h).dtype() == DType::BF16);                 // not on a list: runs in its input's dtype
-    CHECK(softmax(h, 1).dtype() == DType::F32);            // f32 list
+    CHECK(relu(h).dtype() == DType::BF16);       // not on a list: runs in its input's dtype
+    CHECK(softmax(h, 1).dtype() == DType::F32);  // f32 list
     CHECK(log_softmax(h, 1).dtype() == DType::F32);
     CHECK(sum(h).dtype() == DType::F32);
     CHECK(exp(h).dtype() == DType::F32);
@@ -59,7 +59,7 @@ TEST_CASE("autocast: each op family's output dtype (CPU, bfloat16)", "[amp][auto
     CHECK(batch_norm(c, zeros({4}), ones({4}), ones({4}), zeros({4}), true).output.dtype() == DType::F32);
     CHECK(cross_entropy(h, tensor({0, 1, 2, 0}, DType::I64)).dtype() == DType::F32);
     CHECK(mse_loss(h, zeros({4, 3}), "mean").dtype() == DType::F32);
-    CHECK((h + ones({4, 3})).dtype() == DType::F32);      // bf16 + f32 promotes
+    CHECK((h + ones({4, 3})).dtype() == DType::F32);  // bf16 + f32 promotes
     CHECK(cat({h, ones({4, 3})}, 1).dtype() == DType::F32);
     CHECK(mm(a.to(DType::F64), b.to(DType::F64)).dtype() == DType::F64);  // f64 is never cast
     {

@@ -115,7 +115,10 @@ TEST_CASE("tensor hooks can replace the gradient and be removed", "[autograd]") 
   Tensor x = leaf({1, 2, 3});
   Tensor y = x * 2.0;
   int calls = 0;
-  int h = y.register_hook([&](const Tensor& g) { ++calls; return g * 10.0; });
+  int h = y.register_hook([&](const Tensor& g) {
+    ++calls;
+    return g * 10.0;
+  });
   sum(y).backward(Tensor(), true);
   CHECK(calls == 1);
   CHECK(vals(x.grad()) == std::vector<double>{20, 20, 20});

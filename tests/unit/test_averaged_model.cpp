@@ -49,8 +49,10 @@ void check_state(const nn::Module& m, const json& want, double rtol) {
     REQUIRE(got.size() == w.size());
     for (size_t i = 0; i < got.size(); ++i) {
       INFO(name << "[" << i << "]");
-      if (rtol == 0) CHECK(got[i] == w[i]);
-      else CHECK(got[i] == Approx(w[i]).epsilon(rtol).margin(1e-6));
+      if (rtol == 0)
+        CHECK(got[i] == w[i]);
+      else
+        CHECK(got[i] == Approx(w[i]).epsilon(rtol).margin(1e-6));
     }
   }
 }
@@ -82,7 +84,8 @@ TEST_CASE("AveragedModel: SGD steps with an EMA follow torch's", "[optim][ema][t
   nn::ModulePtr model = tiny_model();
   model->load_state_dict(state_of(f.at("init"), *model), true);
   optim::AveragedModel ema(tiny_model(), *model, f.at("decay").get<double>());
-  optim::SGD opt(model->parameters(), optim::SGDOptions{.lr = f.at("lr").get<double>(), .momentum = f.at("momentum").get<double>()});
+  optim::SGD opt(model->parameters(),
+                 optim::SGDOptions{.lr = f.at("lr").get<double>(), .momentum = f.at("momentum").get<double>()});
   const json& batches = f.at("batches");
   const json& steps = f.at("steps");
   for (size_t k = 0; k < batches.size(); ++k) {

@@ -42,7 +42,8 @@ struct Grads {
 // Output and gradients for the loss <y, gy>, through `f`.
 Grads run(const std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>& f, const Tensor& x0,
           const Tensor& w0, const Tensor& b0, const Tensor& gy) {
-  Tensor x = x0.detach().requires_grad_(true), w = w0.detach().requires_grad_(true), b = b0.detach().requires_grad_(true);
+  Tensor x = x0.detach().requires_grad_(true), w = w0.detach().requires_grad_(true),
+         b = b0.detach().requires_grad_(true);
   Tensor y = f(x, w, b);
   y.backward(gy);
   return {y.detach(), x.grad(), w.grad(), b.grad()};
@@ -60,11 +61,12 @@ void check_against_composite(const Shape& s, DType t, double tol, uint64_t seed,
   }
   Tensor w = randn_t({C}, t, seed + 1), b = randn_t({C}, t, seed + 2), gy = randn_t(s, t, seed + 3);
   const double eps = 1e-5;
-  Grads fused = run([&](const Tensor& x_, const Tensor& w_, const Tensor& b_) {
-    return batch_norm(x_, Tensor(), Tensor(), w_, b_, true, eps).output;
-  }, x, w, b, gy);
-  Grads ref = run([&](const Tensor& x_, const Tensor& w_, const Tensor& b_) { return composite_train(x_, w_, b_, eps); },
-                  x, w, b, gy);
+  Grads fused = run([&](const Tensor& x_, const Tensor& w_,
+                        const Tensor& b_) { return batch_norm(x_, Tensor(), Tensor(), w_, b_, true, eps).output; },
+                    x, w, b, gy);
+  Grads ref =
+      run([&](const Tensor& x_, const Tensor& w_, const Tensor& b_) { return composite_train(x_, w_, b_, eps); }, x, w,
+          b, gy);
   CHECK(allclose(fused.y, ref.y, tol, tol));
   CHECK(allclose(fused.gx, ref.gx, tol, tol));
   CHECK(allclose(fused.gw, ref.gw, tol, tol));
@@ -112,9 +114,9 @@ TEST_CASE("batch_norm ops: results do not depend on the thread count", "[batch_n
   std::vector<Grads> rs;
   for (int nt : {1, 2, 3}) {
     omp_set_num_threads(nt);
-    rs.push_back(run([](const Tensor& x_, const Tensor& w_, const Tensor& b_) {
-      return batch_norm(x_, Tensor(), Tensor(), w_, b_, true, 1e-5).output;
-    }, x, w, b, gy));
+    rs.push_back(run([](const Tensor& x_, const Tensor& w_,
+                        const Tensor& b_) { return batch_norm(x_, Tensor(), Tensor(), w_, b_, true, 1e-5).output; },
+                     x, w, b, gy));
   }
   omp_set_num_threads(saved);
   for (size_t i = 1; i < rs.size(); ++i) {
@@ -140,7 +142,8 @@ TEST_CASE("batch_norm ops: undefined weight and bias are 1 and 0, mixed dtypes p
   Tensor y = batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), true, 1e-3).output;
   CHECK(allclose(y, composite_train(x, ones({3}, DType::F64), zeros({3}, DType::F64), 1e-3), 1e-12, 1e-12));
   // f32 input with f64 parameters takes the composite, which promotes as before
-  Tensor y2 = batch_norm(x.to(DType::F32), Tensor(), Tensor(), ones({3}, DType::F64), zeros({3}, DType::F64), true).output;
+  Tensor y2 =
+      batch_norm(x.to(DType::F32), Tensor(), Tensor(), ones({3}, DType::F64), zeros({3}, DType::F64), true).output;
   CHECK(y2.dtype() == DType::F64);
 }
 
@@ -179,11 +182,13 @@ Outputs bn_backward(const Inputs& x, double eps) {
 TR_OP_CASE("batch_norm", "NCHW", ({randn64({3, 2, 2, 3}, 231), randn64({2}, 232), randn64({2}, 233)}),
            [](const Inputs& x) { return Outputs{batch_norm(x[0], Tensor(), Tensor(), x[1], x[2], true).output}; });
 TR_OP_CASE("batch_norm", "NC, eps 1e-2", ({randn64({5, 3}, 234), randn64({3}, 235), randn64({3}, 236)}),
-           [](const Inputs& x) { return Outputs{batch_norm(x[0], Tensor(), Tensor(), x[1], x[2], true, 1e-2).output}; });
+           [](const Inputs& x) {
+             return Outputs{batch_norm(x[0], Tensor(), Tensor(), x[1], x[2], true, 1e-2).output};
+           });
 TR_OP_CASE("batch_norm_backward", "NCL", ({randn64({2, 3, 4}, 237), randn64({2, 3, 4}, 238), randn64({3}, 239)}),
            [](const Inputs& x) { return bn_backward(x, 1e-5); });
-TR_OP_CASE("batch_norm_backward", "NCHW, eps 1e-1", ({randn64({2, 2, 2, 3}, 240), randn64({2, 2, 2, 3}, 241),
-                                                       randn64({2}, 242)}),
+TR_OP_CASE("batch_norm_backward", "NCHW, eps 1e-1",
+           ({randn64({2, 2, 2, 3}, 240), randn64({2, 2, 2, 3}, 241), randn64({2}, 242)}),
            [](const Inputs& x) { return bn_backward(x, 1e-1); });
 TR_OP_CASE("batch_norm_elemt", "NCHW, every input",
            ({randn64({2, 3, 2, 2}, 243), randn64({3}, 244), randn64({3}, 245), randn64({3}, 246),

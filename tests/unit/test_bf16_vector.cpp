@@ -1,8 +1,8 @@
-// softmax rows with masked lanes (softmax.cpp exp8_nonpositive); the 8-lane bf16 paths of the CPU pointwise kernels (vec_math.h: load_bf16x8, round_bf16x8,
-// map_bf16x8): f32 <-> bf16 casts bit for bit equal to the scalar conversions of core/half.h on
-// ties, NaNs, infinities, subnormals and overflow; bf16 gelu, exp and gelu_backward equal to the
-// f32 kernels on the widened values rounded once (what the scalar loop computes in float); lengths
-// with a tail; strided inputs keep the scalar loop.
+// softmax rows with masked lanes (softmax.cpp exp8_nonpositive); the 8-lane bf16 paths of the CPU pointwise kernels
+// (vec_math.h: load_bf16x8, round_bf16x8, map_bf16x8): f32 <-> bf16 casts bit for bit equal to the scalar conversions
+// of core/half.h on ties, NaNs, infinities, subnormals and overflow; bf16 gelu, exp and gelu_backward equal to the f32
+// kernels on the widened values rounded once (what the scalar loop computes in float); lengths with a tail; strided
+// inputs keep the scalar loop.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -72,10 +72,12 @@ TEST_CASE("bf16 casts: 8 lanes equal the scalar conversion bit for bit", "[bf16]
   }
   // a transposed (strided) f32 input takes the scalar loop: the same bits
   Tensor m = randn({37, 11}) * 7.0;
-  std::vector<uint16_t> strided = bf16_bits(cast(m.t(), DType::BF16)), flat = bf16_bits(cast(m.t().contiguous(), DType::BF16));
+  std::vector<uint16_t> strided = bf16_bits(cast(m.t(), DType::BF16)),
+                        flat = bf16_bits(cast(m.t().contiguous(), DType::BF16));
   CHECK(strided == flat);
   // views with dense rows (a narrowed last dim, 2-D and 3-D) convert row by row: the same bits
-  for (Tensor v : {Tensor(randn({37, 20}) * 5.0).narrow(1, 3, 11), Tensor(randn({4, 5, 12})).narrow(2, 2, 7).narrow(0, 1, 2)}) {
+  for (Tensor v :
+       {Tensor(randn({37, 20}) * 5.0).narrow(1, 3, 11), Tensor(randn({4, 5, 12})).narrow(2, 2, 7).narrow(0, 1, 2)}) {
     INFO("view of " << v.numel() << " elements, " << v.dim() << "-D");
     CHECK(bf16_bits(cast(v, DType::BF16)) == bf16_bits(cast(v.contiguous(), DType::BF16)));
     Tensor back = cast(Tensor(cast(v, DType::BF16)).contiguous(), DType::F32);
@@ -106,7 +108,8 @@ TEST_CASE("bf16 gelu, exp, gelu_backward: the f32 lanes on widened values, round
   // non-contiguous bf16 keeps the scalar loop, which computes the same function up to libm's erf:
   // one bf16 step at most
   Tensor m = cast(randn({16, 9}), DType::BF16);
-  std::vector<double> a = cast(gelu(m.t()), DType::F32).tolist(), b = cast(gelu(m.t().contiguous()), DType::F32).tolist();
+  std::vector<double> a = cast(gelu(m.t()), DType::F32).tolist(),
+                      b = cast(gelu(m.t().contiguous()), DType::F32).tolist();
   for (size_t i = 0; i < a.size(); ++i) CHECK(std::abs(a[i] - b[i]) <= std::abs(b[i]) * (1.0 / 128) + 1e-30);
 }
 
@@ -129,8 +132,10 @@ TEST_CASE("softmax rows with a causal mask's -inf and exponents in the denormal 
       const double want = k > r ? 0.0 : std::exp(xv - m) / s;
       INFO("row " << r << " col " << k << " x " << xv);
       CHECK(y[size_t(r * n + k)] == Approx(want).epsilon(1e-5).margin(1e-44));
-      if (k > r) CHECK(std::isinf(ly[size_t(r * n + k)]));
-      else CHECK(ly[size_t(r * n + k)] == Approx(xv - m - std::log(s)).epsilon(1e-5));
+      if (k > r)
+        CHECK(std::isinf(ly[size_t(r * n + k)]));
+      else
+        CHECK(ly[size_t(r * n + k)] == Approx(xv - m - std::log(s)).epsilon(1e-5));
     }
   }
 }

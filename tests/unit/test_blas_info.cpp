@@ -47,15 +47,18 @@ TEST_CASE("sgemm: oneDNN and OpenBLAS compute the same products", "[blas]") {
           for (auto& x : c0) x = next();
           std::vector<float> c1 = c0, c2 = c0;
           const int64_t lda = ta ? s.M : s.K, ldb = tb ? s.K : s.N;
-          tr::cpu::sgemm(Sgemm::OneDnn, ta, tb, s.M, s.N, s.K, 0.5f, a.data(), lda, b.data(), ldb, beta, c1.data(), s.N);
-          tr::cpu::sgemm(Sgemm::OpenBlas, ta, tb, s.M, s.N, s.K, 0.5f, a.data(), lda, b.data(), ldb, beta, c2.data(), s.N);
+          tr::cpu::sgemm(Sgemm::OneDnn, ta, tb, s.M, s.N, s.K, 0.5f, a.data(), lda, b.data(), ldb, beta, c1.data(),
+                         s.N);
+          tr::cpu::sgemm(Sgemm::OpenBlas, ta, tb, s.M, s.N, s.K, 0.5f, a.data(), lda, b.data(), ldb, beta, c2.data(),
+                         s.N);
           // against a double reference too
           double worst = 0;
           for (int64_t i = 0; i < s.M; ++i)
             for (int64_t j = 0; j < s.N; ++j) {
               double r = beta * double(c0[size_t(i * s.N + j)]);
               for (int64_t k = 0; k < s.K; ++k)
-                r += 0.5 * double(a[size_t(ta ? k * s.M + i : i * s.K + k)]) * double(b[size_t(tb ? j * s.K + k : k * s.N + j)]);
+                r += 0.5 * double(a[size_t(ta ? k * s.M + i : i * s.K + k)]) *
+                     double(b[size_t(tb ? j * s.K + k : k * s.N + j)]);
               worst = std::max({worst, std::abs(c1[size_t(i * s.N + j)] - r), std::abs(c2[size_t(i * s.N + j)] - r)});
             }
           CHECK(worst < 1e-5 * double(s.K));

@@ -28,7 +28,7 @@ struct FakeState {
   int64_t live_bytes = 0;
   int allocs = 0, frees = 0, events_recorded = 0, events_destroyed = 0, waits = 0;
   std::map<void*, size_t> sizes;
-  std::map<Stream, int> queued, finished;  // work launched and completed per stream
+  std::map<Stream, int> queued, finished;              // work launched and completed per stream
   std::map<uintptr_t, std::pair<Stream, int>> events;  // id -> stream and the work it marks
   uintptr_t next_event = 1;
 
@@ -129,7 +129,8 @@ TEST_CASE("caching allocator: small requests are carved from one 2 MiB segment",
   CHECK(f.a.stats().segments == 0);
 }
 
-TEST_CASE("caching allocator: a freed block merges with its free neighbours and serves a larger request", "[allocator]") {
+TEST_CASE("caching allocator: a freed block merges with its free neighbours and serves a larger request",
+          "[allocator]") {
   Fixture f;
   void* a = f.a.allocate(2 * MiB);
   void* b = f.a.allocate(3 * MiB);
@@ -142,7 +143,7 @@ TEST_CASE("caching allocator: a freed block merges with its free neighbours and 
   MemoryStats s = f.a.stats();
   CHECK(s.allocated == int64_t(4 * MiB));
   CHECK(s.inactive_split == int64_t(16 * MiB));  // [a+b: 5 MiB free][c][11 MiB free]
-  void* d = f.a.allocate(5 * MiB);  // fits only in the merged block
+  void* d = f.a.allocate(5 * MiB);               // fits only in the merged block
   CHECK(d == a);
   CHECK(f.dev.allocs == 1);
   f.a.deallocate(d, 0);
@@ -194,11 +195,11 @@ TEST_CASE("caching allocator: a request takes the smallest free block that fits"
 TEST_CASE("caching allocator: small and large requests never share a pool", "[allocator]") {
   Fixture f;
   void* s = f.a.allocate(512 * KiB);
-  f.a.deallocate(s, 0);  // a free 2 MiB small segment
+  f.a.deallocate(s, 0);                // a free 2 MiB small segment
   void* l = f.a.allocate(1536 * KiB);  // large: its own 20 MiB segment
   CHECK(f.dev.allocs == 2);
   CHECK(f.a.stats().reserved == int64_t(22 * MiB));
-  f.a.deallocate(l, 0);  // a free 20 MiB large segment
+  f.a.deallocate(l, 0);              // a free 20 MiB large segment
   void* s2 = f.a.allocate(4 * KiB);  // from the small segment, not the large one
   CHECK(s2 == s);
   CHECK(f.dev.allocs == 2);
@@ -230,7 +231,7 @@ TEST_CASE("caching allocator: record_stream defers reuse until the other stream'
   void* p = f.a.allocate(4 * KiB);
   f.dev.launch(side);  // the side stream is busy with work that uses p
   f.a.record_stream(p, side);
-  f.a.record_stream(p, side);  // once per stream
+  f.a.record_stream(p, side);     // once per stream
   f.a.record_stream(p, nullptr);  // its own stream: nothing to wait for
   f.a.deallocate(p, 0);
   CHECK(f.dev.events_recorded == 1);
@@ -261,12 +262,13 @@ TEST_CASE("caching allocator: record_stream defers reuse until the other stream'
   }
 }
 
-TEST_CASE("caching allocator: out of memory returns the whole free segments, retries once, then throws", "[allocator]") {
+TEST_CASE("caching allocator: out of memory returns the whole free segments, retries once, then throws",
+          "[allocator]") {
   Fixture f;
   f.dev.limit = int64_t(40 * MiB);
   void* small = f.a.allocate(4 * KiB);
   void* cached = f.a.allocate(12 * MiB);
-  f.a.deallocate(cached, 0);  // a whole 12 MiB segment, free
+  f.a.deallocate(cached, 0);           // a whole 12 MiB segment, free
   void* big = f.a.allocate(30 * MiB);  // 2 + 12 + 30 > 40: the free segment goes first
   CHECK(big != nullptr);
   CHECK(f.dev.frees == 1);
@@ -291,8 +293,9 @@ TEST_CASE("caching allocator: statistics stay consistent through random traffic"
   for (int i = 0; i < 3000; ++i) {
     if (live.empty() || (live.size() < 64 && rng() % 2)) {
       const size_t k = pick_size(rng);  // mostly small, some large, now and then a huge one
-      const size_t n = k < 30 ? size_t(1 + rng() % (64 * KiB)) : k < 39 ? size_t(MiB + rng() % (12 * MiB))
-                                                                         : size_t(rng() % (40 * MiB));
+      const size_t n = k < 30   ? size_t(1 + rng() % (64 * KiB))
+                       : k < 39 ? size_t(MiB + rng() % (12 * MiB))
+                                : size_t(rng() % (40 * MiB));
       live.push_back(f.a.allocate(n, stream(int(rng() % 2))));
     } else {
       const size_t j = rng() % live.size();
@@ -337,17 +340,17 @@ void transformer_step(CachingAllocator& a) {
   auto keep = [&](size_t n) { saved.emplace_back(a.allocate(n), n); };
   keep(btc);  // embeddings
   for (size_t l = 0; l < L; ++l) {
-    keep(stats);        // layer norm mean / rstd
-    keep(btc);          // normalized input
-    keep(3 * btc);      // qkv
-    keep(scores);       // attention probabilities
+    keep(stats);                     // layer norm mean / rstd
+    keep(btc);                       // normalized input
+    keep(3 * btc);                   // qkv
+    keep(scores);                    // attention probabilities
     void* tmp = a.allocate(scores);  // the scores before softmax
     a.deallocate(tmp, 0);
-    keep(btc);          // attention output
+    keep(btc);  // attention output
     keep(stats);
-    keep(4 * btc);      // mlp hidden
-    keep(4 * btc);      // gelu
-    keep(btc);          // residual
+    keep(4 * btc);  // mlp hidden
+    keep(4 * btc);  // gelu
+    keep(btc);      // residual
   }
   keep(logits);
   void* loss = a.allocate(4);
@@ -367,7 +370,8 @@ void transformer_step(CachingAllocator& a) {
 }
 }  // namespace
 
-TEST_CASE("caching allocator: a training step's activations reach a steady state (no growth after step 2)", "[allocator]") {
+TEST_CASE("caching allocator: a training step's activations reach a steady state (no growth after step 2)",
+          "[allocator]") {
   Fixture f;
   std::vector<void*> params;  // 4 layers of 12 C^2 weights and the embeddings, with Adam's two states
   for (int copy = 0; copy < 3; ++copy) {
@@ -434,7 +438,8 @@ CachingAllocator& cuda_allocator() { return dynamic_cast<CachingAllocator&>(allo
 Stream legacy_stream() { return reinterpret_cast<Stream>(uintptr_t(1)); }
 }  // namespace
 
-TEST_CASE("cuda caching allocator: small blocks share a 2 MiB segment, large ones split a 20 MiB one", "[gpu][allocator]") {
+TEST_CASE("cuda caching allocator: small blocks share a 2 MiB segment, large ones split a 20 MiB one",
+          "[gpu][allocator]") {
   TR_REQUIRE_GPU();
   CachingAllocator& a = cuda_allocator();
   const Stream s = legacy_stream();
@@ -474,7 +479,8 @@ TEST_CASE("cuda caching allocator: record_stream waits on a cudaEvent before the
   a.empty_cache();
 }
 
-TEST_CASE("cuda caching allocator: tensors in neighbouring blocks of a segment keep their own data", "[gpu][allocator]") {
+TEST_CASE("cuda caching allocator: tensors in neighbouring blocks of a segment keep their own data",
+          "[gpu][allocator]") {
   TR_REQUIRE_GPU();
   const TensorOptions o = TensorOptions().device(gpu0());
   Tensor x = full({1000}, 1.0, o), y = full({1000}, 2.0, o), z = x + y;  // 4000 B each: one small segment

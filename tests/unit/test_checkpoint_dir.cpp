@@ -26,7 +26,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-
 void write_file(const fs::path& p, const std::string& s) {
   std::ofstream(p, std::ios::binary | std::ios::trunc).write(s.data(), std::streamsize(s.size()));
 }
@@ -34,7 +33,8 @@ void write_file(const fs::path& p, const std::string& s) {
 // A checkpoint as the trainer will write one: model and optimizer tensors plus state.
 std::string save_ckpt(const std::string& root, int64_t step, float value = 1.0f) {
   CheckpointWriter w(root, checkpoint_name(step));
-  save_safetensors(w.path_for("model.safetensors"), {{"layers.0.weight", full({4, 4}, value)}, {"layers.0.bias", zeros({4})}},
+  save_safetensors(w.path_for("model.safetensors"),
+                   {{"layers.0.weight", full({4, 4}, value)}, {"layers.0.bias", zeros({4})}},
                    {{"step", std::to_string(step)}});
   save_safetensors(w.path_for("optimizer.safetensors"), {{"state.0.exp_avg", full({4, 4}, value / 2)}});
   return w.commit({{"step", step}, {"epoch", 0}, {"rng", {{"seed", 7}}}});
@@ -220,7 +220,8 @@ TEST_CASE("checkpoint: a damaged checkpoint names its file and resume falls back
   std::vector<std::string> warnings;
   CHECK(newest_valid_checkpoint(root, &warnings) == root + "/step_10");
   REQUIRE(warnings.size() == 1);
-  CHECK_THAT(warnings[0], Contains(bad.string()) && Contains(want_file) && Contains(want_problem) && Contains("falling back"));
+  CHECK_THAT(warnings[0],
+             Contains(bad.string()) && Contains(want_file) && Contains(want_problem) && Contains("falling back"));
 }
 
 TEST_CASE("checkpoint: nothing valid, nothing there", "[checkpoint]") {
@@ -253,8 +254,7 @@ TEST_CASE("checkpoint: a writer destroyed without commit leaves nothing visible"
     CheckpointWriter w(root, "step_4");  // an abandoned re-save must not touch the committed step_4
     save_safetensors(w.path_for("model.safetensors"), {{"w", ones({2})}});
     throw std::runtime_error("training diverged");
-  } catch (const std::runtime_error&) {
-  }
+  } catch (const std::runtime_error&) {}
   CHECK(steps(root) == std::vector<int64_t>{4});
   CHECK_FALSE(fs::exists(root + "/step_5"));
   CHECK(temporaries(root).empty());
@@ -282,7 +282,8 @@ TEST_CASE("checkpoint: the writer's argument checks", "[checkpoint]") {
   CHECK_THROWS_WITH(CheckpointWriter(root, "best"), Contains("'best' is not step_<N>"));
   CHECK_THROWS_WITH(CheckpointWriter(root, "../step_1"), Contains("not step_<N>"));
   CheckpointWriter w(root, "step_1");
-  for (const char* bad : {"", ".", "..", "a/b", "/etc/passwd"}) CHECK_THROWS_WITH(w.path_for(bad), Contains("plain file name"));
+  for (const char* bad : {"", ".", "..", "a/b", "/etc/passwd"})
+    CHECK_THROWS_WITH(w.path_for(bad), Contains("plain file name"));
   CHECK_THROWS_WITH(w.path_for("state.json"), Contains("written by commit()"));
   CHECK_THROWS_WITH(w.path_for("COMPLETE"), Contains("written by commit()"));
   CHECK_THROWS_WITH(w.commit(json::array()), Contains("must be a JSON object"));
@@ -299,7 +300,8 @@ TEST_CASE("checkpoint: the writer's argument checks", "[checkpoint]") {
   CHECK(r.state["files"]["notes.txt"]["size"] == 5);
 }
 
-TEST_CASE("checkpoint: the final weights go through the writer but are never latest, listed or pruned", "[checkpoint]") {
+TEST_CASE("checkpoint: the final weights go through the writer but are never latest, listed or pruned",
+          "[checkpoint]") {
   TempDir tmp;
   std::string root = (tmp.path / "ckpt").string();
   save_ckpt(root, 3);
@@ -331,7 +333,7 @@ TEST_CASE("checkpoint: clean_temporaries removes what dead writers left", "[chec
   fs::create_directories(root + "/.tmp-step_3-" + dead);
   write_file(root + "/.tmp-step_3-" + dead + "/model.safetensors", "partial");
   write_file(root + "/.tmp-latest-" + dead, "step_3\n");
-  fs::create_directories(root + "/.tmp-junk");  // no pid: nobody can own it
+  fs::create_directories(root + "/.tmp-junk");             // no pid: nobody can own it
   fs::create_directories(root + "/.tmp-step_4-" + alive);  // a writer of this process may be at work
   CHECK(clean_temporaries(root) == 3);
   CHECK(temporaries(root) == std::vector<std::string>{".tmp-step_4-" + alive});
@@ -378,15 +380,14 @@ namespace {
       if (::write(report_fd, &s, sizeof s) != ssize_t(sizeof s)) _exit(4);
       prune(root, 3);
     }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "writer child: %s\n", e.what());
-  }
+  } catch (const std::exception& e) { std::fprintf(stderr, "writer child: %s\n", e.what()); }
   _exit(3);
 }
 
 }  // namespace
 
-TEST_CASE("checkpoint: a writer SIGKILLed at random moments never breaks the newest checkpoint", "[checkpoint][crash]") {
+TEST_CASE("checkpoint: a writer SIGKILLed at random moments never breaks the newest checkpoint",
+          "[checkpoint][crash]") {
   TempDir tmp;
   std::string root = (tmp.path / "ckpt").string();
   std::mt19937 rng(20240611);

@@ -66,9 +66,7 @@ TEST_CASE("CheckpointState: a damaged state.json names the file and the key", "[
     damage(j);
     try {
       CheckpointState::from_json(j, "ck/state.json");
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
+    } catch (const Error& e) { return std::string(e.what()); }
     return std::string("(no error)");
   };
   CHECK_THAT(fails([](json& j) { j["rng"].erase("seed"); }), Contains("ck/state.json: missing key 'rng.seed'"));

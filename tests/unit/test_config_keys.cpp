@@ -12,6 +12,12 @@
 #include <set>
 #include <sstream>
 #include "config/run_config.h"
+#include "core/registry.h"
+#include "data/dataset_registry.h"
+#include "data/transforms.h"
+#include "nn/loss.h"
+#include "optim/optimizer_registry.h"
+#include "optim/scheduler_registry.h"
 #include "unit/error_of.h"
 
 using namespace tr;
@@ -68,8 +74,9 @@ std::string dict_block() {
   for (const std::string& w : words) {  // libFuzzer's escapes: \xNN for a quote, a backslash, a non-printable
     block += '"';
     for (unsigned char ch : w)
-      block += ch >= 32 && ch < 127 && ch != '"' && ch != '\\' ? std::string(1, char(ch))
-                                                             : str("\\x", "0123456789ABCDEF"[ch >> 4], "0123456789ABCDEF"[ch & 15]);
+      block += ch >= 32 && ch < 127 && ch != '"' && ch != '\\'
+                   ? std::string(1, char(ch))
+                   : str("\\x", "0123456789ABCDEF"[ch >> 4], "0123456789ABCDEF"[ch & 15]);
     block += "\"\n";
   }
   return block;
@@ -82,6 +89,25 @@ std::pair<size_t, size_t> between(const std::string& text, const std::string& be
   b += begin.size();
   size_t e = text.find(end, b);
   return {b, e};
+}
+
+// A registry's entries as docs/config.md lists them, one "- `name`: its keys" line each, from
+// their registrations' doc lines (what `trainer list <kind>` prints).
+template <typename T, typename Doc> std::string registry_list(Doc doc) {
+  std::string r;
+  for (const auto& [name, e] : Registry<T>::get().all()) r += "- `" + name + "`: " + doc(e) + "\n";
+  return r;
+}
+
+// The registries docs/config.md lists, by the name in their <!-- registry: ... --> markers.
+std::vector<std::pair<std::string, std::string>> registry_lists() {
+  return {
+      {"optimizers", registry_list<optim::OptimizerType>([](auto& e) { return e.doc(); })},
+      {"schedulers", registry_list<optim::SchedulerType>([](auto& e) { return e.doc; })},
+      {"datasets", registry_list<data::DatasetType>([](auto& e) { return e.doc; })},
+      {"transforms", registry_list<data::TransformType>([](auto& e) { return e.doc; })},
+      {"losses", registry_list<nn::LossType>([](auto& e) { return e.doc; })},
+  };
 }
 
 }  // namespace
@@ -123,7 +149,8 @@ TEST_CASE("config keys: a value outside a fixed set lists the set", "[config]") 
   int sets = 0;
   for (const config::KeyDoc& k : config::key_docs()) {
     if (k.allowed.empty() || k.allowed[0] != '"' || k.type != "string") continue;
-    if (dotted(k) == "run.device") continue;  // cuda:N is a pattern; its message says "expected auto, cpu, cuda or cuda:N"
+    if (dotted(k) == "run.device")
+      continue;  // cuda:N is a pattern; its message says "expected auto, cpu, cuda or cuda:N"
     INFO(dotted(k));
     ++sets;
     std::string e = error_with({dotted(k) + "=\"no-such-value\"", "model.init=\"w.safetensors\""});
@@ -135,7 +162,7 @@ TEST_CASE("config keys: a value outside a fixed set lists the set", "[config]") 
 
 TEST_CASE("config keys: a misspelt key names the declared one", "[config]") {
   for (const config::KeyDoc& k : config::key_docs()) {
-    if (k.key.size() < 5) continue;  // (a short name's neighbours can be as near)
+    if (k.key.size() < 5) continue;                        // (a short name's neighbours can be as near)
     if (k.table == "data" || k.table == "loss") continue;  // finished at setup, after their builders' keys
     INFO(dotted(k));
     std::string typo = k.key.substr(0, k.key.size() - 1);
@@ -148,7 +175,8 @@ TEST_CASE("config keys: the resolved config holds each key at its declared defau
   config::RunConfig c = config::parse_run_config(kBase + "[train]\ngrad_clip = { max_norm = 1.0 }\n", "c.toml");
   const toml::table resolved = toml::parse(config::to_toml(c));
   for (const config::KeyDoc& k : config::key_docs()) {
-    if (k.default_value == "unset" || k.default_value == "none" || k.default_value.find(' ') != std::string::npos) continue;
+    if (k.default_value == "unset" || k.default_value == "none" || k.default_value.find(' ') != std::string::npos)
+      continue;
     if (k.table == "loss" || dotted(k) == "train.grad_clip.max_norm") continue;  // [loss] is written once built
     if (k.table == "model" && k.key != "activation_checkpointing") continue;  // the file given; the rest with init only
     INFO(dotted(k));
@@ -180,17 +208,38 @@ TEST_CASE("config keys: docs/config.md's key tables are the declarations'", "[co
   if (writing()) std::ofstream(path, std::ios::binary) << text;
 }
 
+// A new optimizer, scheduler, dataset, transform or loss is listed by its registration alone: the
+// lists are written from the registries (TRAINER_WRITE_CONFIG_DOCS=1), never by hand.
+TEST_CASE("config keys: docs/config.md's lists of registered types are the registries'", "[config]") {
+  const std::string path = kRepo + "/docs/config.md";
+  std::string text = read_file(path);
+  REQUIRE(!text.empty());
+  for (const auto& [kind, expected] : registry_lists()) {
+    INFO("docs/config.md, the list of " << kind);
+    const std::string begin = "<!-- registry: " + kind + " -->\n", end = "<!-- /registry -->";
+    auto [b, e] = between(text, begin, end);
+    if (writing() && b != std::string::npos && e != std::string::npos) text.replace(b, e - b, expected);
+    REQUIRE(b != std::string::npos);
+    REQUIRE(e != std::string::npos);
+    CHECK(text.substr(b, e - b) == expected);
+  }
+  if (writing()) std::ofstream(path, std::ios::binary) << text;
+}
+
 TEST_CASE("config keys: the run_config fuzz dictionary holds every declared key", "[config]") {
   const std::string path = kRepo + "/tests/fuzz/dict/run_config.dict";
   std::string text = read_file(path);
   REQUIRE(!text.empty());
-  const std::string begin = "# run_config_keys.def (tests/unit/test_config_keys.cpp writes this block; make_seeds.py keeps it)\n";
+  const std::string begin =
+      "# run_config_keys.def (tests/unit/test_config_keys.cpp writes this block; make_seeds.py keeps it)\n";
   const std::string end = "# end of run_config_keys.def\n";
   auto [b, e] = between(text, begin, end);
   const std::string expected = dict_block();
   if (writing()) {
-    if (b == std::string::npos || e == std::string::npos) text = begin + expected + end + text;
-    else text.replace(b, e - b, expected);
+    if (b == std::string::npos || e == std::string::npos)
+      text = begin + expected + end + text;
+    else
+      text.replace(b, e - b, expected);
     std::ofstream(path, std::ios::binary) << text;
     std::tie(b, e) = between(text, begin, end);
   }

@@ -65,17 +65,17 @@ void check_against_naive(const ConvCfg& c, DType t, double tol, uint64_t seed) {
 
 const std::vector<ConvCfg>& awkward_configs() {
   static const std::vector<ConvCfg> cfgs = {
-      {{2, 3, 7, 5}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},       // same padding
-      {{3, 6, 9, 7}, {4, 3, 3, 2}, {2, 1}, {1, 2}, {2, 1}, 2},       // everything uneven, groups
-      {{1, 4, 6, 11}, {8, 1, 2, 3}, {3, 2}, {0, 1}, {1, 3}, 4},      // depthwise-like, N = 1
-      {{2, 4, 5, 5}, {6, 4, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1},       // 1x1: direct path
-      {{2, 4, 5, 6}, {6, 2, 1, 1}, {2, 2}, {1, 0}, {1, 1}, 2},       // 1x1 with stride and padding
-      {{5, 2, 4, 4}, {3, 2, 4, 4}, {1, 1}, {0, 0}, {1, 1}, 1},       // kernel = input: 1x1 output
-      {{2, 1, 3, 3}, {2, 1, 3, 3}, {1, 1}, {2, 2}, {2, 2}, 1},       // padding > kernel / 2
-      {{9, 3, 8, 8}, {5, 3, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 1},       // N > threads: batch split
-      {{2, 6, 10, 3}, {6, 1, 5, 1}, {1, 1}, {2, 0}, {1, 1}, 6},      // fully depthwise, tall kernel
-      {{3, 2, 7, 7}, {2, 2, 3, 3}, {3, 3}, {0, 0}, {1, 1}, 1},       // stride leaves rows uncovered
-      {{13, 3, 7, 7}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},      // small maps: 10 samples a gemm, then 3
+      {{2, 3, 7, 5}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},   // same padding
+      {{3, 6, 9, 7}, {4, 3, 3, 2}, {2, 1}, {1, 2}, {2, 1}, 2},   // everything uneven, groups
+      {{1, 4, 6, 11}, {8, 1, 2, 3}, {3, 2}, {0, 1}, {1, 3}, 4},  // depthwise-like, N = 1
+      {{2, 4, 5, 5}, {6, 4, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1},   // 1x1: direct path
+      {{2, 4, 5, 6}, {6, 2, 1, 1}, {2, 2}, {1, 0}, {1, 1}, 2},   // 1x1 with stride and padding
+      {{5, 2, 4, 4}, {3, 2, 4, 4}, {1, 1}, {0, 0}, {1, 1}, 1},   // kernel = input: 1x1 output
+      {{2, 1, 3, 3}, {2, 1, 3, 3}, {1, 1}, {2, 2}, {2, 2}, 1},   // padding > kernel / 2
+      {{9, 3, 8, 8}, {5, 3, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 1},   // N > threads: batch split
+      {{2, 6, 10, 3}, {6, 1, 5, 1}, {1, 1}, {2, 0}, {1, 1}, 6},  // fully depthwise, tall kernel
+      {{3, 2, 7, 7}, {2, 2, 3, 3}, {3, 3}, {0, 0}, {1, 1}, 1},   // stride leaves rows uncovered
+      {{13, 3, 7, 7}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},  // small maps: 10 samples a gemm, then 3
   };
   return cfgs;
 }
@@ -196,11 +196,11 @@ TEST_CASE("conv2d: threaded paths (batch split, row and channel blocks) match th
   // (forward) or input channels (backward); exercise each split at several pool sizes.
   const int saved = omp_get_max_threads();
   const std::vector<ConvCfg> cfgs = {
-      {{1, 8, 20, 20}, {16, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},   // one sample: blocks
-      {{1, 8, 21, 19}, {16, 4, 3, 2}, {2, 1}, {1, 0}, {1, 2}, 2},   // blocks within groups
-      {{1, 12, 20, 20}, {16, 12, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1}, // blocks, direct 1x1
-      {{7, 8, 20, 20}, {16, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},   // batch split, weight partials
-      {{6, 6, 18, 18}, {12, 2, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 3},   // batch split with groups
+      {{1, 8, 20, 20}, {16, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},    // one sample: blocks
+      {{1, 8, 21, 19}, {16, 4, 3, 2}, {2, 1}, {1, 0}, {1, 2}, 2},    // blocks within groups
+      {{1, 12, 20, 20}, {16, 12, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1},  // blocks, direct 1x1
+      {{7, 8, 20, 20}, {16, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},    // batch split, weight partials
+      {{6, 6, 18, 18}, {12, 2, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 3},    // batch split with groups
   };
   for (int nt : {1, 2, 3, 4}) {
     omp_set_num_threads(nt);
@@ -295,8 +295,8 @@ TEST_CASE("conv2d: f16 and bf16 compute through f32", "[conv]") {
     Tensor w = randn_t(c.w, t, 12).requires_grad_(true);
     Tensor y = conv2d(x, w, Tensor(), c.stride, c.padding, c.dilation, c.groups);
     CHECK(y.dtype() == t);
-    Tensor y32 = conv2d(x.detach().to(DType::F32), w.detach().to(DType::F32), Tensor(), c.stride, c.padding,
-                        c.dilation, c.groups);
+    Tensor y32 = conv2d(x.detach().to(DType::F32), w.detach().to(DType::F32), Tensor(), c.stride, c.padding, c.dilation,
+                        c.groups);
     CHECK(allclose(y.to(DType::F32), y32, 2e-2, 5e-2));
     y.sum().backward();
     CHECK(x.grad().dtype() == t);
@@ -336,9 +336,8 @@ TEST_CASE("conv2d: errors name the op and the shapes", "[conv]") {
                     Contains("conv2d") && Contains("groups=3") && Contains("4 input channels"));
   CHECK_THROWS_WITH(conv2d(zeros({2, 6, 5, 5}), zeros({8, 2, 3, 3}), Tensor(), {1, 1}, {0, 0}, {1, 1}, 3),
                     Contains("conv2d") && Contains("groups=3") && Contains("8 output channels"));
-  CHECK_THROWS_WITH(conv2d(x, zeros({8, 4, 7, 3})),
-                    Contains("conv2d") && Contains("output size would be <= 0") && Contains("[8, 4, 7, 3]") &&
-                        Contains("[2, 4, 5, 5]"));
+  CHECK_THROWS_WITH(conv2d(x, zeros({8, 4, 7, 3})), Contains("conv2d") && Contains("output size would be <= 0") &&
+                                                        Contains("[8, 4, 7, 3]") && Contains("[2, 4, 5, 5]"));
   CHECK_THROWS_WITH(conv2d(x, zeros({8, 4, 3, 3}), Tensor(), {1, 1}, {0, 0}, {3, 3}),
                     Contains("output size would be <= 0") && Contains("(7 x 7)"));
   CHECK_THROWS_WITH(conv2d(x, zeros({8, 4, 3, 3}), Tensor(), {0, 1}), Contains("conv2d") && Contains("stride"));
@@ -349,7 +348,10 @@ TEST_CASE("conv2d: errors name the op and the shapes", "[conv]") {
   CHECK_THROWS_WITH(conv2d(zeros({2, 4, 5, 5}, DType::I64), zeros({8, 4, 3, 3}, DType::I64)),
                     Contains("conv2d") && Contains("floating point"));
   // the backward ops check that grad_output fits
-  Attrs a{{"stride", Pair{1, 1}}, {"padding", Pair{0, 0}}, {"dilation", Pair{1, 1}}, {"groups", int64_t(1)},
+  Attrs a{{"stride", Pair{1, 1}},
+          {"padding", Pair{0, 0}},
+          {"dilation", Pair{1, 1}},
+          {"groups", int64_t(1)},
           {"input_size", Shape{2, 4, 5, 5}}};
   CHECK_THROWS_WITH(dispatch1("conv2d_backward_input", {zeros({2, 8, 4, 4}), zeros({8, 4, 3, 3})}, a),
                     Contains("conv2d_backward_input") && Contains("[2, 8, 4, 4]") && Contains("[2, 8, 3, 3]"));
@@ -372,15 +374,17 @@ TEST_CASE("max_pool2d: shapes and hand-checked values", "[pool]") {
 TEST_CASE("max_pool2d: padding is -inf, indices are flat per plane", "[pool]") {
   // all values negative: zero padding would win, -inf padding does not
   Tensor x = -1.0 - arange4({1, 1, 3, 3});  // -1 .. -9
-  auto r = dispatch("max_pool2d", {x},
-                    {{"kernel", Pair{3, 3}}, {"stride", Pair{2, 2}}, {"padding", Pair{1, 1}}, {"dilation", Pair{1, 1}}});
+  auto r =
+      dispatch("max_pool2d", {x},
+               {{"kernel", Pair{3, 3}}, {"stride", Pair{2, 2}}, {"padding", Pair{1, 1}}, {"dilation", Pair{1, 1}}});
   CHECK(equal(r[0], t4({-1, -2, -4, -5}, {1, 1, 2, 2})));
   CHECK(r[1].dtype() == DType::I64);
   CHECK(equal(r[1], t4({0, 1, 3, 4}, {1, 1, 2, 2}, DType::I64)));
   CHECK(equal(max_pool2d(x, {3, 3}, {2, 2}, {1, 1}), r[0]));
   // ties: the first maximum in the window (row-major) is selected
-  auto t = dispatch("max_pool2d", {ones({1, 1, 2, 2})},
-                    {{"kernel", Pair{2, 2}}, {"stride", Pair{2, 2}}, {"padding", Pair{0, 0}}, {"dilation", Pair{1, 1}}});
+  auto t =
+      dispatch("max_pool2d", {ones({1, 1, 2, 2})},
+               {{"kernel", Pair{2, 2}}, {"stride", Pair{2, 2}}, {"padding", Pair{0, 0}}, {"dilation", Pair{1, 1}}});
   CHECK(t[1].item() == 0);
 }
 
@@ -444,14 +448,16 @@ TEST_CASE("max_pool2d: the 2x2 window loop matches the plain loop, with ties, -i
       x.view({-1}).narrow(0, 37 + 2, 1).fill_(NAN);  // the second input row of a window
       for (Pair s : {Pair{2, 2}, Pair{1, 1}, Pair{3, 2}, Pair{1, 3}}) {
         INFO("shape " << str(shape) << " stride " << str(s) << " dtype " << dtype_name(t));
-        auto r = dispatch("max_pool2d", {x}, {{"kernel", Pair{2, 2}}, {"stride", s}, {"padding", Pair{0, 0}},
-                                              {"dilation", Pair{1, 1}}});
+        auto r = dispatch("max_pool2d", {x},
+                          {{"kernel", Pair{2, 2}}, {"stride", s}, {"padding", Pair{0, 0}}, {"dilation", Pair{1, 1}}});
         auto [y, idx] = max_pool_naive(x, {2, 2}, s);
         std::vector<double> got = r[0].tolist();
         REQUIRE(got.size() == y.size());
         for (size_t i = 0; i < y.size(); ++i) {
-          if (std::isnan(y[i])) CHECK(std::isnan(got[i]));
-          else CHECK(got[i] == y[i]);
+          if (std::isnan(y[i]))
+            CHECK(std::isnan(got[i]));
+          else
+            CHECK(got[i] == y[i]);
         }
         CHECK(r[1].tolist() == idx);
       }
@@ -477,8 +483,8 @@ TEST_CASE("max_pool2d_backward: routes gradients to the argmax, sums repeats, ch
 
 TEST_CASE("max_pool2d: errors", "[pool]") {
   using Catch::Matchers::Contains;
-  CHECK_THROWS_WITH(max_pool2d(zeros({3, 4, 4}), {2, 2}), Contains("max_pool2d") && Contains("4-D") &&
-                                                              Contains("[3, 4, 4]"));
+  CHECK_THROWS_WITH(max_pool2d(zeros({3, 4, 4}), {2, 2}),
+                    Contains("max_pool2d") && Contains("4-D") && Contains("[3, 4, 4]"));
   CHECK_THROWS_WITH(max_pool2d(zeros({1, 1, 4, 4}), {2, 2}, {1, 1}, {2, 2}),
                     Contains("max_pool2d") && Contains("at most half"));
   CHECK_THROWS_WITH(max_pool2d(zeros({1, 1, 2, 2}), {3, 3}),
@@ -511,8 +517,8 @@ TEST_CASE("avg_pool2d: matches a depthwise conv2d with weights 1/k^2", "[pool]")
   CHECK(allclose(avg_pool2d(x, {3, 3}), conv_pool_ref(x, 3), 1e-12, 1e-12));
   // with padding and count_include_pad, the conv's zero padding is the same average
   Tensor w = full({4, 1, 3, 3}, 1.0 / 9.0, DType::F64);
-  CHECK(allclose(avg_pool2d(x, {3, 3}, {2, 1}, {1, 1}, true),
-                 conv2d(x, w, Tensor(), {2, 1}, {1, 1}, {1, 1}, 4), 1e-12, 1e-12));
+  CHECK(allclose(avg_pool2d(x, {3, 3}, {2, 1}, {1, 1}, true), conv2d(x, w, Tensor(), {2, 1}, {1, 1}, {1, 1}, 4), 1e-12,
+                 1e-12));
 }
 
 TEST_CASE("avg_pool2d_backward is the adjoint of avg_pool2d", "[pool]") {
@@ -520,7 +526,10 @@ TEST_CASE("avg_pool2d_backward is the adjoint of avg_pool2d", "[pool]") {
     Tensor x = randn_t({2, 3, 7, 6}, DType::F64, 41);
     Tensor y = avg_pool2d(x, {3, 2}, {2, 2}, {1, 1}, cip);
     Tensor g = randn_t(y.sizes(), DType::F64, 42);
-    Attrs a{{"kernel", Pair{3, 2}}, {"stride", Pair{2, 2}}, {"padding", Pair{1, 1}}, {"count_include_pad", cip},
+    Attrs a{{"kernel", Pair{3, 2}},
+            {"stride", Pair{2, 2}},
+            {"padding", Pair{1, 1}},
+            {"count_include_pad", cip},
             {"input_size", x.sizes()}};
     Tensor gx = dispatch1("avg_pool2d_backward", {g}, a);
     // <avg(x), g> = <x, avg_backward(g)>
@@ -558,7 +567,9 @@ TEST_CASE("avg_pool2d: f16, bf16 and errors", "[pool]") {
 // ---------------------------------------------------------------- gradcheck cases (f64)
 
 namespace {
-Attrs geom(Pair s, Pair p, Pair d, int64_t g) { return {{"stride", s}, {"padding", p}, {"dilation", d}, {"groups", g}}; }
+Attrs geom(Pair s, Pair p, Pair d, int64_t g) {
+  return {{"stride", s}, {"padding", p}, {"dilation", d}, {"groups", g}};
+}
 Outputs conv_bin(const Inputs& x, Shape input_size, Attrs a) {
   a.set("input_size", input_size);
   return {dispatch1("conv2d_backward_input", {x[0], x[1]}, a)};
@@ -568,48 +579,62 @@ Outputs conv_bw(const Inputs& x, Shape weight_size, Attrs a) {
   return {dispatch1("conv2d_backward_weight", {x[0], x[1]}, a)};
 }
 Outputs avg_bw(const Inputs& x, Pair k, Pair s, Pair p, bool cip, Shape input_size) {
-  return {dispatch1("avg_pool2d_backward", {x[0]},
-                    {{"kernel", k}, {"stride", s}, {"padding", p}, {"count_include_pad", cip}, {"input_size", input_size}})};
+  return {dispatch1(
+      "avg_pool2d_backward", {x[0]},
+      {{"kernel", k}, {"stride", s}, {"padding", p}, {"count_include_pad", cip}, {"input_size", input_size}})};
 }
 }  // namespace
 
-TR_OP_CASE("conv2d", "3x3 padding 1", ({randn64({2, 4, 5, 5}, 201), randn64({3, 4, 3, 3}, 202)}),
-           [](const Inputs& x) { return Outputs{conv2d(x[0], x[1], Tensor(), {1, 1}, {1, 1})}; });
+TR_OP_CASE("conv2d", "3x3 padding 1", ({randn64({2, 4, 5, 5}, 201), randn64({3, 4, 3, 3}, 202)}), [](const Inputs& x) {
+  return Outputs{conv2d(x[0], x[1], Tensor(), {1, 1}, {1, 1})};
+});
 TR_OP_CASE("conv2d", "stride, padding, dilation, groups, bias",
-           ({randn64({2, 4, 5, 6}, 203), randn64({4, 2, 2, 3}, 204), randn64({4}, 205)}),
-           [](const Inputs& x) { return Outputs{conv2d(x[0], x[1], x[2], {2, 1}, {1, 0}, {1, 2}, 2)}; });
+           ({randn64({2, 4, 5, 6}, 203), randn64({4, 2, 2, 3}, 204), randn64({4}, 205)}), [](const Inputs& x) {
+             return Outputs{conv2d(x[0], x[1], x[2], {2, 1}, {1, 0}, {1, 2}, 2)};
+           });
 TR_OP_CASE("conv2d", "1x1 direct", ({randn64({2, 4, 3, 3}, 206), randn64({2, 4, 1, 1}, 207)}),
            [](const Inputs& x) { return Outputs{conv2d(x[0], x[1])}; });
 TR_OP_CASE("conv2d_backward_input", "stride 2 leaves a row uncovered",
-           ({randn64({2, 3, 2, 3}, 208), randn64({3, 2, 3, 2}, 209)}),
-           [](const Inputs& x) { return conv_bin(x, {2, 2, 6, 5}, geom({2, 2}, {0, 1}, {1, 1}, 1)); });
-TR_OP_CASE("conv2d_backward_input", "dilation, groups",
-           ({randn64({2, 4, 5, 3}, 210), randn64({4, 1, 2, 2}, 211)}),
-           [](const Inputs& x) { return conv_bin(x, {2, 2, 5, 5}, geom({1, 2}, {1, 1}, {2, 1}, 2)); });
-TR_OP_CASE("conv2d_backward_weight", "stride 2 leaves a row uncovered",
-           ({randn64({2, 3, 2, 3}, 212), randn64({2, 2, 6, 5}, 213)}),
-           [](const Inputs& x) { return conv_bw(x, {3, 2, 3, 2}, geom({2, 2}, {0, 1}, {1, 1}, 1)); });
-TR_OP_CASE("conv2d_backward_weight", "dilation, groups",
-           ({randn64({2, 4, 5, 3}, 214), randn64({2, 2, 5, 5}, 215)}),
-           [](const Inputs& x) { return conv_bw(x, {4, 1, 2, 2}, geom({1, 2}, {1, 1}, {2, 1}, 2)); });
-TR_OP_CASE("max_pool2d", "3x3 stride 2 padding 1", ({distinct64({2, 3, 5, 5}, 216)}),
-           [](const Inputs& x) { return Outputs{max_pool2d(x[0], {3, 3}, {2, 2}, {1, 1})}; });
-TR_OP_CASE("max_pool2d", "overlapping, dilation 2", ({distinct64({2, 2, 5, 6}, 217)}),
-           [](const Inputs& x) { return Outputs{max_pool2d(x[0], {2, 3}, {1, 2}, {1, 1}, {2, 1})}; });
-TR_OP_CASE("max_pool2d", "2x2 window loop", ({distinct64({2, 3, 4, 6}, 222)}),
-           [](const Inputs& x) { return Outputs{max_pool2d(x[0], {2, 2})}; });
-TR_OP_CASE("max_pool2d_backward", "indices of a 3x3 stride 2 pooling", ({randn64({2, 3, 3, 3}, 223)}),
-           [](const Inputs& x) {
-             Tensor idx = dispatch("max_pool2d", {distinct64({2, 3, 5, 5}, 224).detach().to(x[0].device())},
-                                   {{"kernel", Pair{3, 3}}, {"stride", Pair{2, 2}}, {"padding", Pair{1, 1}},
-                                    {"dilation", Pair{1, 1}}})[1];
-             return Outputs{dispatch1("max_pool2d_backward", {x[0], idx}, {{"input_size", Shape{2, 3, 5, 5}}})};
+           ({randn64({2, 3, 2, 3}, 208), randn64({3, 2, 3, 2}, 209)}), [](const Inputs& x) {
+             return conv_bin(x, {2, 2, 6, 5}, geom({2, 2}, {0, 1}, {1, 1}, 1));
            });
-TR_OP_CASE("avg_pool2d", "count_include_pad", ({randn64({2, 3, 5, 5}, 218)}),
-           [](const Inputs& x) { return Outputs{avg_pool2d(x[0], {3, 3}, {2, 2}, {1, 1}, true)}; });
-TR_OP_CASE("avg_pool2d", "exclude padding, uneven", ({randn64({2, 3, 5, 6}, 219)}),
-           [](const Inputs& x) { return Outputs{avg_pool2d(x[0], {2, 3}, {1, 2}, {1, 1}, false)}; });
-TR_OP_CASE("avg_pool2d_backward", "count_include_pad", ({randn64({2, 3, 3, 3}, 220)}),
-           [](const Inputs& x) { return avg_bw(x, {3, 3}, {2, 2}, {1, 1}, true, {2, 3, 5, 5}); });
-TR_OP_CASE("avg_pool2d_backward", "exclude padding, uneven", ({randn64({2, 3, 6, 3}, 221)}),
-           [](const Inputs& x) { return avg_bw(x, {2, 3}, {1, 2}, {1, 1}, false, {2, 3, 5, 6}); });
+TR_OP_CASE("conv2d_backward_input", "dilation, groups", ({randn64({2, 4, 5, 3}, 210), randn64({4, 1, 2, 2}, 211)}),
+           [](const Inputs& x) {
+             return conv_bin(x, {2, 2, 5, 5}, geom({1, 2}, {1, 1}, {2, 1}, 2));
+           });
+TR_OP_CASE("conv2d_backward_weight", "stride 2 leaves a row uncovered",
+           ({randn64({2, 3, 2, 3}, 212), randn64({2, 2, 6, 5}, 213)}), [](const Inputs& x) {
+             return conv_bw(x, {3, 2, 3, 2}, geom({2, 2}, {0, 1}, {1, 1}, 1));
+           });
+TR_OP_CASE("conv2d_backward_weight", "dilation, groups", ({randn64({2, 4, 5, 3}, 214), randn64({2, 2, 5, 5}, 215)}),
+           [](const Inputs& x) {
+             return conv_bw(x, {4, 1, 2, 2}, geom({1, 2}, {1, 1}, {2, 1}, 2));
+           });
+TR_OP_CASE("max_pool2d", "3x3 stride 2 padding 1", ({distinct64({2, 3, 5, 5}, 216)}), [](const Inputs& x) {
+  return Outputs{max_pool2d(x[0], {3, 3}, {2, 2}, {1, 1})};
+});
+TR_OP_CASE("max_pool2d", "overlapping, dilation 2", ({distinct64({2, 2, 5, 6}, 217)}), [](const Inputs& x) {
+  return Outputs{max_pool2d(x[0], {2, 3}, {1, 2}, {1, 1}, {2, 1})};
+});
+TR_OP_CASE("max_pool2d", "2x2 window loop", ({distinct64({2, 3, 4, 6}, 222)}), [](const Inputs& x) {
+  return Outputs{max_pool2d(x[0], {2, 2})};
+});
+TR_OP_CASE(
+    "max_pool2d_backward", "indices of a 3x3 stride 2 pooling", ({randn64({2, 3, 3, 3}, 223)}), [](const Inputs& x) {
+      Tensor idx = dispatch(
+          "max_pool2d", {distinct64({2, 3, 5, 5}, 224).detach().to(x[0].device())},
+          {{"kernel", Pair{3, 3}}, {"stride", Pair{2, 2}}, {"padding", Pair{1, 1}}, {"dilation", Pair{1, 1}}})[1];
+      return Outputs{dispatch1("max_pool2d_backward", {x[0], idx}, {{"input_size", Shape{2, 3, 5, 5}}})};
+    });
+TR_OP_CASE("avg_pool2d", "count_include_pad", ({randn64({2, 3, 5, 5}, 218)}), [](const Inputs& x) {
+  return Outputs{avg_pool2d(x[0], {3, 3}, {2, 2}, {1, 1}, true)};
+});
+TR_OP_CASE("avg_pool2d", "exclude padding, uneven", ({randn64({2, 3, 5, 6}, 219)}), [](const Inputs& x) {
+  return Outputs{avg_pool2d(x[0], {2, 3}, {1, 2}, {1, 1}, false)};
+});
+TR_OP_CASE("avg_pool2d_backward", "count_include_pad", ({randn64({2, 3, 3, 3}, 220)}), [](const Inputs& x) {
+  return avg_bw(x, {3, 3}, {2, 2}, {1, 1}, true, {2, 3, 5, 5});
+});
+TR_OP_CASE("avg_pool2d_backward", "exclude padding, uneven", ({randn64({2, 3, 6, 3}, 221)}), [](const Inputs& x) {
+  return avg_bw(x, {2, 3}, {1, 2}, {1, 1}, false, {2, 3, 5, 6});
+});

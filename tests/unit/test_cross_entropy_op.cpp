@@ -23,8 +23,7 @@ using Catch::Matchers::Contains;
 namespace {
 
 // Runs f with fusion off, then on, and returns both results.
-template <typename F>
-auto unfused_and_fused(const F& f) {
+template <typename F> auto unfused_and_fused(const F& f) {
   backends::fusion().enabled = false;
   try {
     auto a = f();
@@ -58,7 +57,8 @@ struct Result {
 Result run(const Tensor& x0, const Tensor& t, int64_t ii, double ls, const std::string& red) {
   Tensor x = x0.detach().requires_grad_(true);
   CrossEntropyOut o = cross_entropy_scored(x, t, ii, ls, red);
-  Tensor w = o.loss.dim() ? cos(arange(0.0, double(o.loss.numel()), 1.0, DType::F64)).reshape(o.loss.sizes()) : tensor({1.75}).reshape({});
+  Tensor w = o.loss.dim() ? cos(arange(0.0, double(o.loss.numel()), 1.0, DType::F64)).reshape(o.loss.sizes())
+                          : tensor({1.75}).reshape({});
   sum(o.loss * w.to(o.loss.dtype())).backward();
   return {o.loss.detach(), x.grad(), o.correct};
 }
@@ -88,8 +88,8 @@ TEST_CASE("cross_entropy: the fused op equals the composite chain", "[cross_entr
   };
   // N = 1, V of one element, V not a multiple of 8, of a CPU chunk (1024) or of a CUDA block;
   // ignore_index outside the classes and one that is a class; [C] and [N, C, d] inputs
-  const Case cases[] = {{{1, 7}, -100}, {{1, 1}, -100}, {{9, 37}, -100}, {{13, 1000}, 3}, {{5, 2053}, -100},
-                        {{6}, -100},    {{3, 11, 4}, 2}};
+  const Case cases[] = {{{1, 7}, -100},    {{1, 1}, -100}, {{9, 37}, -100}, {{13, 1000}, 3},
+                        {{5, 2053}, -100}, {{6}, -100},    {{3, 11, 4}, 2}};
   for (DType dt : {DType::F64, DType::F32}) {
     for (const Case& c : cases) {
       const int64_t V = c.x.size() == 1 ? c.x[0] : c.x[1];
@@ -116,7 +116,8 @@ TEST_CASE("cross_entropy: the fused op equals the composite chain", "[cross_entr
   }
 }
 
-TEST_CASE("cross_entropy: every target ignored gives nan for mean, 0 for sum, and zero gradients", "[cross_entropy][fused]") {
+TEST_CASE("cross_entropy: every target ignored gives nan for mean, 0 for sum, and zero gradients",
+          "[cross_entropy][fused]") {
   const Tensor x = logits({3, 5}, DType::F32, 1), t = from_vector({-100, -100, -100}, {3}, DType::I64);
   Result m = run(x, t, -100, 0.1, "mean"), s = run(x, t, -100, 0.1, "sum");
   CHECK(std::isnan(m.loss.item()));
@@ -153,7 +154,8 @@ TEST_CASE("cross_entropy: the correct flags are argmax == target, ties to the lo
   CHECK(equal(r[2], argmax(x, 1) == from_vector({13, 4}, {2}, DType::I64)));
 }
 
-TEST_CASE("cross_entropy: bf16 logits give the exact loss and gradient within bf16 rounding", "[cross_entropy][fused]") {
+TEST_CASE("cross_entropy: bf16 logits give the exact loss and gradient within bf16 rounding",
+          "[cross_entropy][fused]") {
   const Tensor x = logits({17, 1501}, DType::BF16, 21), t = targets({17}, 1501, -100, 22);
   for (double ls : {0.0, 0.1}) {
     INFO("ls " << ls);
@@ -164,7 +166,7 @@ TEST_CASE("cross_entropy: bf16 logits give the exact loss and gradient within bf
     Result r = run(x, t, -100, ls, "mean");
     CHECK(r.loss.dtype() == DType::BF16);  // the input's dtype, as the composite's
     CHECK(r.grad.dtype() == DType::BF16);
-    CHECK(close(r.loss, exact.loss, 1.0 / 256, 0));           // one rounding to bf16
+    CHECK(close(r.loss, exact.loss, 1.0 / 256, 0));  // one rounding to bf16
     CHECK(close(r.grad, exact.grad, 1.0 / 200, 1e-9));
     {
       amp::AutocastGuard ac(DeviceType::CPU, DType::BF16);
@@ -203,7 +205,8 @@ TEST_CASE("cross_entropy: create_graph runs the differentiable formula and equal
   CHECK(allclose(g1.detach(), g2, 1e-13, 1e-15));
 }
 
-TEST_CASE("cross_entropy: RunLoss's accuracy metric is the same with the fused op", "[cross_entropy][fused][registry]") {
+TEST_CASE("cross_entropy: RunLoss's accuracy metric is the same with the fused op",
+          "[cross_entropy][fused][registry]") {
   toml::table empty;
   train::RunLoss ce(Registry<nn::LossType>::get().at("cross_entropy").build(TomlTable(empty, "", "")), true);
   // [B, T, V] logits with ties, ignored targets, and targets that are the argmax half of the time
@@ -260,7 +263,8 @@ TEST_CASE("cross_entropy: bf16 logits' forward and backward allocate the gradien
 namespace {
 Tensor case_targets(const Tensor& like) { return from_vector({2, -100, 0, 4}, {4}, DType::I64).to(like.device()); }
 Outputs loss_and_lse(const Tensor& x) {
-  auto o = dispatch("cross_entropy_rows", {x, case_targets(x)}, {{"ignore_index", int64_t(-100)}, {"label_smoothing", 0.1}});
+  auto o =
+      dispatch("cross_entropy_rows", {x, case_targets(x)}, {{"ignore_index", int64_t(-100)}, {"label_smoothing", 0.1}});
   return {o[0], o[1]};
 }
 }  // namespace
@@ -294,7 +298,8 @@ TEST_CASE("cross_entropy_rows on CUDA matches the CPU", "[gpu][cross_entropy]") 
         CHECK(close(d[1].to(kCPU), c[1], tol, tol));
         CHECK(equal(d[2].to(kCPU), c[2]));
         Tensor dc = dispatch1("cross_entropy_rows_backward", {gl, gz, x, t, c[1]}, a);
-        Tensor dd = dispatch1("cross_entropy_rows_backward", {gl.to(gpu), gz.to(gpu), x.to(gpu), t.to(gpu), c[1].to(gpu)}, a);
+        Tensor dd =
+            dispatch1("cross_entropy_rows_backward", {gl.to(gpu), gz.to(gpu), x.to(gpu), t.to(gpu), c[1].to(gpu)}, a);
         REQUIRE(dd.dtype() == dt);
         // f16 / bf16: the f32 values may round to neighbouring numbers
         const double rt = dt == DType::BF16 ? 1.0 / 128 : dt == DType::F16 ? 1.0 / 1024 : tol;
@@ -304,7 +309,8 @@ TEST_CASE("cross_entropy_rows on CUDA matches the CPU", "[gpu][cross_entropy]") 
   }
 }
 
-TEST_CASE("cross_entropy on CUDA: bf16 logits under autocast, within bf16 rounding of the exact loss", "[gpu][cross_entropy]") {
+TEST_CASE("cross_entropy on CUDA: bf16 logits under autocast, within bf16 rounding of the exact loss",
+          "[gpu][cross_entropy]") {
   TR_REQUIRE_GPU();
   const Device gpu(DeviceType::CUDA, 0);
   const Tensor x = logits({24, 1100}, DType::BF16, 71), t = targets({24}, 1100, -100, 72);

@@ -20,9 +20,7 @@ const std::string kFixture = std::string(TRAINER_FIXTURES_DIR) + "/tabular_fixtu
 std::string error_of(const std::string& csv) {
   try {
     parse_csv(csv.data(), csv.size(), "t.csv");
-  } catch (const Error& e) {
-    return e.what();
-  }
+  } catch (const Error& e) { return e.what(); }
   return "no error";
 }
 }  // namespace
@@ -49,7 +47,8 @@ TEST_CASE("CSV: damaged tables are one error naming the file and the record", "[
   CHECK_THAT(error_of("a,a\n1,2\n"), Contains("names column 'a' twice"));
   CsvTable t = parse_csv("a,b\n1,x1\n", 9, "t.csv");
   CHECK_THROWS_WITH(csv_number(t, 0, 1), Contains("t.csv: record 1 (line 2), column 'b': 'x1' is not a finite number"));
-  CHECK_THROWS_WITH(t.column("c", "[data] target"), Contains("[data] target names column 'c'") && Contains("(columns: [a, b])"));
+  CHECK_THROWS_WITH(t.column("c", "[data] target"),
+                    Contains("[data] target names column 'c'") && Contains("(columns: [a, b])"));
 }
 
 TEST_CASE("CsvDataset: standardised features, sorted classes, an eval file, regression", "[data][csv]") {
@@ -81,8 +80,9 @@ TEST_CASE("CsvDataset: standardised features, sorted classes, an eval file, regr
   // a label the training split never had
   CsvSchema few = s;
   fit_schema(few, t, {0, 1, 2, 3});
-  CHECK_THROWS_WITH(CsvDataset(t, {4}, few, "eval"),
-                    Contains("record 5 (line 7), column 'species': label 'virginica' is not among the training split's classes"));
+  CHECK_THROWS_WITH(
+      CsvDataset(t, {4}, few, "eval"),
+      Contains("record 5 (line 7), column 'species': label 'virginica' is not among the training split's classes"));
   // regression: the target as a value
   CsvSchema r;
   r.features = {"sepal length"};
@@ -109,7 +109,8 @@ TEST_CASE("dataset = csv: the builder's split, schema checks and state", "[data]
   CHECK(s.eval->size() == 2);
   CHECK_THAT(s.state, Contains("\"classes\":[\"setosa\",\"versicolor\",\"virginica\"]") && Contains("\"mean\""));
   // the same seed, the same split
-  CHECK(build("target = 'species'\nfeatures = ['sepal length', 'ratio']\neval_fraction = 0.34\n", {2}).state == s.state);
+  CHECK(build("target = 'species'\nfeatures = ['sepal length', 'ratio']\neval_fraction = 0.34\n", {2}).state ==
+        s.state);
   CHECK_THROWS_WITH(build("target = 'kind'\n", {2}), Contains("[data] target names column 'kind'"));
   CHECK_THROWS_WITH(build("target = 'species'\nfeatures = ['sepal length', 'petal']\n", {2}),
                     Contains("[data] features names column 'petal'"));

@@ -86,7 +86,8 @@ Tensor gelu_tanh(const Tensor& x) { return gelu(x, "tanh"); }
 
 }  // namespace
 
-TEST_CASE("cuBLASLt: the BIAS, BGRADA, BGRADB and GELU_AUX_BIAS epilogues as the library defines them", "[gpu][addmm]") {
+TEST_CASE("cuBLASLt: the BIAS, BGRADA, BGRADB and GELU_AUX_BIAS epilogues as the library defines them",
+          "[gpu][addmm]") {
   TR_REQUIRE_GPU();
   Generator gen(21);
   const Tensor tA = randn({kM, kK}, DType::F32, &gen), tB = randn({kN, kK}, DType::F32, &gen),
@@ -96,7 +97,11 @@ TEST_CASE("cuBLASLt: the BIAS, BGRADA, BGRADB and GELU_AUX_BIAS epilogues as the
   cublasLtHandle_t h = nullptr;
   TR_CUBLAS_CHECK(cublasLtCreate(&h));
   const auto call = [&](cublasLtEpilogue_t e, const Tensor& vec, bool aux) {
-    LtCall c{e, tA.to(gpu()), tB.to(gpu()), empty({kN, kM}, TensorOptions(DType::F32).device(gpu())), vec.to(gpu()),
+    LtCall c{e,
+             tA.to(gpu()),
+             tB.to(gpu()),
+             empty({kN, kM}, TensorOptions(DType::F32).device(gpu())),
+             vec.to(gpu()),
              aux ? empty({kN, kM}, TensorOptions(DType::F32).device(gpu())) : Tensor()};
     return std::make_pair(run(h, c), c);
   };

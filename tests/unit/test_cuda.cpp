@@ -30,7 +30,6 @@ using namespace tr;
 
 namespace {
 
-
 using Inputs = std::vector<Tensor>;
 using Fn = std::function<Tensor(const Inputs&)>;
 
@@ -39,7 +38,7 @@ Device gpu() { return Device(DeviceType::CUDA, 0); }
 constexpr DType kFloatTypes[] = {DType::F32, DType::F64, DType::F16, DType::BF16};
 constexpr DType kIntTypes[] = {DType::I64, DType::I32, DType::U8};
 constexpr DType kAllTypes[] = {DType::F32, DType::F64, DType::F16, DType::BF16,
-                               DType::I64, DType::I32, DType::U8, DType::Bool};
+                               DType::I64, DType::I32, DType::U8,  DType::Bool};
 
 struct Tol {
   double rtol, atol;
@@ -87,14 +86,17 @@ void check_close(const std::string& what, const Tensor& cpu, const Tensor& gpu_r
   size_t bad = 0, first = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     bool ok;
-    if (std::isnan(a[i]) || std::isnan(b[i])) ok = std::isnan(a[i]) && std::isnan(b[i]);
-    else if (std::isinf(a[i]) || std::isinf(b[i])) ok = a[i] == b[i];
-    else ok = std::abs(a[i] - b[i]) <= tol.atol + tol.rtol * std::abs(a[i]);
+    if (std::isnan(a[i]) || std::isnan(b[i]))
+      ok = std::isnan(a[i]) && std::isnan(b[i]);
+    else if (std::isinf(a[i]) || std::isinf(b[i]))
+      ok = a[i] == b[i];
+    else
+      ok = std::abs(a[i] - b[i]) <= tol.atol + tol.rtol * std::abs(a[i]);
     if (!ok && bad++ == 0) first = i;
   }
   INFO(bad << " of " << a.size() << " elements differ; first at flat index " << first << ": cpu "
-            << (a.empty() ? 0.0 : a[first]) << " vs gpu " << (b.empty() ? 0.0 : b[first]) << " (shape "
-            << shape_str(cpu.sizes()) << ", " << dtype_name(cpu.dtype()) << ")");
+           << (a.empty() ? 0.0 : a[first]) << " vs gpu " << (b.empty() ? 0.0 : b[first]) << " (shape "
+           << shape_str(cpu.sizes()) << ", " << dtype_name(cpu.dtype()) << ")");
   CHECK(bad == 0);
 }
 
@@ -207,12 +209,18 @@ TEST_CASE("cuda: unary ops match the CPU on contiguous, transposed and strided i
       std::string w = op.label + " " + dtype_name(t);
       // transcendental functions of CUDA and glibc differ by an ulp or two
       double slack = (t == DType::F32 || t == DType::F64) ? 4.0 : 1.0;
-      compare(w + " contiguous", [&](const Inputs& in) { return op({in[0]}); }, {x}, slack);
-      compare(w + " transposed", [&](const Inputs& in) { return op({in[0].t()}); }, {x}, slack);
-      compare(w + " strided", [&](const Inputs& in) { return op({in[0].slice(1, 1, 33, 3)}); }, {x}, slack);
-      compare(w + " positive", [&](const Inputs& in) { return op({in[0]}); }, {pos}, slack);
-      compare(w + " specials", [&](const Inputs& in) { return op({in[0]}); }, {sp}, slack);
-      compare(w + " 0-dim", [&](const Inputs& in) { return op({in[0]}); }, {data({}, t, 3)}, slack);
+      compare(
+          w + " contiguous", [&](const Inputs& in) { return op({in[0]}); }, {x}, slack);
+      compare(
+          w + " transposed", [&](const Inputs& in) { return op({in[0].t()}); }, {x}, slack);
+      compare(
+          w + " strided", [&](const Inputs& in) { return op({in[0].slice(1, 1, 33, 3)}); }, {x}, slack);
+      compare(
+          w + " positive", [&](const Inputs& in) { return op({in[0]}); }, {pos}, slack);
+      compare(
+          w + " specials", [&](const Inputs& in) { return op({in[0]}); }, {sp}, slack);
+      compare(
+          w + " 0-dim", [&](const Inputs& in) { return op({in[0]}); }, {data({}, t, 3)}, slack);
     }
   }
   for (DType t : kIntTypes) {
@@ -233,14 +241,23 @@ TEST_CASE("cuda: binary ops match the CPU with broadcasting, views and scalars",
       auto f = [&](const Tensor& x, const Tensor& y) { return op({binary_lhs(op.op, x), y}); };
       std::string w = op.label + " " + dtype_name(t);
       double slack = (t == DType::F32 || t == DType::F64) ? 4.0 : 1.0;
-      compare(w + " broadcast", [&](const Inputs& in) { return f(in[0], in[1]); }, {a, b}, slack);
-      compare(w + " permuted", [&](const Inputs& in) { return f(in[0].permute({2, 1, 0}), in[1]); }, {c, a}, slack);
-      compare(w + " specials", [&](const Inputs& in) { return f(in[0], in[1].t()); },
-              {specials(t), specials(t).t().contiguous()}, slack);
+      compare(
+          w + " broadcast", [&](const Inputs& in) { return f(in[0], in[1]); }, {a, b}, slack);
+      compare(
+          w + " permuted",
+          [&](const Inputs& in) {
+            return f(in[0].permute({2, 1, 0}), in[1]);
+          },
+          {c, a}, slack);
+      compare(
+          w + " specials", [&](const Inputs& in) { return f(in[0], in[1].t()); },
+          {specials(t), specials(t).t().contiguous()}, slack);
       // a 0-dim CPU tensor (not a wrapped number) next to a CUDA tensor
       Tensor s = scalar_tensor(1.75, t);
-      compare(w + " cpu 0-dim", [&](const Inputs& in) { return f(in[0], s); }, {a}, slack);
-      compare(w + " cpu 0-dim first", [&](const Inputs& in) { return f(s, in[0]); }, {a}, slack);
+      compare(
+          w + " cpu 0-dim", [&](const Inputs& in) { return f(in[0], s); }, {a}, slack);
+      compare(
+          w + " cpu 0-dim first", [&](const Inputs& in) { return f(s, in[0]); }, {a}, slack);
     }
     // wrapped numbers (torch's python scalars), including pow's special exponents
     compare(std::string("x + 2.5 ") + dtype_name(t), [](const Inputs& in) { return in[0] + 2.5; }, {a});
@@ -248,10 +265,12 @@ TEST_CASE("cuda: binary ops match the CPU with broadcasting, views and scalars",
     compare(std::string("x * 0.3 ") + dtype_name(t), [](const Inputs& in) { return in[0] * 0.3; }, {a});
     compare(std::string("1 / x ") + dtype_name(t), [](const Inputs& in) { return 1.0 / in[0]; }, {a});
     for (double e : {0.5, -0.5, 2.0, 3.0, 1.7, -1.0}) {
-      compare(std::string("pow(x, ") + std::to_string(e) + ") " + dtype_name(t),
-              [e](const Inputs& in) { return pow(in[0], e); }, {a}, 4.0);
+      compare(
+          std::string("pow(x, ") + std::to_string(e) + ") " + dtype_name(t),
+          [e](const Inputs& in) { return pow(in[0], e); }, {a}, 4.0);
     }
-    compare(std::string("pow(2, x) ") + dtype_name(t), [](const Inputs& in) { return pow(2.0, in[0]); }, {a}, 4.0);
+    compare(
+        std::string("pow(2, x) ") + dtype_name(t), [](const Inputs& in) { return pow(2.0, in[0]); }, {a}, 4.0);
   }
   for (DType t : kIntTypes) {
     Tensor a = data({3, 1, 5}, t, 8, 0.0, 20.0), b = data({4, 1}, t, 9, 1.0, 6.0);
@@ -289,7 +308,10 @@ TEST_CASE("cuda: comparisons, logical ops, predicates and where match the CPU", 
     Tensor b = t == DType::Bool ? data({5, 1}, DType::F64, 15) > 0.0 : ties({5, 1}, t, 15, 0.0, 3.0);
     for (auto& op : compare_calls()) {
       compare(op.label + " " + d, [&](const Inputs& in) { return op({in[0], in[1]}); }, {a, b});
-      compare(op.label + " transposed " + d, [&](const Inputs& in) { return op({in[0].transpose(0, 2), in[1]}); },
+      compare(op.label + " transposed " + d,
+              [&](const Inputs& in) {
+                return op({in[0].transpose(0, 2), in[1]});
+              },
               {a, b});
     }
     for (auto& op : predicate_calls()) {
@@ -307,7 +329,10 @@ TEST_CASE("cuda: comparisons, logical ops, predicates and where match the CPU", 
     for (auto& op : compare_calls()) {
       compare(op.label + " specials " + d, [&](const Inputs& in) { return op({in[0], in[0]}); }, {s});
       compare(op.label + " specials permuted " + d,
-              [&](const Inputs& in) { return op({in[0], in[0].t().reshape({2, 5})}); }, {s});
+              [&](const Inputs& in) {
+                return op({in[0], in[0].t().reshape({2, 5})});
+              },
+              {s});
     }
     compare("maximum specials " + d, [](const Inputs& in) { return maximum(in[0], in[0].t().reshape({2, 5})); }, {s});
   }
@@ -320,9 +345,9 @@ TEST_CASE("cuda: cast between every pair of dtypes matches the CPU bit for bit",
   TR_REQUIRE_GPU();
   // non-negative values (a negative float to u8 is undefined behaviour in C++), exact halves,
   // values that round differently in f16 / bf16, overflow of f16, subnormals
-  Tensor v = from_vector({0.0, 1.0, 2.5, 3.75, 0.1, 1e-3, 1e-6, 1e-8, 65519.0, 70000.0, 255.0, 123.456, 0.5, 7.0,
-                          3.0e-5, 1.0 / 3.0},
-                         {4, 4}, DType::F64);
+  Tensor v = from_vector(
+      {0.0, 1.0, 2.5, 3.75, 0.1, 1e-3, 1e-6, 1e-8, 65519.0, 70000.0, 255.0, 123.456, 0.5, 7.0, 3.0e-5, 1.0 / 3.0},
+      {4, 4}, DType::F64);
   Tensor neg_v = -v;
   for (DType src : kAllTypes) {
     for (DType dst : kAllTypes) {
@@ -394,8 +419,8 @@ TEST_CASE("cuda: elementwise ops on more dims than one launch holds", "[gpu]") {
   Shape s{2, 3, 2, 3, 2, 3, 2, 3, 2, 2};
   Shape rev{9, 8, 7, 6, 5, 4, 3, 2, 1, 0};
   Tensor a = data(s, DType::F32, 23), b = data({2, 1, 2, 1, 2, 1, 2, 1, 2, 1}, DType::F32, 24);
-  compare("contiguous() of a reversed 10-d permutation", [&](const Inputs& in) { return in[0].permute(rev).contiguous(); },
-          {a});
+  compare("contiguous() of a reversed 10-d permutation",
+          [&](const Inputs& in) { return in[0].permute(rev).contiguous(); }, {a});
   compare("add on 10 broadcast dims", [&](const Inputs& in) { return in[0].permute(rev) + in[1].permute(rev); },
           {a, b});
   compare("sum over 5 of 10 dims", [&](const Inputs& in) { return sum(in[0].permute(rev), {0, 2, 4, 6, 8}); }, {a});
@@ -408,8 +433,8 @@ TEST_CASE("cuda: elementwise ops on more dims than one launch holds", "[gpu]") {
 
 TEST_CASE("cuda: sum over every kind of dim set matches the CPU", "[gpu]") {
   TR_REQUIRE_GPU();
-  const std::vector<std::pair<Shape, bool>> cases = {
-      {{}, false}, {{0}, false}, {{1}, true}, {{2}, false}, {{0, 2}, true}, {{-1}, false}, {{0, 1}, false}};
+  const std::vector<std::pair<Shape, bool>> cases = {{{}, false},    {{0}, false},  {{1}, true},    {{2}, false},
+                                                     {{0, 2}, true}, {{-1}, false}, {{0, 1}, false}};
   for (DType t : kAllTypes) {
     Tensor x = t == DType::Bool ? data({4, 5, 6}, DType::F64, 30) > 0.0 : data({4, 5, 6}, t, 30, -3.0, 9.0);
     // floats: sums of f16 / bf16 round once at the end, as on the CPU
@@ -422,13 +447,17 @@ TEST_CASE("cuda: sum over every kind of dim set matches the CPU", "[gpu]") {
     }
   }
   // long rows and columns: split across blocks, then combined
-  compare("sum 300000 f32", [](const Inputs& in) { return sum(in[0]); }, {data({300000}, DType::F32, 31)}, 10.0);
-  compare("sum 300000 f64", [](const Inputs& in) { return sum(in[0]); }, {data({300000}, DType::F64, 31)}, 10.0);
+  compare(
+      "sum 300000 f32", [](const Inputs& in) { return sum(in[0]); }, {data({300000}, DType::F32, 31)}, 10.0);
+  compare(
+      "sum 300000 f64", [](const Inputs& in) { return sum(in[0]); }, {data({300000}, DType::F64, 31)}, 10.0);
   compare("sum 300000 i64", [](const Inputs& in) { return sum(in[0]); }, {data({300000}, DType::I64, 31, -1e6, 1e6)});
-  compare("sum columns [20000, 3]", [](const Inputs& in) { return sum(in[0], {0}); }, {data({20000, 3}, DType::F64, 32)});
+  compare("sum columns [20000, 3]", [](const Inputs& in) { return sum(in[0], {0}); },
+          {data({20000, 3}, DType::F64, 32)});
   compare("sum rows [3, 20000]", [](const Inputs& in) { return sum(in[0], {1}); }, {data({3, 20000}, DType::F64, 33)});
-  compare("sum [257, 1031] dim 0", [](const Inputs& in) { return sum(in[0], {0}); }, {data({257, 1031}, DType::F32, 34)},
-          4.0);
+  compare(
+      "sum [257, 1031] dim 0", [](const Inputs& in) { return sum(in[0], {0}); }, {data({257, 1031}, DType::F32, 34)},
+      4.0);
   compare("sum of empty dim", [](const Inputs& in) { return sum(in[0], {1}); }, {zeros({3, 0})});
   compare("mean", [](const Inputs& in) { return mean(in[0], {1}, true); }, {data({6, 7, 8}, DType::F32, 35)});
 }
@@ -441,15 +470,19 @@ TEST_CASE("cuda: amax, amin, max/min along a dim and argmax/argmin match the CPU
     Tensor x = t == DType::Bool ? data({6, 7, 5}, DType::F64, 40) > 0.0 : ties({6, 7, 5}, t, 40, 0.0, 4.0);
     for (Shape dims : {Shape{}, Shape{0}, Shape{1, 2}, Shape{2}}) {
       compare("amax " + d + " " + shape_str(dims), [&](const Inputs& in) { return amax(in[0], dims); }, {x});
-      compare("amin " + d + " " + shape_str(dims), [&](const Inputs& in) { return amin(in[0].transpose(0, 1), dims, true); },
-              {x});
+      compare("amin " + d + " " + shape_str(dims),
+              [&](const Inputs& in) { return amin(in[0].transpose(0, 1), dims, true); }, {x});
     }
     for (int64_t dim : {0, 1, 2, -1}) {
       std::string w = " " + d + " dim " + std::to_string(dim);
       compare("max values" + w, [&](const Inputs& in) { return max(in[0], dim).values; }, {x});
       compare("max indices" + w, [&](const Inputs& in) { return max(in[0], dim).indices; }, {x});
       compare("min values" + w, [&](const Inputs& in) { return min(in[0].permute({2, 0, 1}), dim, true).values; }, {x});
-      compare("min indices" + w, [&](const Inputs& in) { return min(in[0].permute({2, 0, 1}), dim, true).indices; }, {x});
+      compare("min indices" + w,
+              [&](const Inputs& in) {
+                return min(in[0].permute({2, 0, 1}), dim, true).indices;
+              },
+              {x});
       compare("argmax" + w, [&](const Inputs& in) { return argmax(in[0], dim); }, {x});
       compare("argmin" + w, [&](const Inputs& in) { return argmin(in[0], dim, true); }, {x});
     }
@@ -461,8 +494,8 @@ TEST_CASE("cuda: amax, amin, max/min along a dim and argmax/argmin match the CPU
     Tensor s = specials(t);
     compare(std::string("amax specials ") + dtype_name(t), [](const Inputs& in) { return amax(in[0], {1}); }, {s});
     compare(std::string("argmin specials ") + dtype_name(t), [](const Inputs& in) { return argmin(in[0], 1); }, {s});
-    compare(std::string("max indices specials ") + dtype_name(t), [](const Inputs& in) { return max(in[0], 0).indices; },
-            {s});
+    compare(std::string("max indices specials ") + dtype_name(t),
+            [](const Inputs& in) { return max(in[0], 0).indices; }, {s});
     compare(std::string("amin of all, NaN ") + dtype_name(t), [](const Inputs& in) { return amin(in[0]); }, {s});
   }
   // long reductions: split across blocks
@@ -479,16 +512,24 @@ TEST_CASE("cuda: var matches the CPU", "[gpu]") {
     Tensor x = data({5, 6, 7}, t, 50, 1.0, 3.0);
     for (double corr : {0.0, 1.0}) {
       for (Shape dims : {Shape{}, Shape{0}, Shape{1, 2}, Shape{-1}}) {
-        std::string w = std::string("var ") + dtype_name(t) + " " + shape_str(dims) + " correction " + std::to_string(corr);
-        compare(w, [&](const Inputs& in) { return var(in[0], dims, corr); }, {x}, 4.0);
-        compare(w + " permuted", [&](const Inputs& in) { return var(in[0].permute({2, 0, 1}), dims, corr, true); }, {x},
-                4.0);
+        std::string w =
+            std::string("var ") + dtype_name(t) + " " + shape_str(dims) + " correction " + std::to_string(corr);
+        compare(
+            w, [&](const Inputs& in) { return var(in[0], dims, corr); }, {x}, 4.0);
+        compare(
+            w + " permuted",
+            [&](const Inputs& in) {
+              return var(in[0].permute({2, 0, 1}), dims, corr, true);
+            },
+            {x}, 4.0);
       }
     }
   }
-  compare("var 100000", [](const Inputs& in) { return var(in[0]); }, {data({100000}, DType::F64, 51)}, 10.0);
+  compare(
+      "var 100000", [](const Inputs& in) { return var(in[0]); }, {data({100000}, DType::F64, 51)}, 10.0);
   compare("std", [](const Inputs& in) { return tr::std(in[0], {1}); }, {data({4, 9}, DType::F32, 52)});
-  compare("var of one element (0 / 0)", [](const Inputs& in) { return var(in[0], {1}); }, {data({3, 1}, DType::F32, 53)});
+  compare("var of one element (0 / 0)", [](const Inputs& in) { return var(in[0], {1}); },
+          {data({3, 1}, DType::F32, 53)});
   compare("norm p=2", [](const Inputs& in) { return norm(in[0], 2.0, {1}); }, {data({4, 9}, DType::F32, 54)});
   compare("norm p=inf", [](const Inputs& in) { return norm(in[0], INFINITY); }, {data({4, 9}, DType::F32, 54)});
 }
@@ -502,18 +543,29 @@ TEST_CASE("cuda: softmax and log_softmax match the CPU", "[gpu]") {
     Tensor x = data({5, 7, 9}, t, 60, -4.0, 4.0);
     for (int64_t dim : {0, 1, 2, -1}) {
       std::string w = " " + d + " dim " + std::to_string(dim);
-      compare("softmax" + w, [&](const Inputs& in) { return softmax(in[0], dim); }, {x}, 4.0);
-      compare("log_softmax" + w, [&](const Inputs& in) { return log_softmax(in[0], dim); }, {x}, 4.0);
-      compare("softmax permuted" + w, [&](const Inputs& in) { return softmax(in[0].permute({2, 0, 1}), dim); }, {x}, 4.0);
-      compare("log_softmax strided" + w,
-              [&](const Inputs& in) { return log_softmax(in[0].slice(2, 0, 9, 2), dim); }, {x}, 4.0);
+      compare(
+          "softmax" + w, [&](const Inputs& in) { return softmax(in[0], dim); }, {x}, 4.0);
+      compare(
+          "log_softmax" + w, [&](const Inputs& in) { return log_softmax(in[0], dim); }, {x}, 4.0);
+      compare(
+          "softmax permuted" + w,
+          [&](const Inputs& in) {
+            return softmax(in[0].permute({2, 0, 1}), dim);
+          },
+          {x}, 4.0);
+      compare(
+          "log_softmax strided" + w, [&](const Inputs& in) { return log_softmax(in[0].slice(2, 0, 9, 2), dim); }, {x},
+          4.0);
     }
     // rows longer than a warp's share: a block per row
     Tensor wide = data({3, 2, 5000}, t, 61, -10.0, 10.0);
-    compare("softmax long rows " + d, [](const Inputs& in) { return softmax(in[0], -1); }, {wide}, 4.0);
-    compare("log_softmax long rows " + d, [](const Inputs& in) { return log_softmax(in[0], -1); }, {wide}, 4.0);
-    compare("softmax long strided rows " + d, [](const Inputs& in) { return softmax(in[0].transpose(1, 2), 1); }, {wide},
-            4.0);
+    compare(
+        "softmax long rows " + d, [](const Inputs& in) { return softmax(in[0], -1); }, {wide}, 4.0);
+    compare(
+        "log_softmax long rows " + d, [](const Inputs& in) { return log_softmax(in[0], -1); }, {wide}, 4.0);
+    compare(
+        "softmax long strided rows " + d, [](const Inputs& in) { return softmax(in[0].transpose(1, 2), 1); }, {wide},
+        4.0);
     compare("softmax 0-dim " + d, [](const Inputs& in) { return softmax(in[0], 0); }, {data({}, t, 62)});
     // -inf entries (masked logits) and a row holding a NaN
     Tensor m = data({4, 6}, DType::F64, 63);
@@ -522,8 +574,10 @@ TEST_CASE("cuda: softmax and log_softmax match the CPU", "[gpu]") {
     mv[8] = -INFINITY;
     mv[20] = NAN;
     Tensor masked = cast(from_vector(mv, {4, 6}, DType::F64), t);
-    compare("softmax masked " + d, [](const Inputs& in) { return softmax(in[0], 1); }, {masked}, 4.0);
-    compare("log_softmax masked " + d, [](const Inputs& in) { return log_softmax(in[0], 1); }, {masked}, 4.0);
+    compare(
+        "softmax masked " + d, [](const Inputs& in) { return softmax(in[0], 1); }, {masked}, 4.0);
+    compare(
+        "log_softmax masked " + d, [](const Inputs& in) { return log_softmax(in[0], 1); }, {masked}, 4.0);
   }
 }
 
@@ -538,36 +592,53 @@ TEST_CASE("cuda: mm and bmm through cuBLAS match the CPU", "[gpu]") {
     const double slack = t == DType::F32 ? 50.0 : (t == DType::F64 ? 100.0 : 2.0);
     auto mk = [&](const Shape& s, uint64_t seed) { return fl ? data(s, t, seed) : data(s, t, seed, -5.0, 5.0); };
     Tensor a = mk({7, 37}, 70), b = mk({37, 5}, 71), wide = mk({9, 50}, 72);
-    compare("mm " + d, [](const Inputs& in) { return mm(in[0], in[1]); }, {a, b}, slack);
-    compare("mm a^T b " + d, [](const Inputs& in) { return mm(in[0].t(), in[1]); }, {mk({37, 7}, 73), b}, slack);
-    compare("mm a b^T " + d, [](const Inputs& in) { return mm(in[0], in[1].t()); }, {a, mk({5, 37}, 74)}, slack);
-    compare("mm row-strided " + d, [](const Inputs& in) { return mm(in[0].slice(1, 3, 40), in[1]); },
-            {mk({7, 45}, 75), b}, slack);
-    compare("mm both strided " + d,
-            [](const Inputs& in) { return mm(in[0].slice(1, 0, 50, 2), in[1].slice(0, 0, 25).t().t()); },
-            {wide, mk({37, 5}, 76)}, slack);
-    compare("mm element-strided (copy) " + d,
-            [](const Inputs& in) { return mm(in[0].slice(0, 0, 9, 2).slice(1, 0, 50, 2), in[1].slice(0, 0, 25)); },
-            {wide, mk({37, 6}, 77)}, slack);
+    compare(
+        "mm " + d, [](const Inputs& in) { return mm(in[0], in[1]); }, {a, b}, slack);
+    compare(
+        "mm a^T b " + d, [](const Inputs& in) { return mm(in[0].t(), in[1]); }, {mk({37, 7}, 73), b}, slack);
+    compare(
+        "mm a b^T " + d, [](const Inputs& in) { return mm(in[0], in[1].t()); }, {a, mk({5, 37}, 74)}, slack);
+    compare(
+        "mm row-strided " + d, [](const Inputs& in) { return mm(in[0].slice(1, 3, 40), in[1]); }, {mk({7, 45}, 75), b},
+        slack);
+    compare(
+        "mm both strided " + d,
+        [](const Inputs& in) { return mm(in[0].slice(1, 0, 50, 2), in[1].slice(0, 0, 25).t().t()); },
+        {wide, mk({37, 5}, 76)}, slack);
+    compare(
+        "mm element-strided (copy) " + d,
+        [](const Inputs& in) { return mm(in[0].slice(0, 0, 9, 2).slice(1, 0, 50, 2), in[1].slice(0, 0, 25)); },
+        {wide, mk({37, 6}, 77)}, slack);
     compare("mm K = 0 " + d, [](const Inputs& in) { return mm(in[0], in[1]); }, {mk({3, 0}, 78), mk({0, 4}, 79)});
     compare("mm M = 0 " + d, [](const Inputs& in) { return mm(in[0], in[1]); }, {mk({0, 3}, 80), mk({3, 4}, 81)});
-    compare("matmul vector-vector " + d, [](const Inputs& in) { return matmul(in[0], in[1]); }, {mk({37}, 82), mk({37}, 83)},
-            slack);
-    compare("matmul matrix-vector " + d, [](const Inputs& in) { return matmul(in[0], in[1]); }, {a, mk({37}, 84)}, slack);
+    compare(
+        "matmul vector-vector " + d, [](const Inputs& in) { return matmul(in[0], in[1]); },
+        {mk({37}, 82), mk({37}, 83)}, slack);
+    compare(
+        "matmul matrix-vector " + d, [](const Inputs& in) { return matmul(in[0], in[1]); }, {a, mk({37}, 84)}, slack);
     Tensor ba = mk({4, 6, 19}, 85), bb = mk({4, 19, 3}, 86);
-    compare("bmm " + d, [](const Inputs& in) { return bmm(in[0], in[1]); }, {ba, bb}, slack);
-    compare("bmm transposed " + d, [](const Inputs& in) { return bmm(in[0].transpose(1, 2), in[1].transpose(1, 2)); },
-            {mk({4, 19, 6}, 87), mk({4, 3, 19}, 88)}, slack);
-    compare("bmm batch-permuted " + d, [](const Inputs& in) { return bmm(in[0].permute({1, 0, 2}), in[1]); },
-            {mk({6, 4, 19}, 89), bb}, slack);
-    compare("matmul broadcast batch " + d, [](const Inputs& in) { return matmul(in[0], in[1]); },
-            {mk({1, 6, 19}, 90), mk({2, 4, 19, 3}, 91)}, slack);
-    compare("bmm batch 1 " + d, [](const Inputs& in) { return bmm(in[0], in[1]); }, {mk({1, 6, 19}, 92), mk({1, 19, 3}, 93)},
-            slack);
+    compare(
+        "bmm " + d, [](const Inputs& in) { return bmm(in[0], in[1]); }, {ba, bb}, slack);
+    compare(
+        "bmm transposed " + d, [](const Inputs& in) { return bmm(in[0].transpose(1, 2), in[1].transpose(1, 2)); },
+        {mk({4, 19, 6}, 87), mk({4, 3, 19}, 88)}, slack);
+    compare(
+        "bmm batch-permuted " + d,
+        [](const Inputs& in) {
+          return bmm(in[0].permute({1, 0, 2}), in[1]);
+        },
+        {mk({6, 4, 19}, 89), bb}, slack);
+    compare(
+        "matmul broadcast batch " + d, [](const Inputs& in) { return matmul(in[0], in[1]); },
+        {mk({1, 6, 19}, 90), mk({2, 4, 19, 3}, 91)}, slack);
+    compare(
+        "bmm batch 1 " + d, [](const Inputs& in) { return bmm(in[0], in[1]); },
+        {mk({1, 6, 19}, 92), mk({1, 19, 3}, 93)}, slack);
   }
   // a larger f32 product (tensor-core shapes) stays within the f32 tolerance scaled by sqrt(K)
-  compare("mm 256 x 512 x 128 f32", [](const Inputs& in) { return mm(in[0], in[1]); },
-          {data({256, 512}, DType::F32, 94), data({512, 128}, DType::F32, 95)}, 300.0);
+  compare(
+      "mm 256 x 512 x 128 f32", [](const Inputs& in) { return mm(in[0], in[1]); },
+      {data({256, 512}, DType::F32, 94), data({512, 128}, DType::F32, 95)}, 300.0);
 }
 
 // ---------------------------------------------------------------- convolution and pooling
@@ -597,30 +668,40 @@ TEST_CASE("cuda: conv2d and its two backward ops through cuDNN match the CPU", "
         // passes in f16 (11 units of the last place seen on an H200)
         const double slack = t == DType::F64 ? 100.0 : (t == DType::F32 ? 20.0 : (benchmark ? 4.0 : 2.0));
         Tensor x = data(g.x, t, 110), wt = data(g.w, t, 111), b = data({g.w[0]}, t, 112);
-        auto conv = [&](const Inputs& in) { return conv2d(in[0], in[1], in[2], g.stride, g.padding, g.dilation, g.groups); };
+        auto conv = [&](const Inputs& in) {
+          return conv2d(in[0], in[1], in[2], g.stride, g.padding, g.dilation, g.groups);
+        };
         compare("conv2d " + w, conv, {x, wt, b}, slack);
-        compare("conv2d no bias " + w,
-                [&](const Inputs& in) { return conv2d(in[0], in[1], Tensor(), g.stride, g.padding, g.dilation, g.groups); },
-                {x, wt}, slack);
-        compare("conv2d of a strided view " + w, [&](const Inputs& in) { return conv(in); },
-                {data(g.x, t, 113).transpose(2, 3).contiguous().transpose(2, 3), wt, b}, slack);
+        compare(
+            "conv2d no bias " + w,
+            [&](const Inputs& in) { return conv2d(in[0], in[1], Tensor(), g.stride, g.padding, g.dilation, g.groups); },
+            {x, wt}, slack);
+        compare(
+            "conv2d of a strided view " + w, [&](const Inputs& in) { return conv(in); },
+            {data(g.x, t, 113).transpose(2, 3).contiguous().transpose(2, 3), wt, b}, slack);
         Tensor y = conv({x, wt, b});
         Tensor gy = data(y.sizes(), t, 114);
         Attrs a{{"stride", g.stride}, {"padding", g.padding}, {"dilation", g.dilation}, {"groups", g.groups}};
         Attrs ai = a, aw = a;
         ai.set("input_size", g.x);
         aw.set("weight_size", g.w);
-        compare("conv2d_backward_input " + w, [&](const Inputs& in) { return dispatch1("conv2d_backward_input", in, ai); },
-                {gy, wt}, slack);
-        compare("conv2d_backward_weight " + w,
-                [&](const Inputs& in) { return dispatch1("conv2d_backward_weight", in, aw); }, {gy, x},
-                t == DType::F32 ? 100.0 : slack);
+        compare(
+            "conv2d_backward_input " + w, [&](const Inputs& in) { return dispatch1("conv2d_backward_input", in, ai); },
+            {gy, wt}, slack);
+        compare(
+            "conv2d_backward_weight " + w,
+            [&](const Inputs& in) { return dispatch1("conv2d_backward_weight", in, aw); }, {gy, x},
+            t == DType::F32 ? 100.0 : slack);
       }
     }
   }
   backends::cudnn().deterministic = true;
-  compare("conv2d deterministic", [](const Inputs& in) { return conv2d(in[0], in[1], Tensor(), {1, 1}, {1, 1}); },
-          {data({2, 3, 8, 8}, DType::F32, 115), data({4, 3, 3, 3}, DType::F32, 116)}, 20.0);
+  compare(
+      "conv2d deterministic",
+      [](const Inputs& in) {
+        return conv2d(in[0], in[1], Tensor(), {1, 1}, {1, 1});
+      },
+      {data({2, 3, 8, 8}, DType::F32, 115), data({4, 3, 3, 3}, DType::F32, 116)}, 20.0);
   backends::cudnn() = saved;
 }
 
@@ -640,8 +721,9 @@ TEST_CASE("cuda: max_pool2d, avg_pool2d and their backward ops match the CPU", "
       std::string w = std::string(g.what) + " " + dtype_name(t);
       Tensor x = ties(g.x, t, 120);  // ties: the first maximum wins on both devices
       compare("max_pool2d " + w, [&](const Inputs& in) { return max_pool2d(in[0], g.k, g.s, g.p, g.d); }, {x});
-      auto both = [&](const Tensor& in) { return dispatch("max_pool2d", {in}, {{"kernel", g.k}, {"stride", g.s},
-                                                          {"padding", g.p}, {"dilation", g.d}}); };
+      auto both = [&](const Tensor& in) {
+        return dispatch("max_pool2d", {in}, {{"kernel", g.k}, {"stride", g.s}, {"padding", g.p}, {"dilation", g.d}});
+      };
       auto c = both(x), gg = both(x.to(gpu()));
       check_equal("max_pool2d indices " + w, c[1], gg[1]);
       // the backward through autograd (window attrs) and as the bare op (scatter)
@@ -654,20 +736,24 @@ TEST_CASE("cuda: max_pool2d, avg_pool2d and their backward ops match the CPU", "
               },
               {x, gy});
       compare("max_pool2d_backward bare " + w,
-              [&](const Inputs& in) { return dispatch1("max_pool2d_backward", {in[0], in[1]}, {{"input_size", g.x}}); },
+              [&](const Inputs& in) {
+                return dispatch1("max_pool2d_backward", {in[0], in[1]}, {{"input_size", g.x}});
+              },
               {gy, c[1]});
       if (g.d[0] != 1) continue;  // avg_pool2d has no dilation
       for (bool cip : {true, false}) {
         std::string wc = w + (cip ? " count_include_pad" : "");
         Tensor xa = data(g.x, t, 122);
-        compare("avg_pool2d " + wc, [&](const Inputs& in) { return avg_pool2d(in[0], g.k, g.s, g.p, cip); }, {xa}, 2.0);
-        compare("avg_pool2d backward " + wc,
-                [&](const Inputs& in) {
-                  Tensor xi = in[0].detach().requires_grad_(true);
-                  avg_pool2d(xi, g.k, g.s, g.p, cip).backward(in[1]);
-                  return xi.grad();
-                },
-                {xa, data(avg_pool2d(xa, g.k, g.s, g.p, cip).sizes(), t, 123)}, 2.0);
+        compare(
+            "avg_pool2d " + wc, [&](const Inputs& in) { return avg_pool2d(in[0], g.k, g.s, g.p, cip); }, {xa}, 2.0);
+        compare(
+            "avg_pool2d backward " + wc,
+            [&](const Inputs& in) {
+              Tensor xi = in[0].detach().requires_grad_(true);
+              avg_pool2d(xi, g.k, g.s, g.p, cip).backward(in[1]);
+              return xi.grad();
+            },
+            {xa, data(avg_pool2d(xa, g.k, g.s, g.p, cip).sizes(), t, 123)}, 2.0);
       }
     }
   }
@@ -684,9 +770,14 @@ TEST_CASE("cuda: threshold_backward (relu's backward) matches the CPU", "[gpu]")
     Tensor g = data({7, 9}, t, 220), y = ties({7, 9}, t, 221);  // ties: values equal to the threshold
     for (double th : {0.0, 0.5})
       compare(std::string("threshold_backward ") + dtype_name(t),
-              [th](const Inputs& in) { return dispatch1("threshold_backward", in, {{"threshold", th}}); }, {g, y});
+              [th](const Inputs& in) {
+                return dispatch1("threshold_backward", in, {{"threshold", th}});
+              },
+              {g, y});
     compare(std::string("threshold_backward broadcast ") + dtype_name(t),
-            [](const Inputs& in) { return dispatch1("threshold_backward", in, {{"threshold", 0.0}}); },
+            [](const Inputs& in) {
+              return dispatch1("threshold_backward", in, {{"threshold", 0.0}});
+            },
             {g, ties({9}, t, 222)});
   }
 }
@@ -697,10 +788,14 @@ TEST_CASE("cuda: gelu_backward matches the CPU", "[gpu]") {
     for (const char* approx : {"none", "tanh"}) {
       const std::string a = approx;
       compare(std::string("gelu_backward ") + approx + " " + dtype_name(t),
-              [a](const Inputs& in) { return dispatch1("gelu_backward", in, {{"approximate", a}}); },
+              [a](const Inputs& in) {
+                return dispatch1("gelu_backward", in, {{"approximate", a}});
+              },
               {data({7, 9}, t, 223), data({7, 9}, t, 224)});
       compare(std::string("gelu_backward broadcast ") + approx + " " + dtype_name(t),
-              [a](const Inputs& in) { return dispatch1("gelu_backward", in, {{"approximate", a}}); },
+              [a](const Inputs& in) {
+                return dispatch1("gelu_backward", in, {{"approximate", a}});
+              },
               {data({7, 9}, t, 225), data({9}, t, 226)});
     }
 }
@@ -713,7 +808,9 @@ TEST_CASE("cuda: softmax_backward matches the CPU", "[gpu]") {
         Tensor x = data({7, 9}, t, 227);
         Tensor y = log ? log_softmax(x, dim) : softmax(x, dim);
         compare(std::string("softmax_backward ") + (log ? "log " : "") + std::to_string(dim) + " " + dtype_name(t),
-                [log, dim](const Inputs& in) { return dispatch1("softmax_backward", in, {{"dim", dim}, {"log", log}}); },
+                [log, dim](const Inputs& in) {
+                  return dispatch1("softmax_backward", in, {{"dim", dim}, {"log", log}});
+                },
                 {data({7, 9}, t, 228), y});
       }
 }
@@ -742,9 +839,10 @@ TEST_CASE("cuda: batch_norm's fused ops match the CPU in training and eval, with
       for (size_t i = 0; i < c.size(); ++i)
         check_close(std::string("batch_norm training ") + names[i] + " " + w, c[i], g[i], scaled(tol_for(t), 8.0));
       Tensor rm = data({C}, t, 214), rv = data({C}, t, 215, 0.5, 2.0);
-      compare("batch_norm eval " + w,
-              [](const Inputs& in) { return batch_norm(in[0], in[3], in[4], in[1], in[2], false, 1e-5).output; },
-              {x, wt, b, rm, rv}, 4.0);
+      compare(
+          "batch_norm eval " + w,
+          [](const Inputs& in) { return batch_norm(in[0], in[3], in[4], in[1], in[2], false, 1e-5).output; },
+          {x, wt, b, rm, rv}, 4.0);
     }
   }
 }
@@ -860,47 +958,57 @@ TEST_CASE("cuda: index_select, index_add, gather and scatter_add match the CPU",
     std::string d = dtype_name(t);
     Tensor x = t == DType::Bool ? data({5, 4, 3}, DType::F64, 100) > 0.0 : data({5, 4, 3}, t, 100, 0.0, 9.0);
     for (int64_t dim : {0, 1, 2}) {
-      Tensor i = dim == 2 ? from_vector({2, 0, -3, 2}, {4}, DType::I64) : from_vector({1, 0, -1, 3, 1}, {5}, DType::I64);
+      Tensor i =
+          dim == 2 ? from_vector({2, 0, -3, 2}, {4}, DType::I64) : from_vector({1, 0, -1, 3, 1}, {5}, DType::I64);
       std::string w = " " + d + " dim " + std::to_string(dim);
       compare("index_select" + w, [&](const Inputs& in) { return index_select(in[0], dim, in[1]); }, {x, i});
       compare("index_select transposed" + w,
               [&](const Inputs& in) { return index_select(in[0].transpose(0, 2), dim, in[1]); },
               {x.transpose(0, 2).contiguous(), i});
-      compare("index_select int32" + w,
-              [&](const Inputs& in) { return index_select(in[0], dim, in[1]); }, {x, cast(i, DType::I32)});
+      compare("index_select int32" + w, [&](const Inputs& in) { return index_select(in[0], dim, in[1]); },
+              {x, cast(i, DType::I32)});
     }
-    compare("index_select 0-dim index " + d,
-            [](const Inputs& in) { return index_select(in[0], 1, in[1]); }, {x, scalar_tensor(2, DType::I64)});
+    compare("index_select 0-dim index " + d, [](const Inputs& in) { return index_select(in[0], 1, in[1]); },
+            {x, scalar_tensor(2, DType::I64)});
     Tensor g_idx = from_vector({0, 2, 2, 1, -1, 0, 1, 1}, {2, 4, 1}, DType::I64);
     compare("gather dim 1 " + d, [&](const Inputs& in) { return gather(in[0], 1, in[1]); }, {x, g_idx});
-    compare("gather dim 2 transposed " + d,
-            [&](const Inputs& in) { return gather(in[0].transpose(0, 1), 2, in[1]); }, {x, g_idx.view({4, 2, 1})});
+    compare("gather dim 2 transposed " + d, [&](const Inputs& in) { return gather(in[0].transpose(0, 1), 2, in[1]); },
+            {x, g_idx.view({4, 2, 1})});
     if (t == DType::Bool) continue;  // index_add and scatter_add are numeric, as on the CPU
     // duplicates accumulate (atomics on the GPU, in order on the CPU)
     const double slack = (t == DType::F16 || t == DType::BF16) ? 4.0 : 1.0;
     Tensor src = data({5, 6, 3}, t, 101, 0.0, 5.0);
-    compare("index_add " + d, [&](const Inputs& in) { return index_add(in[0], 1, in[1], in[2]); }, {x, idx, src}, slack);
-    compare("index_add int32 strided src " + d,
-            [&](const Inputs& in) { return index_add(in[0], 1, in[1], in[2].transpose(0, 2)); },
-            {x, idx32, data({3, 6, 5}, t, 108, 0.0, 5.0)}, slack);
+    compare(
+        "index_add " + d, [&](const Inputs& in) { return index_add(in[0], 1, in[1], in[2]); }, {x, idx, src}, slack);
+    compare(
+        "index_add int32 strided src " + d,
+        [&](const Inputs& in) { return index_add(in[0], 1, in[1], in[2].transpose(0, 2)); },
+        {x, idx32, data({3, 6, 5}, t, 108, 0.0, 5.0)}, slack);
     Tensor s_src = data({2, 4, 3}, t, 102, 0.0, 5.0);
-    compare("scatter_add dim 1 " + d, [&](const Inputs& in) { return scatter_add(in[0], 1, in[1], in[2]); },
-            {x, g_idx, s_src}, slack);
-    compare("scatter_add dim 0 strided src " + d,
-            [&](const Inputs& in) { return scatter_add(in[0], 0, in[1], in[2].slice(2, 0, 1)); },
-            {x, from_vector({0, 4, 4, 4, 1, 0, -2, 0}, {2, 4, 1}, DType::I64), s_src}, slack);
+    compare(
+        "scatter_add dim 1 " + d, [&](const Inputs& in) { return scatter_add(in[0], 1, in[1], in[2]); },
+        {x, g_idx, s_src}, slack);
+    compare(
+        "scatter_add dim 0 strided src " + d,
+        [&](const Inputs& in) { return scatter_add(in[0], 0, in[1], in[2].slice(2, 0, 1)); },
+        {x, from_vector({0, 4, 4, 4, 1, 0, -2, 0}, {2, 4, 1}, DType::I64), s_src}, slack);
   }
   // many duplicates into few slots: exact in f64 and i64 up to rounding order
   Tensor many = cast(data({4000}, DType::F64, 103, 0.0, 7.0), DType::I64);
-  compare("index_add 4000 rows into 7 f64", [](const Inputs& in) { return index_add(in[0], 0, in[1], in[2]); },
-          {zeros({7, 2}, DType::F64), many, data({4000, 2}, DType::F64, 104)}, 100.0);
+  compare(
+      "index_add 4000 rows into 7 f64", [](const Inputs& in) { return index_add(in[0], 0, in[1], in[2]); },
+      {zeros({7, 2}, DType::F64), many, data({4000, 2}, DType::F64, 104)}, 100.0);
   compare("index_add 4000 rows into 7 u8", [](const Inputs& in) { return index_add(in[0], 0, in[1], in[2]); },
           {zeros({7, 2}, DType::U8), many, data({4000, 2}, DType::U8, 104, 0.0, 3.0)});
   compare("embedding", [](const Inputs& in) { return embedding(in[0], in[1]); },
           {data({10, 4}, DType::F32, 105), from_vector({1, 9, 9, 0, 3, 2}, {2, 3}, DType::I64)});
-  compare("one_hot", [](const Inputs& in) { return one_hot(in[0], 5); }, {from_vector({1, 4, 0, 4}, {2, 2}, DType::I64)});
-  compare("cat", [](const Inputs& in) { return cat({in[0], in[1].t()}, 1); }, {data({3, 2}, DType::F32, 106),
-                                                                             data({4, 3}, DType::F32, 107)});
+  compare("one_hot", [](const Inputs& in) { return one_hot(in[0], 5); },
+          {from_vector({1, 4, 0, 4}, {2, 2}, DType::I64)});
+  compare("cat",
+          [](const Inputs& in) {
+            return cat({in[0], in[1].t()}, 1);
+          },
+          {data({3, 2}, DType::F32, 106), data({4, 3}, DType::F32, 107)});
 }
 
 TEST_CASE("cuda: out-of-range indices throw the CPU's error", "[gpu]") {
@@ -957,7 +1065,8 @@ TEST_CASE("cuda: uniform_, normal_ and dropout_mask draw the CPU's numbers", "[g
   }
   // f64 over a long stream: uniform bit for bit, and normal to the last bits
   Generator gc(99), gg(99);
-  check_equal("rand 1e6 f64", rand({1000000}, DType::F64, &gc), rand({1000000}, TensorOptions(DType::F64).device(gpu()), &gg));
+  check_equal("rand 1e6 f64", rand({1000000}, DType::F64, &gc),
+              rand({1000000}, TensorOptions(DType::F64).device(gpu()), &gg));
   Tensor nc = randn({100000}, DType::F64, &gc), ng = randn({100000}, TensorOptions(DType::F64).device(gpu()), &gg);
   check_close("randn 1e5 f64", nc, ng, {1e-14, 1e-15});
   CHECK(equal(cast(nc, DType::F32), ng.to(kCPU, DType::F32)));
@@ -993,7 +1102,9 @@ TEST_CASE("cuda: a CNN training step's gradients match the CPU (conv, batch norm
   // f64 for tight tolerances: a wrong index, window or coefficient shows at 1e-3, rounding at 1e-12
   auto run = [](Device dev) {
     Generator g(9);
-    auto param = [&](const Shape& s, double scale) { return (randn(s, DType::F64, &g) * scale).to(dev).requires_grad_(true); };
+    auto param = [&](const Shape& s, double scale) {
+      return (randn(s, DType::F64, &g) * scale).to(dev).requires_grad_(true);
+    };
     Tensor x = randn({8, 2, 12, 12}, DType::F64, &g).to(dev);
     Tensor w1 = param({6, 2, 3, 3}, 0.3), b1 = param({6}, 0.1), g1 = param({6}, 1.0), h1 = param({6}, 0.1);
     Tensor w2 = param({8, 6, 3, 3}, 0.2), g2 = param({8}, 1.0), h2 = param({8}, 0.1);
@@ -1001,15 +1112,15 @@ TEST_CASE("cuda: a CNN training step's gradients match the CPU (conv, batch norm
     Tensor target = from_vector({0, 1, 2, 3, 4, 0, 1, 2}, {8}, DType::I64).to(dev);
     Tensor y = conv2d(x, w1, b1, {1, 1}, {1, 1});
     y = relu(batch_norm(y, Tensor(), Tensor(), g1, h1, true).output);
-    y = max_pool2d(y, {2, 2});                                   // 6 x 6
-    y = conv2d(y, w2, Tensor(), {2, 2}, {1, 1});                 // 3 x 3, strided
+    y = max_pool2d(y, {2, 2});                    // 6 x 6
+    y = conv2d(y, w2, Tensor(), {2, 2}, {1, 1});  // 3 x 3, strided
     y = relu(batch_norm(y, Tensor(), Tensor(), g2, h2, true).output);
-    y = avg_pool2d(y, {3, 3}, {1, 1}, {1, 1});                   // padded windows
+    y = avg_pool2d(y, {3, 3}, {1, 1}, {1, 1});  // padded windows
     Tensor logits = linear(dropout(flatten(y, 1), 0.25, true, &g), wl);
     Tensor loss = cross_entropy(logits, target);
     loss.backward();
-    return std::vector<Tensor>{loss.detach(), w1.grad(), b1.grad(), g1.grad(), h1.grad(), w2.grad(), g2.grad(),
-                               h2.grad(), wl.grad()};
+    return std::vector<Tensor>{loss.detach(), w1.grad(), b1.grad(), g1.grad(), h1.grad(),
+                               w2.grad(),     g2.grad(), h2.grad(), wl.grad()};
   };
   auto c = run(kCPU), g = run(gpu());
   const char* names[] = {"loss", "dw1", "db1", "dgamma1", "dbeta1", "dw2", "dgamma2", "dbeta2", "dwl"};
@@ -1101,8 +1212,7 @@ TEST_CASE("cuda: every op has a CUDA kernel in a CUDA build, but the listed CPU-
   }
 }
 
-TEST_CASE("cuda: the [gpu] cases call every op of the pointwise tables, and each call runs on the CPU",
-          "[registry]") {
+TEST_CASE("cuda: the [gpu] cases call every op of the pointwise tables, and each call runs on the CPU", "[registry]") {
   // what the [gpu] cases compare: every line of every table, with attrs the op accepts
   for (const auto* calls : {&unary_calls(), &binary_calls(), &compare_calls(), &predicate_calls()}) {
     for (auto& op : *calls) {
@@ -1171,14 +1281,15 @@ TEST_CASE("exact-size caching allocator: sizes round to 512 B below 1 MiB and to
   CHECK(ExactSizeCachingAllocator::round_size((2u << 20) + 1) == (4u << 20));
 }
 
-TEST_CASE("exact-size caching allocator: freed blocks are reused for requests of the same rounded size", "[allocator]") {
+TEST_CASE("exact-size caching allocator: freed blocks are reused for requests of the same rounded size",
+          "[allocator]") {
   RawCounter raw;
   {
     ExactSizeCachingAllocator a = raw.make();
     void* p = a.allocate(1000);
     CHECK(raw.allocs == 1);
     a.deallocate(p, 1000);
-    CHECK(raw.frees == 0);  // kept in the cache
+    CHECK(raw.frees == 0);      // kept in the cache
     void* q = a.allocate(900);  // rounds to the same 1024 bytes
     CHECK(q == p);
     CHECK(raw.allocs == 1);
@@ -1206,8 +1317,8 @@ TEST_CASE("exact-size caching allocator: freed blocks are reused for requests of
 TEST_CASE("exact-size caching allocator: current, peak and reserved statistics", "[allocator]") {
   RawCounter raw;
   ExactSizeCachingAllocator a = raw.make();
-  void* p = a.allocate(1000);   // 1024
-  void* q = a.allocate(3000);   // 3072
+  void* p = a.allocate(1000);  // 1024
+  void* q = a.allocate(3000);  // 3072
   MemoryStats s = a.stats();
   CHECK(s.allocated == 4096);
   CHECK(s.peak_allocated == 4096);
@@ -1254,7 +1365,7 @@ TEST_CASE("exact-size caching allocator: out of memory frees the cache and retri
   raw.limit = 8192;
   ExactSizeCachingAllocator a = raw.make();
   void* p = a.allocate(4096);
-  a.deallocate(p, 4096);  // 4096 cached
+  a.deallocate(p, 4096);       // 4096 cached
   void* q = a.allocate(6000);  // 6144: fits only after the cache is released
   CHECK(q != nullptr);
   CHECK(raw.frees == 1);

@@ -43,9 +43,7 @@ struct TempDir {
   std::string file(const std::string& name) const { return (path / name).string(); }
 };
 
-std::vector<uint8_t> be32(uint32_t v) {
-  return {uint8_t(v >> 24), uint8_t(v >> 16), uint8_t(v >> 8), uint8_t(v)};
-}
+std::vector<uint8_t> be32(uint32_t v) { return {uint8_t(v >> 24), uint8_t(v >> 16), uint8_t(v >> 8), uint8_t(v)}; }
 // An IDX file: magic, sizes, then `data_bytes` bytes (i % 251), gzipped unless `plain`.
 void write_idx(const std::string& path, uint32_t magic, const std::vector<uint32_t>& sizes, int64_t data_bytes,
                bool plain = false) {
@@ -145,8 +143,8 @@ TEST_CASE("Fashion-MNIST train loads with torchvision's numbers", "[data][idx]")
   std::vector<int64_t> counts(10, 0);
   for (int64_t y : i64s(ds->labels())) counts[size_t(y)]++;
   CHECK(counts == std::vector<int64_t>(10, 6000));
-  const std::vector<int64_t> row0 = {0, 0, 237, 226, 217, 223, 222, 219};   // X[0, 14, 10:18]
-  const std::vector<int64_t> rowl = {34, 0, 3, 3, 0, 3, 0, 24};             // X[-1, 14, 10:18]
+  const std::vector<int64_t> row0 = {0, 0, 237, 226, 217, 223, 222, 219};  // X[0, 14, 10:18]
+  const std::vector<int64_t> rowl = {34, 0, 3, 3, 0, 3, 0, 24};            // X[-1, 14, 10:18]
   CHECK(i64s(ds->images()[0][0][14].slice(0, 10, 18)) == row0);
   CHECK(i64s(ds->images()[59999][0][14].slice(0, 10, 18)) == rowl);
   CHECK(ds->images()[0].to(DType::I64).sum().item<int64_t>() == 76247);
@@ -627,7 +625,10 @@ TEST_CASE("DataLoader: worker threads give the batches of the synchronous loader
   threaded.next();
   threaded.set_epoch(6);
   CHECK(threaded.next()->epoch == 6);
-  { DataLoader gone(ds, o); gone.set_epoch(0); }
+  {
+    DataLoader gone(ds, o);
+    gone.set_epoch(0);
+  }
   // A worker's error reaches the consumer at that batch.
   DataLoaderOptions t;
   t.batch_size = 2;

@@ -149,7 +149,8 @@ TEST_CASE("decode cache: a damaged entry is reported and rebuilt, never used", "
   DecodeCache again(tmp / "cache");
   const Tensor got = read_idx(src, IdxDataset::kImagesMagic, &again);
   CHECK(same_bytes(got, want));
-  CHECK_THAT(joined(again.notes()), Contains("is damaged") && Contains(why) && Contains(entry) && Contains("rewriting"));
+  CHECK_THAT(joined(again.notes()),
+             Contains("is damaged") && Contains(why) && Contains(entry) && Contains("rewriting"));
   CHECK(fs::file_size(entry) == full);  // rewritten whole
   DecodeCache after(tmp / "cache");
   CHECK(after.find(src));

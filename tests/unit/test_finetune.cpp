@@ -25,8 +25,10 @@ const std::string kFixtures = TRAINER_FIXTURES_DIR;
 std::string write_config(const TempDir& tmp, const std::string& model_extra, const std::string& rest = "") {
   const std::string path = tmp / "ft.toml";
   std::ofstream(path) << "[run]\nseed = 1\nout_dir = '" << tmp.path.string() << "'\n[model]\nfile = '" << kFixtures
-                      << "/export_model.toml'\n" << model_extra << "\n[data]\ndataset = \"idx\"\nbatch_size = 32\n"
-                      << "normalize = [0.2860, 0.3530]\n[log]\nprogress = \"none\"\n" << rest;
+                      << "/export_model.toml'\n"
+                      << model_extra << "\n[data]\ndataset = \"idx\"\nbatch_size = 32\n"
+                      << "normalize = [0.2860, 0.3530]\n[log]\nprogress = \"none\"\n"
+                      << rest;
   return path;
 }
 
@@ -68,7 +70,8 @@ TEST_CASE("[model] init: strict by default, strict = false lists the keys, prefi
   train::Run run(config::load_run_config(write_config(tmp, partial)));
   auto file = io::load_safetensors(kFixtures + "/finetune_torch.safetensors");
   auto find = [&](const std::string& k) {
-    for (auto& [n, t] : file) if (n == k) return t;
+    for (auto& [n, t] : file)
+      if (n == k) return t;
     FAIL("no " << k);
     return Tensor();
   };
@@ -116,9 +119,11 @@ TEST_CASE("fine-tuning with frozen features: those weights stay bit-identical to
     const std::string key = n.substr(7);  // "module."
     INFO(key);
     const Tensor now = net.get_submodule(key.substr(0, 1))->tensor(key.substr(2));
-    if (key == "6.weight" || key == "6.bias") CHECK_FALSE(equal(now, v));  // trained
+    if (key == "6.weight" || key == "6.bias")
+      CHECK_FALSE(equal(now, v));  // trained
     else if (key.find("running_") != std::string::npos || key.find("num_batches") != std::string::npos)
       CHECK_FALSE(equal(now, v));  // a frozen BatchNorm still tracks statistics in train mode, as torch's
-    else CHECK(equal(now, v));     // frozen
+    else
+      CHECK(equal(now, v));  // frozen
   }
 }

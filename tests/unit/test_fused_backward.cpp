@@ -15,8 +15,7 @@ using namespace tr::test;
 namespace {
 
 // Runs f with fusion off, then on, and returns both results.
-template <typename F>
-std::pair<Tensor, Tensor> unfused_and_fused(const F& f) {
+template <typename F> std::pair<Tensor, Tensor> unfused_and_fused(const F& f) {
   backends::fusion().enabled = false;
   Tensor a;
   try {
@@ -40,8 +39,10 @@ TEST_CASE("gelu_backward: the fused kernel equals the composite formula", "[fuse
       auto [ref, got] = unfused_and_fused([&] { return gelu_backward(g, x, approx); });
       INFO(approx << " n=" << n);
       // erf form bit for bit: the same lane functions, products and sums rounded in the same order
-      if (std::string(approx) == "none") CHECK(equal(got, ref));
-      else CHECK(allclose(got, ref, 2e-6, 1e-6));
+      if (std::string(approx) == "none")
+        CHECK(equal(got, ref));
+      else
+        CHECK(allclose(got, ref, 2e-6, 1e-6));
     }
     // strided gradient, broadcast x, f64: the scalar loop
     Tensor x = randn({6, 5}, TensorOptions(DType::F64), &gen);
@@ -59,13 +60,13 @@ TEST_CASE("gelu_backward: special values as torch's", "[fused]") {
   Tensor x = from_vector({0.0, INFINITY, -INFINITY, NAN, -10.0}, {5}, TensorOptions(DType::F32));
   Tensor g = ones({5}, TensorOptions(DType::F32));
   for (const char* approx : {"none", "tanh"}) {
-  INFO(approx);
-  std::vector<double> r = gelu_backward(g, x, approx).tolist();
-  CHECK(r[0] == 0.5);
-  CHECK(std::isnan(r[1]));
-  CHECK(std::isnan(r[2]));
-  CHECK(std::isnan(r[3]));
-  CHECK(std::abs(r[4]) < 1e-20);
+    INFO(approx);
+    std::vector<double> r = gelu_backward(g, x, approx).tolist();
+    CHECK(r[0] == 0.5);
+    CHECK(std::isnan(r[1]));
+    CHECK(std::isnan(r[2]));
+    CHECK(std::isnan(r[3]));
+    CHECK(std::abs(r[4]) < 1e-20);
   }
 }
 
@@ -106,12 +107,11 @@ TEST_CASE("softmax_backward: softmax's and log_softmax's gradients through it", 
   // d/dx_j sum_i w_i y_i = y_j (w_j - sum_i w_i y_i)
   std::vector<double> y = softmax(x.detach(), 0).tolist(), gx = x.grad().tolist();
   const double s = y[0] - y[2];
-  for (int j = 0; j < 3; ++j) CHECK(gx[size_t(j)] == Approx(y[size_t(j)] * ((j == 0 ? 1.0 : j == 1 ? 0.0 : -1.0) - s)).epsilon(1e-14));
+  for (int j = 0; j < 3; ++j)
+    CHECK(gx[size_t(j)] == Approx(y[size_t(j)] * ((j == 0 ? 1.0 : j == 1 ? 0.0 : -1.0) - s)).epsilon(1e-14));
 }
 
-TR_OP_CASE("softmax_backward", "softmax, last dim", ({randn64({3, 5}, 280), randn64({3, 5}, 281)}), [](const Inputs& x) {
-  return Outputs{softmax_backward(x[0], softmax(x[1], 1), 1, false)};
-});
-TR_OP_CASE("softmax_backward", "log_softmax, dim 0", ({randn64({4, 3}, 282), randn64({4, 3}, 283)}), [](const Inputs& x) {
-  return Outputs{softmax_backward(x[0], log_softmax(x[1], 0), 0, true)};
-});
+TR_OP_CASE("softmax_backward", "softmax, last dim", ({randn64({3, 5}, 280), randn64({3, 5}, 281)}),
+           [](const Inputs& x) { return Outputs{softmax_backward(x[0], softmax(x[1], 1), 1, false)}; });
+TR_OP_CASE("softmax_backward", "log_softmax, dim 0", ({randn64({4, 3}, 282), randn64({4, 3}, 283)}),
+           [](const Inputs& x) { return Outputs{softmax_backward(x[0], log_softmax(x[1], 0), 0, true)}; });

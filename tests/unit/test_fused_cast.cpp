@@ -11,8 +11,9 @@ using namespace tr;
 using namespace tr::test;
 
 // the backward's plumbing through several outputs, in f64 (a cast to f64 is the identity)
-TR_OP_CASE("_fused_cast", "two tensors", ({randn64({2, 3}, 41), randn64({4}, 42)}),
-           [](const Inputs& x) { return fused_cast({x[0], x[1]}, DType::F64); });
+TR_OP_CASE("_fused_cast", "two tensors", ({randn64({2, 3}, 41), randn64({4}, 42)}), [](const Inputs& x) {
+  return fused_cast({x[0], x[1]}, DType::F64);
+});
 
 namespace {
 
@@ -69,7 +70,8 @@ TEST_CASE("cuda: _fused_cast and precast_parameters equal the CPU's casts", "[gp
   check_fused_cast(cuda);
   const std::vector<Tensor> a = linear_step(kCPU, false), b = linear_step(cuda, true);
   for (size_t i = 0; i < a.size(); ++i)
-    CHECK(max(abs(cast(a[i], DType::F64) - cast(b[i].to(kCPU), DType::F64))).item() <= 1e-2 * (1 + max(abs(cast(a[i], DType::F64))).item()));
+    CHECK(max(abs(cast(a[i], DType::F64) - cast(b[i].to(kCPU), DType::F64))).item() <=
+          1e-2 * (1 + max(abs(cast(a[i], DType::F64))).item()));
   const std::vector<Tensor> c = linear_step(cuda, false);
   for (size_t i = 0; i < c.size(); ++i)  // on one device, with and without: bit for bit
     CHECK(max(abs(cast(c[i], DType::F64) - cast(b[i], DType::F64))).to(kCPU).item() == 0.0);

@@ -16,7 +16,8 @@ namespace {
 // gradients of several sizes; one spans more than one chunk of clip_math::kNormChunk elements
 std::vector<Tensor> grads_of(DType t, uint64_t seed) {
   std::vector<Tensor> gs;
-  for (int64_t n : {70001, 3, 1, 4096}) gs.push_back(cast(randn({n}, TensorOptions(DType::F64)) * double(seed % 7 + 1), t));
+  for (int64_t n : {70001, 3, 1, 4096})
+    gs.push_back(cast(randn({n}, TensorOptions(DType::F64)) * double(seed % 7 + 1), t));
   return gs;
 }
 

@@ -16,7 +16,10 @@ TEST_CASE("bf16 GEMM (vdpbf16ps) equals f32 sgemm on the bf16 values", "[ops][bf
     return;
   }
   NoGradGuard ng;
-  struct Case { int64_t M, K, N; bool ta, tb; };
+  struct Case {
+    int64_t M, K, N;
+    bool ta, tb;
+  };
   for (Case c : {Case{1, 1, 1, false, false}, Case{8, 2, 32, false, false}, Case{9, 3, 33, false, false},
                  Case{17, 129, 70, true, false}, Case{64, 128, 96, false, true}, Case{5, 300, 7, true, true},
                  Case{128, 512, 384, false, false}}) {
@@ -47,7 +50,10 @@ TEST_CASE("bf16 GEMM (vdpbf16ps) equals f32 sgemm on the bf16 values", "[ops][bf
 
 TEST_CASE("oneDNN's matmul primitive equals f32 sgemm on the same values", "[ops][bf16]") {
   NoGradGuard ng;
-  struct Case { int64_t M, K, N; bool ta, tb; };
+  struct Case {
+    int64_t M, K, N;
+    bool ta, tb;
+  };
   for (DType in : {DType::F32, DType::BF16}) {
     if (in == DType::BF16 && !cpu::use_avx512_bf16()) {
       WARN("bf16 skipped: oneDNN has no native bf16 kernels on this CPU");

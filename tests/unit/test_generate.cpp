@@ -20,8 +20,8 @@
 #include "unit/require_gpu.h"
 
 using namespace tr;
-using tr::test::error_of;
 using Catch::Matchers::Contains;
+using tr::test::error_of;
 
 namespace {
 
@@ -40,13 +40,15 @@ nn::Model fixture_gpt2(DType dtype = DType::F32) {
 // gpt_char's layout (token_position_embedding, blocks, layer_norm, linear) at a small size, random.
 nn::Model char_gpt(int64_t block_size) {
   const std::string src = str(R"(
-input = [)", block_size, R"(]
+input = [)",
+                              block_size, R"(]
 input_dtype = "int64"
 [[layers]]
 type = "token_position_embedding"
 vocab_size = 40
 n_embd = 24
-block_size = )", block_size, R"(
+block_size = )",
+                              block_size, R"(
 [[layers]]
 type = "repeat"
 times = 2

@@ -52,7 +52,8 @@ std::string write_config(const TempDir& tmp, const std::string& model_file, cons
   write_tokens(tmp / "val.bin", 2 * block + 1, vocab, 2);
   const std::string path = tmp / "gpt2.toml";
   std::ofstream(path) << "[run]\nseed = 1\nout_dir = '" << tmp.path.string() << "'\n[model]\nfile = '" << model_file
-                      << "'\ninit = '" << init << "'\ninit_format = \"" << format << "\"\n" << model_extra
+                      << "'\ninit = '" << init << "'\ninit_format = \"" << format << "\"\n"
+                      << model_extra
                       << "\n[data]\ndataset = \"tokens\"\ntrain = 'train.bin'\neval = 'val.bin'\nblock_size = " << block
                       << "\nbatch_size = 1\n[log]\nprogress = \"none\"\n";
   return path;
@@ -70,10 +71,10 @@ Tensor logits_of(nn::Module& net, const Tensor& tokens) {
 // logit is a sum of n_embd products, so one near 0 carries the absolute error (~1e-6 here) of the
 // large ones, and its elementwise relative difference means nothing.
 struct Diff {
-  double max_rel = 0;     // max |ours - theirs| / max |theirs|, over the sequences
-  double max_abs = 0;     // max |ours - theirs|
-  double max_elem = 0;    // max |ours - theirs| / |theirs|, elementwise (reported, not checked)
-  int64_t bad = 0;        // elements outside the tolerance
+  double max_rel = 0;   // max |ours - theirs| / max |theirs|, over the sequences
+  double max_abs = 0;   // max |ours - theirs|
+  double max_elem = 0;  // max |ours - theirs| / |theirs|, elementwise (reported, not checked)
+  int64_t bad = 0;      // elements outside the tolerance
 };
 
 void compare(const Tensor& ours, const Tensor& theirs, Diff& d) {
@@ -187,9 +188,10 @@ TEST_CASE("gpt2_hf init: a small GPT2LMHeadModel gives transformers' logits", "[
     for (int k = 0; ref.count("small.tokens." + std::to_string(k)); ++k)
       compare(logits_of(*run.model.net, ref.at("small.tokens." + std::to_string(k))),
               ref.at("small.logits." + std::to_string(k)), d);
-    std::printf("gpt2_hf small (%s): logits vs transformers: max |diff| %.3g = %.3g of the largest logit "
-                "(elementwise relative %.3g)\n", init.ends_with(".safetensors") ? "file" : "directory", d.max_abs,
-                d.max_rel, d.max_elem);
+    std::printf(
+        "gpt2_hf small (%s): logits vs transformers: max |diff| %.3g = %.3g of the largest logit "
+        "(elementwise relative %.3g)\n",
+        init.ends_with(".safetensors") ? "file" : "directory", d.max_abs, d.max_rel, d.max_elem);
     CHECK(d.bad == 0);
     CHECK(d.max_rel < 1e-5);
     // one tensor under both names, the head tied to the embedding as in the model file
@@ -214,10 +216,10 @@ TEST_CASE("gpt2_hf export: save_pretrained's tensors exactly, and its config.jso
   // config.json: every field transformers wrote that says what the model computes
   std::ifstream a(out + "/config.json"), b(kSmallDir + "/config.json");
   const nlohmann::json ours = nlohmann::json::parse(a), theirs = nlohmann::json::parse(b);
-  for (const char* k : {"model_type", "architectures", "vocab_size", "n_positions", "n_embd", "n_layer", "n_head",
-                        "n_inner", "activation_function", "layer_norm_epsilon", "scale_attn_weights",
-                        "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "torch_dtype", "attn_pdrop",
-                        "resid_pdrop", "embd_pdrop"}) {
+  for (const char* k :
+       {"model_type", "architectures", "vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "n_inner",
+        "activation_function", "layer_norm_epsilon", "scale_attn_weights", "scale_attn_by_inverse_layer_idx",
+        "reorder_and_upcast_attn", "torch_dtype", "attn_pdrop", "resid_pdrop", "embd_pdrop"}) {
     INFO(k);
     CHECK(ours.at(k) == theirs.at(k));
   }
@@ -231,13 +233,13 @@ TEST_CASE("gpt2_hf export: save_pretrained's tensors exactly, and its config.jso
   require_same_tensors(tmp / "w.safetensors", kSmallDir + "/model.safetensors");
 }
 
-TEST_CASE("gpt2_hf init: GPT2Model's names, older files' mask buffers, lm_head.weight, an untied head",
-          "[gpt2_hf]") {
+TEST_CASE("gpt2_hf init: GPT2Model's names, older files' mask buffers, lm_head.weight, an untied head", "[gpt2_hf]") {
   TempDir tmp;
   const auto ref = load_map(kFixtures + "/gpt2_hf_logits.safetensors");
   const Tensor tokens = ref.at("small.tokens.1"), want = ref.at("small.logits.1");
   auto hf = io::load_safetensors(kSmallDir + "/model.safetensors");
-  auto logits_from = [&](const io::NamedTensorList& file, const std::string& model_file, const std::string& extra = "") {
+  auto logits_from = [&](const io::NamedTensorList& file, const std::string& model_file,
+                         const std::string& extra = "") {
     std::filesystem::create_directories(tmp / "variant");
     io::save_safetensors(tmp / "variant/model.safetensors", file);
     train::Run run(config::load_run_config(write_config(tmp, model_file, tmp / "variant", 64, 97, extra)));
@@ -261,7 +263,8 @@ TEST_CASE("gpt2_hf init: GPT2Model's names, older files' mask buffers, lm_head.w
   }
   SECTION("lm_head.weight present: equal to the embedding is the tie, different is an error") {
     Tensor wte;
-    for (auto& [n, t] : hf) if (n == "transformer.wte.weight") wte = t;
+    for (auto& [n, t] : hf)
+      if (n == "transformer.wte.weight") wte = t;
     auto with_head = hf;
     with_head.emplace_back("lm_head.weight", wte.clone());
     CHECK(agrees(logits_from(with_head, kSmallModel)));
@@ -293,9 +296,8 @@ TEST_CASE("gpt2_hf init: errors name the file, the tensor and what to change", "
   };
   // not a GPT-2 file: a torch state_dict of a CNN
   CHECK_THAT(run_error(kSmallModel, kFixtures + "/finetune_torch.safetensors"),
-             Contains("gpt2.toml: [model] init") && Contains("finetune_torch.safetensors") &&
-                 Contains("'module.") && Contains("is not a tensor of Hugging Face's GPT2LMHeadModel") &&
-                 Contains("init_format = \"torch\""));
+             Contains("gpt2.toml: [model] init") && Contains("finetune_torch.safetensors") && Contains("'module.") &&
+                 Contains("is not a tensor of Hugging Face's GPT2LMHeadModel") && Contains("init_format = \"torch\""));
   // a shape mismatch: a model of another vocabulary, both shapes named and the model file's keys
   // (config.json says so first; without it, the tensor does)
   std::string toml = read_file(kSmallModel);
@@ -317,13 +319,14 @@ TEST_CASE("gpt2_hf init: errors name the file, the tensor and what to change", "
   toml.replace(toml.find("embedding_dim = 32"), 18, "embedding_dim = 8");
   std::ofstream(tmp / "padded.toml") << toml;
   nn::Model padded = nn::load_model_file(tmp / "padded.toml");
-  CHECK_THAT(error_of([&] {
-               train::gpt2_hf::from_hf({{"transformer.wte.weight", zeros({50257, 8})}}, "gpt2/model.safetensors",
-                                       *padded.net);
-             }),
-             Contains("gpt2/model.safetensors: transformer.wte.weight is [50257, 8] but the model needs [50304, 8]") &&
-                 Contains("use models/gpt2_124m.toml, not the padded models/gpt2_124m_padded.toml"));
-  std::ofstream(tmp / "openai.json") << "{\"n_layer\": 2, \"n_head\": 2, \"n_embd\": 8, \"n_positions\": 64}";  // vocab: 50257
+  CHECK_THAT(
+      error_of([&] {
+        train::gpt2_hf::from_hf({{"transformer.wte.weight", zeros({50257, 8})}}, "gpt2/model.safetensors", *padded.net);
+      }),
+      Contains("gpt2/model.safetensors: transformer.wte.weight is [50257, 8] but the model needs [50304, 8]") &&
+          Contains("use models/gpt2_124m.toml, not the padded models/gpt2_124m_padded.toml"));
+  std::ofstream(tmp / "openai.json")
+      << "{\"n_layer\": 2, \"n_head\": 2, \"n_embd\": 8, \"n_positions\": 64}";  // vocab: 50257
   auto dims = train::gpt2_hf::gpt2_dims(*padded.net, "padded.toml");
   CHECK_THAT(error_of([&] { train::gpt2_hf::check_config_json(tmp / "openai.json", dims, "padded.toml"); }),
              Contains("openai.json: vocab_size = 50257 but the model (padded.toml) has vocab_size") &&
@@ -348,8 +351,9 @@ TEST_CASE("gpt2_hf init: errors name the file, the tensor and what to change", "
                                             "\"vocab_size\": 97, \"n_positions\": 64}";
   CHECK_THAT(run_error(kSmallModel, tmp / "bad"),
              Contains("bad/config.json: n_head = 4 but the model (" + kSmallModel + ") has n_head = 2"));
-  std::ofstream(tmp / "bad/config.json") << "{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_head\": 2, \"n_embd\": 32, "
-                                            "\"vocab_size\": 97, \"n_positions\": 64, \"activation_function\": \"relu\"}";
+  std::ofstream(tmp / "bad/config.json")
+      << "{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_head\": 2, \"n_embd\": 32, "
+         "\"vocab_size\": 97, \"n_positions\": 64, \"activation_function\": \"relu\"}";
   CHECK_THAT(run_error(kSmallModel, tmp / "bad"), Contains("activation_function = \"relu\" but the model"));
   // the key itself
   CHECK_THAT(run_error(kSmallModel, kSmallDir, "", "gpt2"), Contains("init_format") && Contains("gpt2_hf"));
@@ -401,9 +405,10 @@ TEST_CASE("gpt2_hf init: OpenAI's 124M configuration, weights regenerated, gives
     compare(index_select(logits, 1, cols), ref.at("124m.logits." + std::to_string(k)), d);
     compare(logsumexp_rows(logits), ref.at("124m.logsumexp." + std::to_string(k)), lse);
   }
-  std::printf("gpt2_hf 124M: logits vs transformers (257 columns): max |diff| %.3g = %.3g of the largest logit "
-              "(elementwise relative %.3g); logsumexp over 50257: relative %.3g\n", d.max_abs, d.max_rel, d.max_elem,
-              lse.max_elem);
+  std::printf(
+      "gpt2_hf 124M: logits vs transformers (257 columns): max |diff| %.3g = %.3g of the largest logit "
+      "(elementwise relative %.3g); logsumexp over 50257: relative %.3g\n",
+      d.max_abs, d.max_rel, d.max_elem, lse.max_elem);
   CHECK(d.bad == 0);
   CHECK(d.max_rel < 1e-5);
   CHECK(lse.bad == 0);

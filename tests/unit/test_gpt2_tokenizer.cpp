@@ -60,7 +60,8 @@ std::map<std::pair<std::string, std::string>, int> fixture_ranks() {
 
 // OpenAI's encoder.py `bpe`: merge every occurrence of the lowest-ranked pair, left to right, until
 // no pair has a rank; then the ids of the parts.
-std::vector<uint32_t> reference_bpe(const std::string& piece, const std::map<std::pair<std::string, std::string>, int>& ranks,
+std::vector<uint32_t> reference_bpe(const std::string& piece,
+                                    const std::map<std::pair<std::string, std::string>, int>& ranks,
                                     const std::map<std::string, uint32_t>& ids) {
   std::vector<std::string> word;
   for (char c : piece) word.emplace_back(1, c);
@@ -256,7 +257,8 @@ TEST_CASE("GPT2Tokenizer: damaged files are one error naming the file and what i
   CHECK_THAT(load(no_eot, merges), Contains(v + " has no token '<|endoftext|>'"));
 
   // merges.txt
-  CHECK_THAT(load(vocab, "#version: 0.2\nĠ t\nhe\n"), Contains(m + " line 3: 'he' is not two tokens separated by one space"));
+  CHECK_THAT(load(vocab, "#version: 0.2\nĠ t\nhe\n"),
+             Contains(m + " line 3: 'he' is not two tokens separated by one space"));
   CHECK_THAT(load(vocab, "Ġ t\n\nh e\n"), Contains(m + " line 2: '' is not two tokens"));
   CHECK_THAT(load(vocab, "Ġ t h\n"), Contains(m + " line 1: 'Ġ t h' is not two tokens"));
   CHECK_THAT(load(vocab, "Ġ  t\n"), Contains("line 1: 'Ġ  t' is not two tokens"));
@@ -266,7 +268,9 @@ TEST_CASE("GPT2Tokenizer: damaged files are one error naming the file and what i
 
   // ids out of the vocabulary
   GPT2Tokenizer& tok = fixture_tokenizer();
-  CHECK_THAT(test::error_of([&] { tok.decode({1, 2000}); }),
+  CHECK_THAT(test::error_of([&] {
+               tok.decode({1, 2000});
+             }),
              Contains("decode: the id 2000 at position 1 is out of the vocabulary (2000 tokens)"));
   CHECK_THAT(test::error_of([&] { tok.token_bytes(70000); }), Contains("token id 70000 is out of the vocabulary"));
 }
@@ -281,7 +285,8 @@ TEST_CASE("write_token_file: llm.c version 2 holds uint32 tokens and reads back"
   REQUIRE(view.count == int64_t(ids.size()));
   for (size_t i = 0; i < ids.size(); ++i) CHECK(view.at(int64_t(i)) == int64_t(ids[i]));
   CHECK(write_token_file({7, 8}, "llmc") == write_token_file({7, 8}, "llmc", 1));
-  CHECK_THAT(test::error_of([] { write_token_file({1}, "nanogpt", 2); }), Contains("version 2, uint32 tokens, is format llmc only"));
+  CHECK_THAT(test::error_of([] { write_token_file({1}, "nanogpt", 2); }),
+             Contains("version 2, uint32 tokens, is format llmc only"));
   CHECK_THAT(test::error_of([] { write_token_file({1}, "llmc", 3); }), Contains("llm.c version 3"));
   CHECK_THAT(test::error_of([] { write_token_file({65536}, "llmc"); }), Contains("does not fit uint16"));
 }

@@ -15,9 +15,9 @@
 #include "optim/sgd.h"
 
 using namespace tr;
-using Catch::Matchers::Contains;
 using amp::GradScaler;
 using amp::GradScalerOptions;
+using Catch::Matchers::Contains;
 
 namespace {
 
@@ -244,9 +244,9 @@ TEST_CASE("GradScaler: state_dict round trip, a disabled scaler is the identity"
   Tensor x = tensor({1., 2.}, TensorOptions().requires_grad());
   auto opt = sgd({x});
   iteration(a, *opt, x, 1.0);
-  iteration(a, *opt, x, 1.0);  // grows: 1024
+  iteration(a, *opt, x, 1.0);   // grows: 1024
   iteration(a, *opt, x, kInf);  // backs off: 256
-  iteration(a, *opt, x, 1.0);  // tracker 1
+  iteration(a, *opt, x, 1.0);   // tracker 1
   nlohmann::json s = a.state_dict();
   CHECK(s == nlohmann::json{{"scale", 256.0},
                             {"growth_factor", 4.0},

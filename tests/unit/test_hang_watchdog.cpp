@@ -1,7 +1,11 @@
 // The hang watchdog's report (distributed/hang_watchdog.h) from given statuses: each status dated
-// by its age, and the ranks that stopped publishing named first as the suspects.
+// by its age, and the ranks that stopped publishing named first as the suspects; and the first
+// status, published before the constructor returns.
 #include <catch2/catch.hpp>
+#include <memory>
 #include "distributed/hang_watchdog.h"
+#include "distributed/hash_store.h"
+#include "distributed/process_group.h"
 
 using namespace tr::distributed;
 using Catch::Matchers::Contains;
@@ -19,7 +23,8 @@ std::string status(int rank, const char* phase, double time, int64_t last_step, 
 TEST_CASE("hang watchdog report: ages of the statuses, the ranks that stopped publishing first", "[dist][watchdog]") {
   const double now = 1000.0;
   const std::vector<std::string> statuses{status(0, "step 1106", 999.6, 1105, "allreduce (sum) of 4.0 KiB f32"),
-                                          status(1, "eval after step 938", 989.8, 938), status(2, "step 1106", 999.9, 1105), ""};
+                                          status(1, "eval after step 938", 989.8, 938),
+                                          status(2, "step 1106", 999.9, 1105), ""};
   const std::string r = HangWatchdog::report(statuses, 10.0, "step 1106", now, {false, true, false, true});
   INFO(r);
   CHECK_THAT(r, Contains("hang_timeout_s = 10.0 s"));
@@ -46,4 +51,39 @@ TEST_CASE("hang watchdog report: ages of the statuses, the ranks that stopped pu
   const std::string q = HangWatchdog::report({statuses[0], statuses[2]}, 3.0, "step 5", now, {false, false});
   CHECK_THAT(q, !Contains("stopped publishing") && !Contains("STOPPED"));
   CHECK(q.find("rank 0 (pid") < q.find("rank 1 (pid"));
+}
+
+namespace {
+
+// The watchdog owns its store connection; this one forwards to a store the test keeps.
+class SharedStore : public Store {
+ public:
+  explicit SharedStore(std::shared_ptr<HashStore> s) : s_(std::move(s)) {}
+  void set(const std::string& k, const Bytes& v) override { s_->set(k, v); }
+  Bytes get(const std::string& k) override { return s_->get(k); }
+  int64_t add(const std::string& k, int64_t d) override { return s_->add(k, d); }
+  using Store::wait;
+  void wait(const std::vector<std::string>& k, std::chrono::milliseconds t) override { s_->wait(k, t); }
+  bool check(const std::vector<std::string>& k) override { return s_->check(k); }
+  bool delete_key(const std::string& k) override { return s_->delete_key(k); }
+
+ private:
+  std::shared_ptr<HashStore> s_;
+};
+
+}  // namespace
+
+// A node cut off within its watchdog's first period (a fast first step) must still be reported as
+// one that stopped publishing, with where it was: its first status is in the store before the
+// constructor returns, not a period later.
+TEST_CASE("hang watchdog: a rank's first status is in the store before its first step", "[dist][watchdog]") {
+  HashStore pg_store;
+  auto pg = make_process_group("gloo", pg_store, 0, 1, std::chrono::milliseconds(1000), "solo");
+  auto kept = std::make_shared<HashStore>();
+  HangWatchdogOptions o;
+  o.key_prefix = "w";
+  HangWatchdog w(std::make_unique<SharedStore>(kept), *pg, o);
+  REQUIRE(kept->check({"w/status/0"}));
+  const Bytes b = kept->get("w/status/0");
+  CHECK_THAT(std::string(b.begin(), b.end()), Contains(R"("rank":0)") && Contains(R"("seq":1)"));
 }

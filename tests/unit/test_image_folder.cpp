@@ -57,7 +57,8 @@ TEST_CASE("resize_bilinear: torchvision's Resize of a uint8 image (antialias off
   REQUIRE(r.pixels.size() == want.size());
   int worst = 0;
   for (int64_t c = 0; c < 3; ++c)
-    for (int64_t k = 0; k < 12; ++k) worst = std::max(worst, std::abs(int(r.pixels[size_t(k * 3 + c)]) - want[size_t(c * 12 + k)]));
+    for (int64_t k = 0; k < 12; ++k)
+      worst = std::max(worst, std::abs(int(r.pixels[size_t(k * 3 + c)]) - want[size_t(c * 12 + k)]));
   CHECK(worst == 0);
 }
 
@@ -78,7 +79,8 @@ TEST_CASE("ImageFolderDataset: sorted classes and files, ToTensor + Normalize, e
   Example e = d.get(0);
   CHECK(e.target.item() == 0);
   // channel 1 of pixel (row 2, col 3): (x / 255 - 0.25) / 0.5
-  CHECK(e.input.select(0, 1).select(0, 2).select(0, 3).item() == double((float(rgb[(2 * 6 + 3) * 3 + 1]) / 255.0f - 0.25f) / 0.5f));
+  CHECK(e.input.select(0, 1).select(0, 2).select(0, 3).item() ==
+        double((float(rgb[(2 * 6 + 3) * 3 + 1]) / 255.0f - 0.25f) / 0.5f));
   Example b = d.get_batch({3, 1});  // b.jpg is 8 x 8: resized to 5 x 6
   CHECK(b.input.sizes() == Shape{2, 3, 5, 6});
   CHECK(b.target.tolist() == std::vector<double>{1, 0});
@@ -96,7 +98,8 @@ TEST_CASE("ImageFolderDataset: sorted classes and files, ToTensor + Normalize, e
   fs::remove(tmp.path / "bird");
   std::vector<uint8_t> png = bytes_of(kDir + "/image_folder/train/cat/a.png");
   png.resize(png.size() / 2);
-  std::ofstream(tmp.path / "cat/z.png", std::ios::binary).write(reinterpret_cast<const char*>(png.data()), std::streamsize(png.size()));
+  std::ofstream(tmp.path / "cat/z.png", std::ios::binary)
+      .write(reinterpret_cast<const char*>(png.data()), std::streamsize(png.size()));
   ImageFolderDataset cut({tmp.path.string(), {}, 3, 5, 6});
   CHECK_THROWS_WITH(cut.get(1), Contains("z.png") && Contains("a damaged PNG"));
   std::ofstream(tmp.path / "cat/z.png", std::ios::binary) << "not an image";

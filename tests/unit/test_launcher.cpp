@@ -126,8 +126,7 @@ pid_t fork_launcher(LaunchOptions o, const TempDir& dir) {
       o.out_fd = out;
       o.err_fd = err;
       code = launch(o);
-    } catch (...) {
-    }
+    } catch (...) {}
     ::_exit(code);
   }
   return pid;

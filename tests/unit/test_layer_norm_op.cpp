@@ -25,7 +25,8 @@ Tensor composite(const Tensor& x, const Tensor& w, const Tensor& b, double eps) 
 // y and the gradients of sum(y * gy) by x, w and b, through `f`.
 std::vector<Tensor> run(const std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>& f, const Tensor& x0,
                         const Tensor& w0, const Tensor& b0, const Tensor& gy) {
-  Tensor x = x0.detach().requires_grad_(true), w = w0.detach().requires_grad_(true), b = b0.detach().requires_grad_(true);
+  Tensor x = x0.detach().requires_grad_(true), w = w0.detach().requires_grad_(true),
+         b = b0.detach().requires_grad_(true);
   Tensor y = f(x, w, b);
   y.backward(gy);
   return {y.detach(), x.grad(), w.grad(), b.grad()};
@@ -40,7 +41,8 @@ TEST_CASE("native_layer_norm and its backward equal the composite", "[layer_norm
       Generator g(3);
       const int64_t n = s.back();
       Tensor x = randn(s, t, &g) * 3.0 + 1.0, w = randn({n}, t, &g), b = randn({n}, t, &g), gy = randn(s, t, &g);
-      auto fused = run([](auto& a, auto& w_, auto& b_) { return layer_norm(a, {a.size(-1)}, w_, b_, 1e-5); }, x, w, b, gy);
+      auto fused =
+          run([](auto& a, auto& w_, auto& b_) { return layer_norm(a, {a.size(-1)}, w_, b_, 1e-5); }, x, w, b, gy);
       auto comp = run([](auto& a, auto& w_, auto& b_) { return composite(a, w_, b_, 1e-5); }, x, w, b, gy);
       const double tol = t == DType::F64 ? 1e-12 : 2e-5;
       const char* names[] = {"y", "dx", "dw", "db"};
@@ -77,17 +79,18 @@ TEST_CASE("native_layer_norm: argument errors name the op and the shapes", "[lay
                     Contains("native_layer_norm") && Contains("[4]") && Contains("[5]"));
   CHECK_THROWS_WITH(dispatch("native_layer_norm", {zeros({2, 3, 4}), zeros({4}), zeros({4})}, {{"eps", 1e-5}}),
                     Contains("rows [R, N]"));
-  CHECK_THROWS_WITH(dispatch("native_layer_norm_backward", {zeros({3, 5}), x, zeros({4}), zeros({3}), zeros({3})},
-                             {{"eps", 1e-5}}),
-                    Contains("grad_output") && Contains("[3, 5]"));
+  CHECK_THROWS_WITH(
+      dispatch("native_layer_norm_backward", {zeros({3, 5}), x, zeros({4}), zeros({3}), zeros({3})}, {{"eps", 1e-5}}),
+      Contains("grad_output") && Contains("[3, 5]"));
 }
 
 TR_OP_CASE("native_layer_norm", "rows through layer_norm, 3-D input",
            ({randn64({2, 3, 5}, 301), randn64({5}, 302), randn64({5}, 303)}),
            [](const Inputs& x) { return Outputs{layer_norm(x[0], {5}, x[1], x[2], 1e-5)}; });
 TR_OP_CASE("native_layer_norm", "two normalised dims, eps 1e-1",
-           ({randn64({3, 2, 4}, 304), randn64({2, 4}, 305), randn64({2, 4}, 306)}),
-           [](const Inputs& x) { return Outputs{layer_norm(x[0], {2, 4}, x[1], x[2], 1e-1)}; });
+           ({randn64({3, 2, 4}, 304), randn64({2, 4}, 305), randn64({2, 4}, 306)}), [](const Inputs& x) {
+             return Outputs{layer_norm(x[0], {2, 4}, x[1], x[2], 1e-1)};
+           });
 
 // add_layer_norm in f64 takes _add_native_layer_norm (h of x's dtype, y of x's dtype): s and y
 // both reach the sum, so gradcheck covers gs + dnorm/ds
@@ -159,8 +162,8 @@ TEST_CASE("_add_native_layer_norm: argument errors name the op and the dtypes", 
   CHECK_THROWS_WITH(dispatch("_add_native_layer_norm", {x, zeros({3, 4}, DType::F16), w, b},
                              {{"eps", 1e-5}, {"out_dtype", int64_t(DType::BF16)}}),
                     Contains("float16") && Contains("bfloat16"));
-  CHECK_THROWS_WITH(dispatch("native_layer_norm", {zeros({3, 4}, DType::F64), ones({4}, DType::F64),
-                                                   zeros({4}, DType::F64)},
-                             {{"eps", 1e-5}, {"out_dtype", int64_t(DType::BF16)}}),
-                    Contains("out_dtype") && Contains("float64"));
+  CHECK_THROWS_WITH(
+      dispatch("native_layer_norm", {zeros({3, 4}, DType::F64), ones({4}, DType::F64), zeros({4}, DType::F64)},
+               {{"eps", 1e-5}, {"out_dtype", int64_t(DType::BF16)}}),
+      Contains("out_dtype") && Contains("float64"));
 }

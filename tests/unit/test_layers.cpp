@@ -98,7 +98,7 @@ TEST_CASE("layers: output shapes", "[layers]") {
   Tensor x = randn({2, 3, 9, 8}, {}, &g);
   CHECK(nn::Conv2d(3, 5, {3})(x).sizes() == Shape{2, 5, 7, 6});
   CHECK(nn::Conv2d(3, 6, {3, 2}, {2, 1}, {1, 0}, {1, 2}, 3)(x).sizes() == Shape{2, 6, 5, 6});
-  CHECK(nn::Conv2d(3, 6, {3, 2}, {2}, {1, 0}, {1, 2}, 3)(x).sizes() == Shape{2, 6, 5, 3});  // {2} = {2, 2}
+  CHECK(nn::Conv2d(3, 6, {3, 2}, {2}, {1, 0}, {1, 2}, 3)(x).sizes() == Shape{2, 6, 5, 3});          // {2} = {2, 2}
   CHECK(nn::Conv2d(3, 4, {1}, {1}, {0}, {1}, 1, false)(x.select(0, 0)).sizes() == Shape{4, 9, 8});  // unbatched
   CHECK(nn::MaxPool2d({2})(x).sizes() == Shape{2, 3, 4, 4});
   CHECK(nn::MaxPool2d({3}, {2}, {1})(x).sizes() == Shape{2, 3, 5, 4});
@@ -330,8 +330,10 @@ TEST_CASE("layers: Dropout scales kept values by 1/(1-p) in train and is the ide
   auto v = y.tolist();
   int64_t zeros_n = 0;
   for (double e : v) {
-    if (e == 0.0) ++zeros_n;
-    else CHECK(e == Approx(1.0 / 0.7));
+    if (e == 0.0)
+      ++zeros_n;
+    else
+      CHECK(e == Approx(1.0 / 0.7));
   }
   CHECK(double(zeros_n) / 4000.0 == Approx(0.3).margin(0.03));
   y.sum().backward();
@@ -381,7 +383,8 @@ TEST_CASE("layers: BatchNorm2d normalises by batch stats in train, running stats
   }
   Tensor ye = bn(x2);
   Tensor want = (x2 - rm.reshape({1, 2, 1, 1})) / sqrt(rv.reshape({1, 2, 1, 1}) + 1e-5) *
-                    tensor({2.0, 0.5}).reshape({1, 2, 1, 1}) + tensor({0.1, -0.1}).reshape({1, 2, 1, 1});
+                    tensor({2.0, 0.5}).reshape({1, 2, 1, 1}) +
+                tensor({0.1, -0.1}).reshape({1, 2, 1, 1});
   CHECK(allclose(ye, want, 1e-5, 1e-5));
   CHECK(bn.num_batches_tracked.item() == 2);
   CHECK(allclose(bn.running_mean, rm, 1e-5, 1e-6));
@@ -415,20 +418,28 @@ TEST_CASE("layers: BatchNorm1d momentum none is a cumulative average, no trackin
 
 TEST_CASE("layers: forward errors name the layer and the shapes", "[layers]") {
   nn::Conv2d conv(3, 4, {3});
-  CHECK_THAT(error_of([&] { conv(randn({2, 5, 8, 8})); }),
+  CHECK_THAT(error_of([&] {
+               conv(randn({2, 5, 8, 8}));
+             }),
              Catch::Contains("Conv2d(3, 4") && Catch::Contains("[2, 5, 8, 8]") && Catch::Contains("[N, 3, H, W]"));
   CHECK_THAT(error_of([&] { conv(randn({3, 8})); }), Catch::Contains("[3, 8]"));
   CHECK_THAT(error_of([] { nn::Conv2d(3, 4, {3}, {1}, {0}, {1}, 2); }), Catch::Contains("divisible by groups"));
   CHECK_THAT(error_of([] { nn::Conv2d(3, 4, {0}); }), Catch::Contains("kernel_size"));
   CHECK_THAT(error_of([] { nn::MaxPool2d({2}, {}, {2}); }), Catch::Contains("at most half"));
   CHECK_THAT(error_of([] { nn::AvgPool2d({3}, {}, {2}); }), Catch::Contains("at most half"));
-  CHECK_THAT(error_of([] { nn::MaxPool2d({2})(randn({8, 8})); }),
+  CHECK_THAT(error_of([] {
+               nn::MaxPool2d({2})(randn({8, 8}));
+             }),
              Catch::Contains("MaxPool2d") && Catch::Contains("[8, 8]"));
-  CHECK_THAT(error_of([] { nn::BatchNorm2d(3)(randn({2, 3, 4})); }),
+  CHECK_THAT(error_of([] {
+               nn::BatchNorm2d(3)(randn({2, 3, 4}));
+             }),
              Catch::Contains("BatchNorm2d(3)") && Catch::Contains("expected 4D input") && Catch::Contains("[2, 3, 4]"));
   CHECK_THAT(error_of([] { nn::BatchNorm1d(3)(randn({2, 3, 4, 4})); }), Catch::Contains("expected 2D or 3D input"));
   CHECK_THAT(error_of([] { nn::BatchNorm2d(3)(randn({2, 4, 2, 2})); }), Catch::Contains("3 channels"));
-  CHECK_THAT(error_of([] { nn::LayerNorm({4})(randn({2, 5})); }),
+  CHECK_THAT(error_of([] {
+               nn::LayerNorm({4})(randn({2, 5}));
+             }),
              Catch::Contains("LayerNorm((4,)") && Catch::Contains("[2, 5]"));
   CHECK_THAT(error_of([] { nn::Embedding(4, 2)(randn({3})); }),
              Catch::Contains("Embedding(4, 2)") && Catch::Contains("integer ids"));
@@ -439,18 +450,24 @@ TEST_CASE("layers: forward errors name the layer and the shapes", "[layers]") {
 
 // ---------------------------------------------------------------- TOML + shape inference
 
-TEST_CASE("layers: every layer builds from TOML with the inferred output shape", "[layers]") {
-  struct Case {
-    std::string toml;
-    Shape in;
-    DType dt;
-    Shape out;
-  };
-  std::vector<Case> cases = {
+namespace {
+
+// One TOML table per layer type (several for some): every registered type has at least one (the
+// walk below checks it), and each is built with shape inference, run, and tied.
+struct LayerTomlCase {
+  std::string toml;
+  Shape in;
+  DType dt;
+  Shape out;
+};
+const std::vector<LayerTomlCase>& layer_toml_cases() {
+  static const std::vector<LayerTomlCase> cases = {
       {"type = 'conv2d'\nout_channels = 8\nkernel_size = 3\npadding = 1", {3, 16, 12}, DType::F32, {8, 16, 12}},
       {"type = 'conv2d'\nout_channels = 6\nkernel_size = [3, 2]\nstride = [2, 1]\ndilation = 2\ngroups = 3\n"
        "bias = false\nin_channels = 3",
-       {3, 11, 9}, DType::F32, {6, 4, 7}},
+       {3, 11, 9},
+       DType::F32,
+       {6, 4, 7}},
       {"type = 'max_pool2d'\nkernel_size = 2", {4, 9, 8}, DType::F32, {4, 4, 4}},
       {"type = 'max_pool2d'\nkernel_size = 3\nstride = 2\npadding = 1", {4, 9, 8}, DType::F32, {4, 5, 4}},
       {"type = 'avg_pool2d'\nkernel_size = [2, 3]\ncount_include_pad = false", {4, 9, 8}, DType::F32, {4, 4, 2}},
@@ -475,9 +492,35 @@ TEST_CASE("layers: every layer builds from TOML with the inferred output shape",
       {"type = 'tanh'", {3, 4}, DType::F32, {3, 4}},
       {"type = 'sigmoid'", {3, 4}, DType::F32, {3, 4}},
       {"type = 'softplus'\nbeta = 2\nthreshold = 10.0", {3, 4}, DType::F32, {3, 4}},
+      {"type = 'linear'\nout_features = 5", {4}, DType::F32, {5}},
+      {"type = 'linear'\nout_features = 3\nbias = false", {2, 4}, DType::F32, {2, 3}},
+      {"type = 'position_embedding'\nblock_size = 7", {5, 4}, DType::F32, {5, 4}},
+      {"type = 'token_position_embedding'\nvocab_size = 50\nn_embd = 4\nblock_size = 6", {5}, DType::I64, {5, 4}},
+      {"type = 'causal_self_attention'\nn_head = 2", {5, 8}, DType::F32, {5, 8}},
+      {"type = 'transformer_block'\nn_head = 2\nbias = false", {5, 8}, DType::F32, {5, 8}},
+      {"type = 'sequential'\nlayers = [{type = 'linear', out_features = 3}, {type = 'relu'}]", {4}, DType::F32, {3}},
+      {"type = 'residual'\nlayers = [{type = 'linear', out_features = 4}]\nactivation = 'relu'", {4}, DType::F32, {4}},
+      {"type = 'repeat'\ntimes = 2\nlayer = {type = 'linear', out_features = 4}", {4}, DType::F32, {4}},
   };
+  return cases;
+}
+
+std::string layer_type_of(const std::string& toml) {
+  const size_t b = toml.find('\'') + 1;
+  return toml.substr(b, toml.find('\'', b) - b);
+}
+
+}  // namespace
+
+TEST_CASE("layers: every layer builds from TOML with the inferred output shape", "[layers]") {
+  std::set<std::string> listed;
+  for (const auto& c : layer_toml_cases()) listed.insert(layer_type_of(c.toml));
+  for (const auto& type : Registry<nn::LayerType>::get().names()) {
+    INFO("layer type " << type << " has no TOML case in layer_toml_cases()");
+    CHECK(listed.count(type) == 1);
+  }
   Generator g(7);
-  for (auto& c : cases) {
+  for (auto& c : layer_toml_cases()) {
     INFO(c.toml);
     nn::ShapeInfo io{c.in, c.dt};
     toml::table t = toml::parse(std::string_view(c.toml), std::string_view("layer.toml"));
@@ -508,6 +551,34 @@ TEST_CASE("layers: every layer builds from TOML with the inferred output shape",
   nn::ShapeInfo io3{{5}};
   auto sp = build_toml("type = 'softplus'\nbeta = 0.5", io3);
   CHECK(sp->repr() == "Softplus(beta=0.5, threshold=20)");
+}
+
+// A model file's `tie` rebinds a parameter: forward must read what the module holds under that
+// name, never a stale member (every layer type, through its TOML cases).
+TEST_CASE("layers: every layer with parameters reads them through a tie (no stale member)", "[layers][tie]") {
+  Generator g(3);
+  for (const auto& c : layer_toml_cases()) {
+    INFO(c.toml);
+    toml::table t = toml::parse(std::string_view(c.toml), std::string_view("l.toml"));
+    nn::ShapeInfo io{c.in, c.dt}, io2{c.in, c.dt};
+    nn::ModulePtr a = nn::build_layer(TomlTable(t, "l.toml", "layer 0"), io);
+    nn::ModulePtr b = nn::build_layer(TomlTable(t, "l.toml", "layer 0"), io2);
+    a->eval();
+    b->eval();
+    // every parameter of `a` becomes a fresh tensor with other values
+    for (auto& [path, mod] : a->named_modules())
+      for (auto& [n, p] : mod->named_parameters(false)) {
+        Tensor fresh = randn(p.sizes(), {}, &g).requires_grad_(true);
+        mod->tie_parameter(n, fresh);
+        CHECK(mod->tensor(n).is_same(fresh));
+      }
+    b->load_state_dict(a->state_dict());
+    Shape batched{2};
+    batched.insert(batched.end(), c.in.begin(), c.in.end());
+    Tensor x = c.dt == DType::I64 ? randint(0, 5, batched, DType::I64, &g) : randn(batched, {}, &g);
+    NoGradGuard ng;
+    CHECK(allclose((*a)(x), (*b)(x), 0, 0));
+  }
 }
 
 TEST_CASE("layers: a CNN and a token model from TOML infer their shapes end to end", "[layers]") {
@@ -545,9 +616,9 @@ out_features = 10
   manual_seed(9);
   nn::ModulePtr m = build_toml(cnn, io);
   CHECK(io.shape == Shape{10});
-  CHECK(keys_of(m->state_dict()) ==
-        std::vector<std::string>{"0.weight", "0.bias", "1.weight", "1.bias", "1.running_mean", "1.running_var",
-                                 "1.num_batches_tracked", "4.weight", "4.bias", "8.weight", "8.bias"});
+  CHECK(keys_of(m->state_dict()) == std::vector<std::string>{"0.weight", "0.bias", "1.weight", "1.bias",
+                                                             "1.running_mean", "1.running_var", "1.num_batches_tracked",
+                                                             "4.weight", "4.bias", "8.weight", "8.bias"});
   Tensor y = (*m)(randn({2, 3, 32, 32}));
   CHECK(y.sizes() == Shape{2, 10});
   y.sum().backward();
@@ -646,7 +717,8 @@ TEST_CASE("layers: every registered layer type has a doc line and a test of its 
   // numbers against torch: layer_fixtures.json's classes; otherwise a [layers] test case that names
   // the layer (its class or its type). A type registered without either fails here, by name.
   std::set<std::string> fixture_classes;
-  for (const auto& c : fixture_json("layer_fixtures.json")) fixture_classes.insert(folded(c.at("layer").get<std::string>()));
+  for (const auto& c : fixture_json("layer_fixtures.json"))
+    fixture_classes.insert(folded(c.at("layer").get<std::string>()));
   std::vector<std::string> layer_tests;
   for (const auto& tc : Catch::getRegistryHub().getTestCaseRegistry().getAllTests())
     if (std::find(tc.tags.begin(), tc.tags.end(), "layers") != tc.tags.end()) layer_tests.push_back(folded(tc.name));

@@ -33,23 +33,34 @@ toml::table to_toml(const json& j);
 toml::array to_toml_array(const json& j) {
   toml::array a;
   for (const auto& e : j) {
-    if (e.is_object()) a.push_back(to_toml(e));
-    else if (e.is_string()) a.push_back(e.get<std::string>());
-    else if (e.is_boolean()) a.push_back(e.get<bool>());
-    else if (e.is_number_integer()) a.push_back(e.get<int64_t>());
-    else a.push_back(e.get<double>());
+    if (e.is_object())
+      a.push_back(to_toml(e));
+    else if (e.is_string())
+      a.push_back(e.get<std::string>());
+    else if (e.is_boolean())
+      a.push_back(e.get<bool>());
+    else if (e.is_number_integer())
+      a.push_back(e.get<int64_t>());
+    else
+      a.push_back(e.get<double>());
   }
   return a;
 }
 toml::table to_toml(const json& j) {
   toml::table t;
   for (const auto& [k, v] : j.items()) {
-    if (v.is_object()) t.insert(k, to_toml(v));
-    else if (v.is_array()) t.insert(k, to_toml_array(v));
-    else if (v.is_string()) t.insert(k, v.get<std::string>());
-    else if (v.is_boolean()) t.insert(k, v.get<bool>());
-    else if (v.is_number_integer()) t.insert(k, v.get<int64_t>());
-    else t.insert(k, v.get<double>());
+    if (v.is_object())
+      t.insert(k, to_toml(v));
+    else if (v.is_array())
+      t.insert(k, to_toml_array(v));
+    else if (v.is_string())
+      t.insert(k, v.get<std::string>());
+    else if (v.is_boolean())
+      t.insert(k, v.get<bool>());
+    else if (v.is_number_integer())
+      t.insert(k, v.get<int64_t>());
+    else
+      t.insert(k, v.get<double>());
   }
   return t;
 }
@@ -97,7 +108,8 @@ void advance(Run& r) {
 
 std::vector<double> momenta(const Optimizer& opt) {
   std::vector<double> m;
-  for (const auto& g : opt.param_groups()) m.push_back(g.options.count("beta1") ? g.options.at("beta1") : g.options.at("momentum"));
+  for (const auto& g : opt.param_groups())
+    m.push_back(g.options.count("beta1") ? g.options.at("beta1") : g.options.at("momentum"));
   return m;
 }
 
@@ -117,7 +129,8 @@ void compare_state(const json& ours, const json& torch, const std::string& path,
     }
   } else if (torch.is_array()) {
     if (!ours.is_array() || ours.size() != torch.size()) return errors.push_back(path + ": array size differs");
-    for (size_t i = 0; i < torch.size(); ++i) compare_state(ours[i], torch[i], path + "[" + std::to_string(i) + "]", errors);
+    for (size_t i = 0; i < torch.size(); ++i)
+      compare_state(ours[i], torch[i], path + "[" + std::to_string(i) + "]", errors);
   } else if (torch.is_number()) {
     if (!ours.is_number() || !close(ours.get<double>(), torch.get<double>()))
       errors.push_back(path + ": " + ours.dump() + " != torch " + torch.dump());
@@ -189,7 +202,7 @@ TEST_CASE("LambdaLR: the seeds' per-group example ([1, 2] -> [4, 4] -> [9, 6]), 
   Tensor x = tensor({1., 2.}), z = scalar_tensor(3.);
   SGD opt(std::vector<ParamGroup>{{{x}, {{"lr", 1.0}}, "x"}, {{z}, {{"lr", 2.0}}, "z"}}, SGDOptions{});
   LambdaLR s2(opt, std::vector<std::function<double(int64_t)>>{[](int64_t e) { return (e + 1.0) * (e + 1.0); },
-                                                                [](int64_t e) { return e + 1.0; }});
+                                                               [](int64_t e) { return e + 1.0; }});
   const std::vector<double> want[] = {{4, 4}, {9, 6}};
   for (int i = 0; i < 2; ++i) {
     s2.optimizer_stepped();
@@ -203,7 +216,8 @@ TEST_CASE("LambdaLR: the seeds' per-group example ([1, 2] -> [4, 4] -> [9, 6]), 
   CHECK(opt3.param_groups()[1].options.at("initial_lr") == 2.0);
 }
 
-TEST_CASE("schedulers: lrs, momentum and state_dict equal torch 1.13's (scheduler_fixtures.json)", "[scheduler][torch]") {
+TEST_CASE("schedulers: lrs, momentum and state_dict equal torch 1.13's (scheduler_fixtures.json)",
+          "[scheduler][torch]") {
   json cases = load_cases();
   REQUIRE(cases.size() >= 20);
   for (const json& c : cases) {
@@ -223,8 +237,10 @@ TEST_CASE("schedulers: lrs, momentum and state_dict equal torch 1.13's (schedule
       REQUIRE(got.size() == want.size());
       for (size_t g = 0; g < want.size(); ++g) {
         INFO("group " << g << ": " << std::setprecision(17) << got[g] << " vs torch " << want[g]);
-        if (exact) CHECK(got[g] == want[g]);
-        else CHECK(close(got[g], want[g]));
+        if (exact)
+          CHECK(got[g] == want[g]);
+        else
+          CHECK(close(got[g], want[g]));
         CHECK(r.opt->param_groups()[g].options.at("lr") == got[g]);
       }
       if (!mom.is_null()) {
@@ -232,8 +248,10 @@ TEST_CASE("schedulers: lrs, momentum and state_dict equal torch 1.13's (schedule
         auto gm = momenta(*r.opt);
         for (size_t g = 0; g < wm.size(); ++g) {
           INFO("momentum of group " << g << ": " << std::setprecision(17) << gm[g] << " vs torch " << wm[g]);
-          if (exact) CHECK(gm[g] == wm[g]);
-          else CHECK(close(gm[g], wm[g]));
+          if (exact)
+            CHECK(gm[g] == wm[g]);
+          else
+            CHECK(close(gm[g], wm[g]));
         }
       }
     }
@@ -344,7 +362,8 @@ TEST_CASE("make_scheduler: a bad lambda names the file, the group and the positi
                     Contains("cfg.toml:3:") && Contains("lambda for param group 1 ('g1')") &&
                         Contains("at position 4") && Contains("did you mean 'epoch'?"));
   auto t2 = parse("[scheduler]\ntype = \"lambda\"\nlambda = [\"1\", \"1\", \"1\"]\n");
-  CHECK_THROWS_WITH(make_scheduler(section(t2), *opt, ctx), Contains("cfg.toml:3:") && Contains("one per param group (2)"));
+  CHECK_THROWS_WITH(make_scheduler(section(t2), *opt, ctx),
+                    Contains("cfg.toml:3:") && Contains("one per param group (2)"));
 }
 
 TEST_CASE("make_scheduler: unknown keys and types are rejected with the nearest name", "[scheduler]") {
@@ -356,22 +375,27 @@ TEST_CASE("make_scheduler: unknown keys and types are rejected with the nearest 
                     Contains("cfg.toml:3:") && Contains("unknown key 'T_mx'") && Contains("did you mean 'T_max'?"));
   CHECK_THROWS_WITH(make_scheduler(section(parse("[scheduler]\ntype = \"cosin\"\n")), *opt, ctx),
                     Contains("cfg.toml:2:") && Contains("did you mean 'cosine'?"));
-  CHECK_THROWS_WITH(make_scheduler(section(parse("[scheduler]\ntype = \"step\"\ninterval = \"batch\"\nstep_size = 2\n")), *opt, ctx),
-                    Contains("interval") && Contains("epoch"));
+  CHECK_THROWS_WITH(
+      make_scheduler(section(parse("[scheduler]\ntype = \"step\"\ninterval = \"batch\"\nstep_size = 2\n")), *opt, ctx),
+      Contains("interval") && Contains("epoch"));
   CHECK_THROWS_WITH(make_scheduler(section(parse("[scheduler]\ntype = \"step\"\n")), *opt, ctx),
                     Contains("missing required key 'step_size'"));
   CHECK_THROWS_WITH(make_scheduler(section(parse("[scheduler]\ntype = \"sequential\"\nmilestones = [2]\n"
-                                                 "schedulers = [{type = \"constant\", interval = \"step\"}, {type = \"step\", step_size = 1, gama = 0.5}]\n")),
+                                                 "schedulers = [{type = \"constant\", interval = \"step\"}, {type = "
+                                                 "\"step\", step_size = 1, gama = 0.5}]\n")),
                                    *opt, ctx),
                     Contains("not on its children"));
-  CHECK_THROWS_WITH(make_scheduler(section(parse("[scheduler]\ntype = \"sequential\"\nmilestones = [2]\n"
-                                                 "schedulers = [{type = \"constant\"}, {type = \"step\", step_size = 1, gama = 0.5}]\n")),
-                                   *opt, ctx),
-                    Contains("unknown key 'gama'") && Contains("schedulers[1]") && Contains("did you mean 'gamma'?"));
-  CHECK_THROWS_WITH(make_scheduler(section(parse("[scheduler]\ntype = \"sequential\"\nmilestones = [2, 4]\n"
-                                                 "schedulers = [{type = \"constant\"}, {type = \"exponential\", gamma = 0.5}]\n")),
-                                   *opt, ctx),
-                    Contains("expected one fewer than schedulers"));
+  CHECK_THROWS_WITH(
+      make_scheduler(
+          section(parse("[scheduler]\ntype = \"sequential\"\nmilestones = [2]\n"
+                        "schedulers = [{type = \"constant\"}, {type = \"step\", step_size = 1, gama = 0.5}]\n")),
+          *opt, ctx),
+      Contains("unknown key 'gama'") && Contains("schedulers[1]") && Contains("did you mean 'gamma'?"));
+  CHECK_THROWS_WITH(
+      make_scheduler(section(parse("[scheduler]\ntype = \"sequential\"\nmilestones = [2, 4]\n"
+                                   "schedulers = [{type = \"constant\"}, {type = \"exponential\", gamma = 0.5}]\n")),
+                     *opt, ctx),
+      Contains("expected one fewer than schedulers"));
   // a scheduler's own checks get the table's location
   CHECK_THROWS_WITH(make_scheduler(section(parse("[scheduler]\ntype = \"linear\"\nstart_factor = 2.0\n")), *opt, ctx),
                     Contains("cfg.toml:1:1") && Contains("between 0 and 1"));

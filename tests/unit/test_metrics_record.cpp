@@ -14,7 +14,8 @@ TEST_CASE("MetricsRecord: fields in order, numbers as metrics.jsonl writes them"
   r.add("mem_peak_mb", 0.0).add_json("mem_peak_mb_per_rank", std::vector<double>{0.0, 13.4});
   CHECK(r.str() ==
         "{\"split\":\"train\",\"step\":30,\"epoch\":0,\"loss\":0.912098676,\"lr\":[0.1,1e-05],"
-        "\"flops_per_step\":6.82870916e+10,\"samples_per_s\":2620.3,\"mem_peak_mb\":0,\"mem_peak_mb_per_rank\":[0.0,13.4]}");
+        "\"flops_per_step\":6.82870916e+10,\"samples_per_s\":2620.3,\"mem_peak_mb\":0,\"mem_peak_mb_per_rank\":[0.0,13."
+        "4]}");
   CHECK(train::MetricsRecord().str() == "{}");
 }
 

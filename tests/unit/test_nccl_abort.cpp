@@ -13,9 +13,9 @@
 
 using namespace tr;
 using namespace tr::distributed;
+using Catch::Matchers::Contains;
 using fork_ranks::FileStore;
 using fork_ranks::TempDir;
-using Catch::Matchers::Contains;
 using ms = std::chrono::milliseconds;
 
 TEST_CASE("nccl: a collective one rank never joins stays pending until abort() ends it", "[dist][gpu]") {

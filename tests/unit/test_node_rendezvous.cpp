@@ -58,8 +58,7 @@ TEST_CASE("node rendezvous: a node that never joins is named, a lost store says 
   auto two = std::async(std::launch::async, [&] {
     try {
       n2->join(0);
-    } catch (...) {
-    }
+    } catch (...) {}
   });
   CHECK_THROWS_WITH(n0->join(0), Contains("round 0") && Contains("node 1 did not join within 0.3 s") &&
                                      Contains("its launcher not started or lost"));

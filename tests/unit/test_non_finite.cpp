@@ -12,8 +12,8 @@ TEST_CASE("any_non_finite: an inf or NaN anywhere in any tensor, of any floating
   Generator gen(3);
   for (DType t : {DType::F32, DType::F64, DType::BF16, DType::F16}) {
     INFO(dtype_name(t));
-    std::vector<Tensor> ts{randn({100000}, TensorOptions(t), &gen) * 1e4, randn({7, 3}, TensorOptions(t), &gen), Tensor(),
-                           empty({0}, TensorOptions(t))};
+    std::vector<Tensor> ts{randn({100000}, TensorOptions(t), &gen) * 1e4, randn({7, 3}, TensorOptions(t), &gen),
+                           Tensor(), empty({0}, TensorOptions(t))};
     CHECK(any_non_finite(ts).item() == 0);
     for (double bad : {double(NAN), double(INFINITY), -double(INFINITY)})
       for (int64_t at : {int64_t(0), int64_t(65537), int64_t(99999)}) {
@@ -30,7 +30,8 @@ TEST_CASE("any_non_finite: an inf or NaN anywhere in any tensor, of any floating
   CHECK(any_non_finite({}).item() == 0);
 }
 
-TEST_CASE("NonFiniteOpCheck: the first op that makes an inf or NaN from finite inputs throws, naming it", "[nonfinite]") {
+TEST_CASE("NonFiniteOpCheck: the first op that makes an inf or NaN from finite inputs throws, naming it",
+          "[nonfinite]") {
   Tensor x = from_vector({1.0, 2.0, 1e30}, {3});
   NonFiniteOpCheck::set_enabled(true);
   try {
@@ -39,9 +40,7 @@ TEST_CASE("NonFiniteOpCheck: the first op that makes an inf or NaN from finite i
     try {
       Tensor z = exp(x);
       FAIL("no throw");
-    } catch (const NonFiniteOpError& e) {
-      CHECK(e.op() == "exp");
-    }
+    } catch (const NonFiniteOpError& e) { CHECK(e.op() == "exp"); }
     // an op whose inputs are already non-finite passes the blame on
     Tensor inf = from_vector({INFINITY}, {1});
     CHECK_NOTHROW(inf + 1.0);

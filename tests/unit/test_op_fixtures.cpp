@@ -78,9 +78,12 @@ std::string compare(const Tensor& got, const json& want, double rtol, double ato
   for (size_t i = 0; i < g.size(); ++i) {
     double a = g[i], b = w[i];
     bool ok;
-    if (std::isnan(b) || std::isnan(a)) ok = std::isnan(a) && std::isnan(b);
-    else if (std::isinf(b) || std::isinf(a)) ok = a == b;
-    else ok = std::abs(a - b) <= atol + rtol * std::abs(b);
+    if (std::isnan(b) || std::isnan(a))
+      ok = std::isnan(a) && std::isnan(b);
+    else if (std::isinf(b) || std::isinf(a))
+      ok = a == b;
+    else
+      ok = std::abs(a - b) <= atol + rtol * std::abs(b);
     if (!ok && bad++ == 0) first = int64_t(i);
   }
   if (bad == 0) return "";
@@ -149,7 +152,9 @@ const std::map<std::string, OpFn>& op_table() {
       return one(softplus(x[0], f64(a, "beta", 1.0), f64(a, "threshold", 20.0)));
     };
     m["clamp"] = [](const Tensors& x, const json& a) { return one(clamp(x[0], opt_f64(a, "min"), opt_f64(a, "max"))); };
-    m["cast"] = [](const Tensors& x, const json& a) { return one(cast(x[0], dtype_from_name(a.at("to").get<std::string>()))); };
+    m["cast"] = [](const Tensors& x, const json& a) {
+      return one(cast(x[0], dtype_from_name(a.at("to").get<std::string>())));
+    };
     // reductions
     m["sum"] = [](const Tensors& x, const json& a) { return one(sum(x[0], ints(a, "dims"), flag(a, "keepdim"))); };
     m["mean"] = [](const Tensors& x, const json& a) { return one(mean(x[0], ints(a, "dims"), flag(a, "keepdim"))); };
@@ -171,8 +176,12 @@ const std::map<std::string, OpFn>& op_table() {
       auto r = min(x[0], i64(a, "dim"), flag(a, "keepdim"));
       return {r.values, r.indices};
     };
-    m["argmax"] = [](const Tensors& x, const json& a) { return one(argmax(x[0], opt_i64(a, "dim"), flag(a, "keepdim"))); };
-    m["argmin"] = [](const Tensors& x, const json& a) { return one(argmin(x[0], opt_i64(a, "dim"), flag(a, "keepdim"))); };
+    m["argmax"] = [](const Tensors& x, const json& a) {
+      return one(argmax(x[0], opt_i64(a, "dim"), flag(a, "keepdim")));
+    };
+    m["argmin"] = [](const Tensors& x, const json& a) {
+      return one(argmin(x[0], opt_i64(a, "dim"), flag(a, "keepdim")));
+    };
     m["norm"] = [](const Tensors& x, const json& a) {
       return one(norm(x[0], f64(a, "p", 2.0), ints(a, "dims"), flag(a, "keepdim")));
     };
@@ -191,7 +200,9 @@ const std::map<std::string, OpFn>& op_table() {
     // shape / views
     m["view"] = [](const Tensors& x, const json& a) { return one(view(x[0], ints(a, "shape"))); };
     m["reshape"] = [](const Tensors& x, const json& a) { return one(reshape(x[0], ints(a, "shape"))); };
-    m["transpose"] = [](const Tensors& x, const json& a) { return one(transpose(x[0], i64(a, "dim0"), i64(a, "dim1"))); };
+    m["transpose"] = [](const Tensors& x, const json& a) {
+      return one(transpose(x[0], i64(a, "dim0"), i64(a, "dim1")));
+    };
     m["permute"] = [](const Tensors& x, const json& a) { return one(permute(x[0], ints(a, "dims"))); };
     m["narrow"] = [](const Tensors& x, const json& a) {
       return one(narrow(x[0], i64(a, "dim"), i64(a, "start"), i64(a, "length")));
@@ -213,7 +224,9 @@ const std::map<std::string, OpFn>& op_table() {
     m["index_select"] = [](const Tensors& x, const json& a) { return one(index_select(x[0], i64(a, "dim"), x[1])); };
     m["index_add"] = [](const Tensors& x, const json& a) { return one(index_add(x[0], i64(a, "dim"), x[1], x[2])); };
     m["gather"] = [](const Tensors& x, const json& a) { return one(gather(x[0], i64(a, "dim"), x[1])); };
-    m["scatter_add"] = [](const Tensors& x, const json& a) { return one(scatter_add(x[0], i64(a, "dim"), x[1], x[2])); };
+    m["scatter_add"] = [](const Tensors& x, const json& a) {
+      return one(scatter_add(x[0], i64(a, "dim"), x[1], x[2]));
+    };
     m["embedding"] = [](const Tensors& x, const json&) { return one(embedding(x[0], x[1])); };
     m["one_hot"] = [](const Tensors& x, const json& a) { return one(one_hot(x[0], i64(a, "num_classes"))); };
     // convolution and pooling
@@ -272,7 +285,8 @@ std::vector<std::string> run_case(const json& c, Device dev = kCPU) {
     return {"ours returns " + std::to_string(outs.size()) + " outputs, torch " + std::to_string(want.size())};
   for (size_t k = 0; k < outs.size(); ++k) {
     if (outs[k].defined() && outs[k].device() != dev)
-      bad.push_back("output " + std::to_string(k) + " is on " + outs[k].device().str() + ", its inputs on " + dev.str());
+      bad.push_back("output " + std::to_string(k) + " is on " + outs[k].device().str() + ", its inputs on " +
+                    dev.str());
     std::string m = compare(outs[k], want[k], rtol, atol);
     if (!m.empty()) bad.push_back("output " + std::to_string(k) + ": " + m);
   }
@@ -304,7 +318,8 @@ std::vector<std::string> run_case(const json& c, Device dev = kCPU) {
 }
 
 std::string case_name(const json& c) {
-  return c.at("op").get<std::string>() + " / " + c.at("case").get<std::string>() + " / " + c.at("dtype").get<std::string>();
+  return c.at("op").get<std::string>() + " / " + c.at("case").get<std::string>() + " / " +
+         c.at("dtype").get<std::string>();
 }
 
 }  // namespace
@@ -319,9 +334,7 @@ void check_fixtures(Device dev) {
     std::vector<std::string> bad;
     try {
       bad = run_case(c, dev);
-    } catch (const std::exception& e) {
-      bad.push_back(std::string("threw: ") + e.what());
-    }
+    } catch (const std::exception& e) { bad.push_back(std::string("threw: ") + e.what()); }
     std::string why;
     for (auto& b : bad) why += "\n  " + b;
     if (c.contains("tol_note")) why += "\n  (loosened tolerance: " + c.at("tol_note").get<std::string>() + ")";
@@ -411,8 +424,10 @@ TEST_CASE("dropout keeps 1-p of the values, scaled by 1/(1-p)", "[fixtures][rand
       int64_t kept = 0, other = 0;
       for (double e : m.tolist()) {
         if (e == 0.0) continue;
-        if (std::abs(e - scale) <= 1e-6 * scale) ++kept;
-        else ++other;
+        if (std::abs(e - scale) <= 1e-6 * scale)
+          ++kept;
+        else
+          ++other;
       }
       CHECK(other == 0);
       CHECK(std::abs(double(kept) / 1e5 - (1.0 - p)) < 0.01);

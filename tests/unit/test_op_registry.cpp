@@ -17,8 +17,10 @@ TEST_CASE("every op has a CPU kernel, a backward or a non-differentiable mark, a
   for (auto& [name, op] : OpRegistry::get().all()) {
     INFO("op: " << name);
     ++n;
-    if (op.kind == OpKind::View) CHECK(op.view != nullptr);
-    else CHECK(op.kernels[int(DeviceType::CPU)] != nullptr);
+    if (op.kind == OpKind::View)
+      CHECK(op.view != nullptr);
+    else
+      CHECK(op.kernels[int(DeviceType::CPU)] != nullptr);
     CHECK((op.infer != nullptr || op.kind == OpKind::View));
     if (op.differentiable) {
       CHECK(op.backward != nullptr);

@@ -1,4 +1,4 @@
-// lib/optim: SGD / Adam / AdamW trajectories equal torch 1.13's (tests/fixtures/optim_fixtures.json,
+// lib/optim: every registered optimizer's trajectories equal torch 1.13's (tests/fixtures/optim_fixtures.json,
 // written by generators/make_optim_fixtures.py), the Optimizer base (groups, defaults, step_count,
 // zero_grad), state in torch's state_dict layout (export, import, round trip, errors), param groups
 // from rules (yolov5's grouping, TOML parsing and its errors), clip_grad_norm / clip_grad_value.
@@ -16,6 +16,7 @@
 #include "ops/ops.h"
 #include "optim/adam.h"
 #include "optim/clip_grad.h"
+#include "optim/optimizer_registry.h"
 #include "optim/optimizer_state.h"
 #include "optim/param_groups.h"
 #include "optim/sgd.h"
@@ -85,9 +86,16 @@ optim::Options options_of(const json& kw) {
   return o;
 }
 
+// The fixture case's optimizer, built through the registry as [optimizer] builds it: every
+// hyperparameter at its registered default unless the case's torch keyword arguments set it.
 std::unique_ptr<optim::Optimizer> make_optimizer(const json& c, nn::Module& m) {
-  optim::Options d = options_of(c.at("defaults"));
-  auto get = [&](const char* k, double dflt) { return d.count(k) ? d.at(k) : dflt; };
+  const optim::OptimizerType& type = Registry<optim::OptimizerType>::get().at(c.at("optimizer").get<std::string>());
+  optim::Options defaults;
+  for (const optim::Hyperparameter& h : type.hyperparameters) {
+    const std::vector<std::string> keys = h.option_keys();
+    for (size_t i = 0; i < keys.size(); ++i) defaults[keys[i]] = h.dflt[i];
+  }
+  for (auto& [k, v] : options_of(c.at("defaults"))) defaults[k] = v;
   std::vector<optim::ParamGroup> groups;
   if (c.at("groups").is_null()) {
     groups.push_back({m.parameters(), {}, "default"});
@@ -102,27 +110,7 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const json& c, nn::Module& m) {
       groups.push_back(pg);
     }
   }
-  std::string type = c.at("optimizer");
-  if (type == "sgd") {
-    optim::SGDOptions o;
-    o.lr = get("lr", 1e-3);
-    o.momentum = get("momentum", 0);
-    o.dampening = get("dampening", 0);
-    o.weight_decay = get("weight_decay", 0);
-    o.nesterov = get("nesterov", 0) != 0;
-    o.maximize = get("maximize", 0) != 0;
-    return std::make_unique<optim::SGD>(groups, o);
-  }
-  optim::AdamOptions o;
-  o.lr = get("lr", 1e-3);
-  o.beta1 = get("beta1", 0.9);
-  o.beta2 = get("beta2", 0.999);
-  o.eps = get("eps", 1e-8);
-  o.weight_decay = get("weight_decay", type == "adamw" ? 1e-2 : 0.0);  // torch's AdamW default
-  o.amsgrad = get("amsgrad", 0) != 0;
-  o.maximize = get("maximize", 0) != 0;
-  if (type == "adamw") return std::make_unique<optim::AdamW>(groups, o);
-  return std::make_unique<optim::Adam>(groups, o);
+  return type.build(groups, defaults);
 }
 
 // "" when every |a - b| <= atol + rtol |b|, else the first offending element.
@@ -150,9 +138,16 @@ Tensor param_with_grad(std::initializer_list<double> v, std::initializer_list<do
 
 // ---------------------------------------------------------------- torch trajectories
 
-TEST_CASE("optim: SGD / Adam / AdamW follow torch 1.13 step by step (optim_fixtures.json)", "[optim][torch]") {
+TEST_CASE("optim: every registered optimizer follows torch 1.13 step by step (optim_fixtures.json)", "[optim][torch]") {
   const json& cases = fixtures().at("cases");
-  REQUIRE(cases.size() == 30);
+  // every registered optimizer has its torch trajectories (a new one adds its cases to
+  // make_optim_fixtures.py; this test runs them through the registry)
+  std::set<std::string> covered;
+  for (auto& c : cases) covered.insert(c.at("optimizer").get<std::string>());
+  for (const std::string& type : Registry<optim::OptimizerType>::get().names()) {
+    INFO("optimizer " << type << " has no case in optim_fixtures.json");
+    CHECK(covered.count(type) == 1);
+  }
   for (auto& c : cases) {
     std::string name = c.at("name");
     INFO("case " << name);
@@ -192,9 +187,12 @@ TEST_CASE("optim: state_dict has torch's layout and values", "[optim][torch]") {
         INFO("group " << g << " key " << k);
         REQUIRE(our.contains(k));
         if (k == "foreach") continue;  // the fixture forced foreach=False; torch's default is None
-        if (v.is_array() && k == "betas") CHECK(our[k].get<std::vector<double>>() == v.get<std::vector<double>>());
-        else if (v.is_number()) CHECK(our[k].get<double>() == v.get<double>());
-        else CHECK(our[k] == v);
+        if (v.is_array() && k == "betas")
+          CHECK(our[k].get<std::vector<double>>() == v.get<std::vector<double>>());
+        else if (v.is_number())
+          CHECK(our[k].get<double>() == v.get<double>());
+        else
+          CHECK(our[k] == v);
       }
       for (auto& [k, v] : our.items()) CHECK((tg.contains(k) || k == "name"));
     }
@@ -241,7 +239,8 @@ TEST_CASE("optim: group hyperparameters default, unknown keys are errors", "[opt
   CHECK_THROWS_WITH(opt.add_param_group({{e}, {{"betas", 0.9}}, "bad"}),
                     Contains("unknown hyperparameter 'betas'") && Contains("'bad'") && Contains("momentum") &&
                         Contains("weight_decay"));
-  CHECK_THROWS_WITH(opt.add_param_group({{e}, {{"weight_decy", 0.0}}, "typo"}), Contains("did you mean 'weight_decay'"));
+  CHECK_THROWS_WITH(opt.add_param_group({{e}, {{"weight_decy", 0.0}}, "typo"}),
+                    Contains("did you mean 'weight_decay'"));
   CHECK_THROWS_WITH(opt.add_param_group({{a}, {}, "again"}), Contains("more than one parameter group"));
   CHECK_THROWS_WITH(opt.add_param_group({{e * 2.0}, {}, "nonleaf"}), Contains("leaf"));
   CHECK(opt.param_groups().size() == 3);
@@ -352,7 +351,8 @@ TEST_CASE("optim: state_dict -> load_state_dict continues bit for bit", "[optim]
     auto p1 = m1->parameters(), p2 = m2->parameters();
     for (size_t i = 0; i < p1.size(); ++i) CHECK(equal(p1[i], p2[i]));
     // the loaded state is a copy: opt2's tensors are not opt1's
-    for (auto& [n, t] : optim::state_dict(*opt2).tensors) CHECK_FALSE(t.is_same(optim::state_dict(*opt1).tensors.at(n)));
+    for (auto& [n, t] : optim::state_dict(*opt2).tensors)
+      CHECK_FALSE(t.is_same(optim::state_dict(*opt1).tensors.at(n)));
   }
 }
 
@@ -506,9 +506,12 @@ TEST_CASE("param groups: yolov5's grouping (biases and norm weights without weig
   for (auto& [path, mod] : net.named_modules()) {
     std::string pre = path.empty() ? "" : path + ".";
     for (auto& [n, t] : mod->named_parameters(false)) {
-      if (n == "bias") g2.push_back(pre + n);
-      else if (n == "weight" && (mod->type_name() == "BatchNorm2d" || mod->type_name() == "LayerNorm")) g0.push_back(pre + n);
-      else if (n == "weight") g1.push_back(pre + n);
+      if (n == "bias")
+        g2.push_back(pre + n);
+      else if (n == "weight" && (mod->type_name() == "BatchNorm2d" || mod->type_name() == "LayerNorm"))
+        g0.push_back(pre + n);
+      else if (n == "weight")
+        g1.push_back(pre + n);
     }
   }
 
@@ -525,7 +528,8 @@ weight_decay = 0.0
 name = "bias"
 param_names = ["bias"]
 weight_decay = 0
-)", "sgd");
+)",
+                           "sgd");
   auto groups = optim::build_param_groups(net, rules, &warnings);
   CHECK(warnings.empty());
   REQUIRE(groups.size() == 3);
@@ -591,8 +595,8 @@ TEST_CASE("param groups: conflicts, empty groups and unknown module kinds", "[op
   CHECK(warnings == std::vector<std::string>{"param group 'default' is empty: the rules claim every parameter"});
 
   optim::GroupRule typo{"t", {{}, {"batchnorm_2"}, {}}, {}};
-  CHECK_THROWS_WITH(optim::build_param_groups(net, {typo}), Contains("unknown module kind 'batchnorm_2'") &&
-                                                                 Contains("did you mean"));
+  CHECK_THROWS_WITH(optim::build_param_groups(net, {typo}),
+                    Contains("unknown module kind 'batchnorm_2'") && Contains("did you mean"));
   optim::GroupRule none{"none", {{}, {}, {}}, {{"lr", 1.0}}};
   CHECK_THROWS_WITH(optim::build_param_groups(net, {none}), Contains("selects no parameters"));
   CHECK_THROWS_WITH(optim::build_param_groups(net, {biases, biases}), Contains("two param groups are named 'biases'"));
@@ -622,12 +626,18 @@ maximize = false
 weight_decay = 1
 [[optimizer.groups]]
 param_names = ["bias"]
-)", "adamw");
+)",
+                           "adamw");
   REQUIRE(rules.size() == 2);
   CHECK(rules[0].name == "head");
   CHECK(rules[0].select.match == std::vector<std::string>{"6.*"});
-  CHECK(rules[0].options == optim::Options{{"lr", 1e-4}, {"beta1", 0.5}, {"beta2", 0.9}, {"eps", 1e-6},
-                                           {"amsgrad", 1.0}, {"maximize", 0.0}, {"weight_decay", 1.0}});
+  CHECK(rules[0].options == optim::Options{{"lr", 1e-4},
+                                           {"beta1", 0.5},
+                                           {"beta2", 0.9},
+                                           {"eps", 1e-6},
+                                           {"amsgrad", 1.0},
+                                           {"maximize", 0.0},
+                                           {"weight_decay", 1.0}});
   CHECK(rules[1].name == "group2");
   CHECK(rules[1].options.empty());
 
@@ -638,22 +648,23 @@ modules = ["linear"]
 momentum = 0.5
 dampening = 0.1
 nesterov = false
-)", "sgd");
+)",
+                         "sgd");
   CHECK(sgd[0].options == optim::Options{{"momentum", 0.5}, {"dampening", 0.1}, {"nesterov", 0.0}});
 
   auto err = [](const std::string& body, const std::string& type = "sgd") {
     try {
       parse_rules("[[optimizer.groups]]\n" + body, type);
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
+    } catch (const Error& e) { return std::string(e.what()); }
     return std::string("no error");
   };
-  CHECK_THAT(err("name = 'x'\nmatch = ['*']\nweight_decy = 0.1\n"),
-             Contains("run.toml:4:1") && Contains("unknown key 'weight_decy'") && Contains("did you mean 'weight_decay'"));
+  CHECK_THAT(err("name = 'x'\nmatch = ['*']\nweight_decy = 0.1\n"), Contains("run.toml:4:1") &&
+                                                                        Contains("unknown key 'weight_decy'") &&
+                                                                        Contains("did you mean 'weight_decay'"));
   CHECK_THAT(err("name = 'x'\nmatch = ['*']\nbetas = [0.9, 0.99]\n"),
              Contains("run.toml:4:") && Contains("'betas' is not a hyperparameter of sgd"));
-  CHECK_THAT(err("name = 'x'\nmatch = ['*']\nmomentum = 0.9\n", "adam"), Contains("'momentum' is not a hyperparameter of adam"));
+  CHECK_THAT(err("name = 'x'\nmatch = ['*']\nmomentum = 0.9\n", "adam"),
+             Contains("'momentum' is not a hyperparameter of adam"));
   CHECK_THAT(err("name = 'x'\nmatch = ['*']\nbetas = [0.9]\n", "adam"), Contains("list of two numbers"));
   CHECK_THAT(err("name = 'x'\nmatch = ['*']\nbetas = [0.9, 1.0]\n", "adam"), Contains("beta2 must be in [0, 1)"));
   CHECK_THAT(err("name = 'x'\nmatch = ['*']\nlr = -1\n"), Contains("'lr' must be >= 0"));
@@ -747,7 +758,8 @@ TEST_CASE("clip_grad_norm: edge cases", "[optim][clip]") {
   CHECK(e.grad().tolist()[0] == Approx(0.8).epsilon(1e-6));
   // non-finite totals: an error when asked, else the gradients are scaled by it (torch)
   Tensor f = param_with_grad({0, 0}, {NAN, 1});
-  CHECK_THROWS_WITH(optim::clip_grad_norm({f}, 1.0, 2.0, true), Contains("non-finite") && Contains("error_if_nonfinite"));
+  CHECK_THROWS_WITH(optim::clip_grad_norm({f}, 1.0, 2.0, true),
+                    Contains("non-finite") && Contains("error_if_nonfinite"));
   CHECK(f.grad().tolist()[1] == 1.0);  // untouched by the failed call
   CHECK(std::isnan(optim::clip_grad_norm({f}, 1.0)));
   CHECK(std::isnan(f.grad().tolist()[1]));
@@ -818,8 +830,8 @@ TEST_CASE("optim: the fused SGD and Adam steps equal the composite of pointwise 
   optim::AdamOptions ams = adam;
   ams.amsgrad = true;
   ams.maximize = true;
-  for (auto [name, o] : {std::pair{"sgd momentum dampening wd", sgd}, {"sgd nesterov maximize", nesterov},
-                         {"sgd plain", plain}})
+  for (auto [name, o] :
+       {std::pair{"sgd momentum dampening wd", sgd}, {"sgd nesterov maximize", nesterov}, {"sgd plain", plain}})
     cases.push_back({name, [o = o](std::vector<Tensor> ps) -> std::unique_ptr<optim::Optimizer> {
                        return std::make_unique<optim::SGD>(std::vector<optim::ParamGroup>{{ps, {}, "g"}}, o);
                      }});
@@ -827,9 +839,10 @@ TEST_CASE("optim: the fused SGD and Adam steps equal the composite of pointwise 
     cases.push_back({std::string(name), [o = o](std::vector<Tensor> ps) -> std::unique_ptr<optim::Optimizer> {
                        return std::make_unique<optim::Adam>(std::vector<optim::ParamGroup>{{ps, {}, "g"}}, o);
                      }});
-    cases.push_back({std::string(name) + " (adamw)", [o = o](std::vector<Tensor> ps) -> std::unique_ptr<optim::Optimizer> {
-                       return std::make_unique<optim::AdamW>(std::vector<optim::ParamGroup>{{ps, {}, "g"}}, o);
-                     }});
+    cases.push_back(
+        {std::string(name) + " (adamw)", [o = o](std::vector<Tensor> ps) -> std::unique_ptr<optim::Optimizer> {
+           return std::make_unique<optim::AdamW>(std::vector<optim::ParamGroup>{{ps, {}, "g"}}, o);
+         }});
   }
   // which path each run takes
   Tensor p = zeros({3, 5}), gc = ones({3, 5}), gs = ones({5, 3}).t();
@@ -843,8 +856,7 @@ TEST_CASE("optim: the fused SGD and Adam steps equal the composite of pointwise 
       REQUIRE(fused.size() == composite.size());
       // the same operations in the same order; only the compiler's fused multiply-adds may differ
       const double tol = t == DType::F64 ? 1e-14 : 1e-6;
-      for (size_t i = 0; i < fused.size(); ++i)
-        CHECK(allclose(fused[i], composite[i], tol, tol));
+      for (size_t i = 0; i < fused.size(); ++i) CHECK(allclose(fused[i], composite[i], tol, tol));
     }
   }
 }

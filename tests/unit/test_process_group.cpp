@@ -61,8 +61,10 @@ double element(const Tensor& t, int64_t i) {
   double v = 0;
   TR_DISPATCH_NUMERIC(t.dtype(), "element", [&] {
     const scalar_t x = t.data_ptr<scalar_t>()[i];
-    if constexpr (std::is_same_v<scalar_t, Half> || std::is_same_v<scalar_t, BFloat16>) v = double(float(x));
-    else v = double(x);
+    if constexpr (std::is_same_v<scalar_t, Half> || std::is_same_v<scalar_t, BFloat16>)
+      v = double(float(x));
+    else
+      v = double(x);
   });
   return v;
 }
@@ -100,8 +102,7 @@ void check_allreduce(ProcessGroup& pg, DType dt, ReduceOp op, int64_t n) {
 
 // Runs body once with allreduces through shared memory (ranks of one machine, the default) and once
 // over Gloo's TCP (TR_DIST_SHM=0, read by the forked ranks).
-template <typename F>
-void for_each_transport(const F& body) {
+template <typename F> void for_each_transport(const F& body) {
   for (bool shm : {true, false}) {
     INFO((shm ? "allreduce through shared memory" : "allreduce over gloo's tcp (TR_DIST_SHM=0)"));
     ::setenv("TR_DIST_SHM", shm ? "1" : "0", 1);
@@ -112,36 +113,37 @@ void for_each_transport(const F& body) {
 
 TEST_CASE("gloo allreduce: sum, avg, max, min on every dtype and size", "[dist]") {
   for_each_transport([](bool shm) {
-  for (int world : {2, 3}) {
-    INFO("world size " << world);
-    auto res = run_ranks(world, [world, shm](int rank, Store& store, std::ostream&) {
-      auto pg = gloo_group(store, rank, world);
-      EXPECT(pg->rank() == rank && pg->size() == world && pg->backend() == "gloo", "identity");
-      EXPECT(dynamic_cast<GlooProcessGroup&>(*pg).shared_memory() == shm, "transport: ", pg->describe());
-      for (DType dt : {DType::F32, DType::F64, DType::I64, DType::I32, DType::U8, DType::F16, DType::BF16})
-        for (ReduceOp op : {ReduceOp::SUM, ReduceOp::AVG, ReduceOp::MAX, ReduceOp::MIN}) {
-          if (op == ReduceOp::AVG && !is_floating(dt)) continue;
-          for (int64_t n : {0, 1, 7, 1000, 70001}) check_allreduce(*pg, dt, op, n);
-        }
-      // ~8 MB: many Gloo segments.
-      check_allreduce(*pg, DType::F32, ReduceOp::SUM, 2 * 1024 * 1024 + 3);
-      check_allreduce(*pg, DType::F64, ReduceOp::AVG, 1024 * 1024);
-      check_allreduce(*pg, DType::I64, ReduceOp::MAX, 1024 * 1024);
-      // 2-d and 0-dim tensors reduce in place as well.
-      Tensor m = full({3, 4}, double(rank + 1));
-      pg->allreduce(m, ReduceOp::SUM);
-      EXPECT(m.sizes() == Shape({3, 4}) && element(m, 11) == world * (world + 1) / 2, "2-d sum");
-      Tensor s = scalar_tensor(double(rank), DType::F64);
-      pg->allreduce(s, ReduceOp::MAX);
-      EXPECT(s.item() == world - 1, "0-dim max ", s.item());
-      // rounding sums (more than one shared-memory chunk): every rank gets the same bits
-      Tensor r = randn({3 * 1024 * 1024 + 5}) * double(rank + 1);
-      pg->allreduce(r, ReduceOp::AVG);
-      std::vector<Tensor> all = pg->allgather(r);
-      for (int k = 0; k < world; ++k) EXPECT(equal(all[size_t(k)], r), "rank ", k, "'s average differs from rank ", rank, "'s");
-    });
-    require_all_ok(res);
-  }
+    for (int world : {2, 3}) {
+      INFO("world size " << world);
+      auto res = run_ranks(world, [world, shm](int rank, Store& store, std::ostream&) {
+        auto pg = gloo_group(store, rank, world);
+        EXPECT(pg->rank() == rank && pg->size() == world && pg->backend() == "gloo", "identity");
+        EXPECT(dynamic_cast<GlooProcessGroup&>(*pg).shared_memory() == shm, "transport: ", pg->describe());
+        for (DType dt : {DType::F32, DType::F64, DType::I64, DType::I32, DType::U8, DType::F16, DType::BF16})
+          for (ReduceOp op : {ReduceOp::SUM, ReduceOp::AVG, ReduceOp::MAX, ReduceOp::MIN}) {
+            if (op == ReduceOp::AVG && !is_floating(dt)) continue;
+            for (int64_t n : {0, 1, 7, 1000, 70001}) check_allreduce(*pg, dt, op, n);
+          }
+        // ~8 MB: many Gloo segments.
+        check_allreduce(*pg, DType::F32, ReduceOp::SUM, 2 * 1024 * 1024 + 3);
+        check_allreduce(*pg, DType::F64, ReduceOp::AVG, 1024 * 1024);
+        check_allreduce(*pg, DType::I64, ReduceOp::MAX, 1024 * 1024);
+        // 2-d and 0-dim tensors reduce in place as well.
+        Tensor m = full({3, 4}, double(rank + 1));
+        pg->allreduce(m, ReduceOp::SUM);
+        EXPECT(m.sizes() == Shape({3, 4}) && element(m, 11) == world * (world + 1) / 2, "2-d sum");
+        Tensor s = scalar_tensor(double(rank), DType::F64);
+        pg->allreduce(s, ReduceOp::MAX);
+        EXPECT(s.item() == world - 1, "0-dim max ", s.item());
+        // rounding sums (more than one shared-memory chunk): every rank gets the same bits
+        Tensor r = randn({3 * 1024 * 1024 + 5}) * double(rank + 1);
+        pg->allreduce(r, ReduceOp::AVG);
+        std::vector<Tensor> all = pg->allgather(r);
+        for (int k = 0; k < world; ++k)
+          EXPECT(equal(all[size_t(k)], r), "rank ", k, "'s average differs from rank ", rank, "'s");
+      });
+      require_all_ok(res);
+    }
   });
 }
 
@@ -179,17 +181,13 @@ TEST_CASE("gloo broadcast from each root, allgather, barrier", "[dist]") {
     bool threw = false;
     try {
       pg->allreduce(strided);
-    } catch (const Error& e) {
-      threw = std::string(e.what()).find("not contiguous") != std::string::npos;
-    }
+    } catch (const Error& e) { threw = std::string(e.what()).find("not contiguous") != std::string::npos; }
     EXPECT(threw, "a non-contiguous tensor must be refused");
     Tensor ints = zeros({3}, DType::I64);
     threw = false;
     try {
       pg->allreduce(ints, ReduceOp::AVG);
-    } catch (const Error&) {
-      threw = true;
-    }
+    } catch (const Error&) { threw = true; }
     EXPECT(threw, "avg of integers must be refused");
     pg->barrier();
   });
@@ -227,7 +225,8 @@ TEST_CASE("gloo reduce_scatter and allgather_into: windows, in place, the bits o
             for (int r = 0; r < world; ++r)
               for (int64_t i = 0; i < m; i += 1 + m / 50) {
                 EXPECT(element(all, r * m + i) == value(r, i, dt), "allgather_into: rank ", r, " element ", i);
-                EXPECT(element(all2, r * m + i) == value(r, i, dt), "allgather_into in place: rank ", r, " element ", i);
+                EXPECT(element(all2, r * m + i) == value(r, i, dt), "allgather_into in place: rank ", r, " element ",
+                       i);
               }
           }
         // rounding f32 sums: reduce_scatter's window holds allreduce's bits
@@ -243,9 +242,7 @@ TEST_CASE("gloo reduce_scatter and allgather_into: windows, in place, the bits o
           Tensor bad = empty({3});
           Tensor src = empty({3 * world + 1});
           pg->reduce_scatter(bad, src, ReduceOp::SUM);
-        } catch (const Error& e) {
-          threw = std::string(e.what()).find("per rank") != std::string::npos;
-        }
+        } catch (const Error& e) { threw = std::string(e.what()).find("per rank") != std::string::npos; }
         EXPECT(threw, "a reduce_scatter of mismatched sizes must be refused");
       });
       require_all_ok(res);
@@ -281,44 +278,42 @@ TEST_CASE("gloo async collectives complete in issue order", "[dist]") {
 
 TEST_CASE("gloo: a peer that exits makes the survivor's collective fail, naming it", "[dist]") {
   for_each_transport([](bool) {
-  for (int world : {2, 3}) {
-    INFO("world size " << world);
-    const int dead = world - 1;
-    auto res = run_ranks(world, [dead](int rank, Store& store, std::ostream& report) {
-      auto pg = gloo_group(store, rank, dead + 1, ms(2000));
-      pg->barrier();  // connected and working
-      if (rank == dead) ::_exit(0);
-      std::this_thread::sleep_for(ms(100));
-      Tensor t = zeros({300000});  // 1.1 MiB
-      const auto t0 = Clock::now();
-      try {
-        pg->allreduce(t);
-        report << "NO ERROR\n";
-      } catch (const Error& e) {
-        report << "elapsed_ms " << std::chrono::duration_cast<ms>(Clock::now() - t0).count() << "\n"
-               << e.what() << "\n";
+    for (int world : {2, 3}) {
+      INFO("world size " << world);
+      const int dead = world - 1;
+      auto res = run_ranks(world, [dead](int rank, Store& store, std::ostream& report) {
+        auto pg = gloo_group(store, rank, dead + 1, ms(2000));
+        pg->barrier();  // connected and working
+        if (rank == dead) ::_exit(0);
+        std::this_thread::sleep_for(ms(100));
+        Tensor t = zeros({300000});  // 1.1 MiB
+        const auto t0 = Clock::now();
+        try {
+          pg->allreduce(t);
+          report << "NO ERROR\n";
+        } catch (const Error& e) {
+          report << "elapsed_ms " << std::chrono::duration_cast<ms>(Clock::now() - t0).count() << "\n"
+                 << e.what() << "\n";
+        }
+        // The group is broken now: the next collective fails at once with the first error.
+        try {
+          pg->barrier();
+          report << "BARRIER OK\n";
+        } catch (const Error& e) { report << "next: " << e.what() << "\n"; }
+      });
+      for (int r = 0; r < dead; ++r) {
+        INFO("rank " << r << " report:\n" << res[size_t(r)].out);
+        REQUIRE(res[size_t(r)].status == 0);
+        const std::string& out = res[size_t(r)].out;
+        CHECK_THAT(out, Contains("allreduce (sum) of 1.1 MiB float32 (tag 2)"));
+        CHECK_THAT(out, Contains(str("rank ", dead)));
+        CHECK_THAT(out, Contains("next: gloo barrier (tag 3) was not run: an earlier collective failed"));
+        const long elapsed = std::stol(out.substr(out.find("elapsed_ms ") + 11));
+        CHECK(elapsed < 2000 + 2000);  // the timeout, plus the arrival log's short wait
+        WARN("world " << world << ", rank " << r << ": " << out.substr(0, out.find('\n')) << "; "
+                      << out.substr(out.find('\n') + 1, out.find('\n', out.find('\n') + 1) - out.find('\n') - 1));
       }
-      // The group is broken now: the next collective fails at once with the first error.
-      try {
-        pg->barrier();
-        report << "BARRIER OK\n";
-      } catch (const Error& e) {
-        report << "next: " << e.what() << "\n";
-      }
-    });
-    for (int r = 0; r < dead; ++r) {
-      INFO("rank " << r << " report:\n" << res[size_t(r)].out);
-      REQUIRE(res[size_t(r)].status == 0);
-      const std::string& out = res[size_t(r)].out;
-      CHECK_THAT(out, Contains("allreduce (sum) of 1.1 MiB float32 (tag 2)"));
-      CHECK_THAT(out, Contains(str("rank ", dead)));
-      CHECK_THAT(out, Contains("next: gloo barrier (tag 3) was not run: an earlier collective failed"));
-      const long elapsed = std::stol(out.substr(out.find("elapsed_ms ") + 11));
-      CHECK(elapsed < 2000 + 2000);  // the timeout, plus the arrival log's short wait
-      WARN("world " << world << ", rank " << r << ": " << out.substr(0, out.find('\n')) << "; "
-                    << out.substr(out.find('\n') + 1, out.find('\n', out.find('\n') + 1) - out.find('\n') - 1));
     }
-  }
   });
 }
 
@@ -354,12 +349,12 @@ TEST_CASE("gloo: a stuck peer or mismatched collectives time out with a clear er
         auto pg = gloo_group(store, rank, 2, ms(1000));
         Tensor t = zeros({10});
         try {
-          if (rank == 0) pg->allreduce(t);
-          else pg->broadcast(t, 0);
+          if (rank == 0)
+            pg->allreduce(t);
+          else
+            pg->broadcast(t, 0);
           report << "NO ERROR\n";
-        } catch (const Error& e) {
-          report << e.what();
-        }
+        } catch (const Error& e) { report << e.what(); }
         // Stay connected until the peer has timed out too (else it sees this rank close the connection).
         std::this_thread::sleep_for(ms(3000));
       });
@@ -394,9 +389,7 @@ TEST_CASE("gloo: a stuck peer or mismatched collectives time out with a clear er
       try {
         pg->allreduce(t);
         report << "NO ERROR\n";
-      } catch (const Error& e) {
-        report << e.what();
-      }
+      } catch (const Error& e) { report << e.what(); }
     });
     for (int r = 0; r < 2; ++r) {
       INFO(res[size_t(r)].out);
@@ -450,9 +443,7 @@ TEST_CASE("gloo over the TCP store: collectives, and a stuck peer named through 
         try {
           pg->barrier();
           report << "NO ERROR\n";
-        } catch (const Error& e) {
-          report << e.what();
-        }
+        } catch (const Error& e) { report << e.what(); }
         std::this_thread::sleep_for(ms(500));
       },
       ms(30000), -1, [port](const fs::path&) { return std::make_unique<TCPStore>("127.0.0.1", port, "token-pg"); });
@@ -548,9 +539,7 @@ TEST_CASE("nccl process group on CUDA tensors", "[dist][gpu]") {
         pg->allreduce_coalesced(bucket, ReduceOp::MAX);
         EXPECT(bucket[1].cpu().tolist()[4] == 2.0, "nccl coalesced");
         pg->barrier();
-      } catch (const std::exception& e) {
-        errors[size_t(r)] = e.what();
-      }
+      } catch (const std::exception& e) { errors[size_t(r)] = e.what(); }
     });
   for (auto& t : threads) t.join();
   for (int r = 0; r < world; ++r) {

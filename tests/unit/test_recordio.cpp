@@ -70,7 +70,8 @@ TEST_CASE("RecordIO: damaged files and indexes are one error naming the file and
   // a label outside the classes, and an image of the wrong size
   std::ofstream(tmp / "l.idx") << "0\t0\n";
   const std::vector<uint8_t> img(4, 7), r = write_record(pack_image_record(12.0f, 0, img.data(), 4));
-  std::ofstream(tmp / "l.rec", std::ios::binary).write(reinterpret_cast<const char*>(r.data()), std::streamsize(r.size()));
+  std::ofstream(tmp / "l.rec", std::ios::binary)
+      .write(reinterpret_cast<const char*>(r.data()), std::streamsize(r.size()));
   CHECK_THROWS_WITH(RecordIODataset(tmp / "l.rec", tmp / "l.idx", {1, 2, 2}, std::nullopt, 10),
                     Contains("l.rec: record 0 (at byte 0): label 12 is no class index in [0, 10)"));
   CHECK_THROWS_WITH(RecordIODataset(tmp / "l.rec", tmp / "l.idx", {1, 3, 3}, std::nullopt, 0),

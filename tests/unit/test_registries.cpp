@@ -22,8 +22,8 @@
 #include "unit/temp_dir.h"
 
 using namespace tr;
-using tr::test::error_of;
 using Catch::Matchers::Contains;
+using tr::test::error_of;
 using V = std::vector<std::string>;
 
 namespace {
@@ -31,31 +31,26 @@ namespace {
 toml::table parse(const std::string& text) { return toml::parse(std::string_view(text), std::string_view("cfg.toml")); }
 
 // The registry's names joined as its error lists them, "a, b, c": an entry added later is in it too.
-template <typename T>
-std::string known_names() {
+template <typename T> std::string known_names() {
   std::string r;
   for (const auto& n : Registry<T>::get().names()) r += (r.empty() ? "" : ", ") + n;
   return r;
 }
 
 // Every name of `want` is registered (a registry may hold more: adding a plugin touches no test).
-template <typename T>
-bool registers(const V& want) {
+template <typename T> bool registers(const V& want) {
   const V have = Registry<T>::get().names();
   for (const auto& n : want)
     if (std::find(have.begin(), have.end(), n) == have.end()) return false;
   return true;
 }
 
-template <typename T>
-std::string unknown_error(const std::string& text, const std::string& key) {
+template <typename T> std::string unknown_error(const std::string& text, const std::string& key) {
   toml::table t = parse(text);
   TomlTable tt(t, "cfg.toml", "[section]");
   try {
     tt.get_registered<T>(key);
-  } catch (const Error& e) {
-    return e.what();
-  }
+  } catch (const Error& e) { return e.what(); }
   return "no error";
 }
 
@@ -114,8 +109,12 @@ TEST_CASE("optimizer registry: defaults, TOML forms and ranges come from the reg
     TomlTable tt(t, "cfg.toml", "[optimizer]");
     return optim::read_hyperparameters(tt, type, true);
   };
-  CHECK(read("sgd", "") == optim::Options{{"lr", 0.01}, {"momentum", 0.0}, {"dampening", 0.0}, {"weight_decay", 0.0},
-                                         {"nesterov", 0.0}, {"maximize", 0.0}});
+  CHECK(read("sgd", "") == optim::Options{{"lr", 0.01},
+                                          {"momentum", 0.0},
+                                          {"dampening", 0.0},
+                                          {"weight_decay", 0.0},
+                                          {"nesterov", 0.0},
+                                          {"maximize", 0.0}});
   CHECK(read("adam", "").at("lr") == 1e-3);
   CHECK(read("adam", "").at("weight_decay") == 0.0);
   CHECK(read("adamw", "").at("weight_decay") == 0.01);
@@ -126,7 +125,8 @@ TEST_CASE("optimizer registry: defaults, TOML forms and ranges come from the reg
   CHECK(o.at("lr") == 1.0);
   CHECK_THAT(error_of([&] { read("sgd", "betas = [0.9, 0.99]\n"); }),
              Contains("cfg.toml:1:") && Contains("'betas' is not a hyperparameter of sgd") && Contains("momentum"));
-  CHECK_THAT(error_of([&] { read("adam", "momentum = 0.9\n"); }), Contains("'momentum' is not a hyperparameter of adam"));
+  CHECK_THAT(error_of([&] { read("adam", "momentum = 0.9\n"); }),
+             Contains("'momentum' is not a hyperparameter of adam"));
   CHECK_THAT(error_of([&] { read("adam", "betas = [0.9, 1.0]\n"); }), Contains("beta2 must be in [0, 1), got 1"));
   CHECK_THAT(error_of([&] { read("adam", "betas = [0.9]\n"); }), Contains("list of two numbers [beta1, beta2]"));
   CHECK_THAT(error_of([&] { read("sgd", "lr = -0.1\n"); }), Contains("'lr' must be >= 0, got -0.1"));
@@ -145,7 +145,8 @@ TEST_CASE("optimizer registry: defaults, TOML forms and ranges come from the reg
   }
 }
 
-TEST_CASE("optimizer registry: state_dict's form and OneCycleLR's momentum follow the registration", "[registry][optim]") {
+TEST_CASE("optimizer registry: state_dict's form and OneCycleLR's momentum follow the registration",
+          "[registry][optim]") {
   Tensor p = zeros({2});
   p.requires_grad_(true);
   optim::AdamOptions ao;
@@ -155,8 +156,8 @@ TEST_CASE("optimizer registry: state_dict's form and OneCycleLR's momentum follo
   CHECK(g.at("betas") == nlohmann::json{0.9, 0.999});
   CHECK(!g.contains("beta1"));
   CHECK(g.at("amsgrad") == true);
-  CHECK(g.at("capturable") == false);       // AdamW's torch constants ...
-  CHECK(!g.contains("differentiable"));     // ... not Adam's
+  CHECK(g.at("capturable") == false);    // AdamW's torch constants ...
+  CHECK(!g.contains("differentiable"));  // ... not Adam's
   optim::OneCycleOptions oc;
   oc.max_lr = {1.0};
   oc.total_steps = 10;
@@ -208,8 +209,9 @@ TEST_CASE("loss registry: builders read their keys, a run's loss meets the model
   CHECK(ce->ignore_index == 2);
   CHECK(out["label_smoothing"].value<double>() == 0.1);
   toml::table bad = parse("label_smoothing = 1.5\n");
-  CHECK_THAT(error_of([&] { Registry<nn::LossType>::get().at("cross_entropy").build(TomlTable(bad, "cfg.toml", "[loss]")); }),
-             Contains("cfg.toml:1:") && Contains("'label_smoothing' must be in [0, 1], got 1.5"));
+  CHECK_THAT(
+      error_of([&] { Registry<nn::LossType>::get().at("cross_entropy").build(TomlTable(bad, "cfg.toml", "[loss]")); }),
+      Contains("cfg.toml:1:") && Contains("'label_smoothing' must be in [0, 1], got 1.5"));
 
   // classification: [B, T, V] logits against [B, T] targets, scored per token
   toml::table empty;
@@ -243,30 +245,41 @@ TEST_CASE("dataset and transform registries: builders get the model's shape and 
   // text: the model's input must be [block_size]
   toml::table text = parse("block_size = 16\n");
   ctx.input_shape = {32};
-  CHECK_THAT(error_of([&] { Registry<data::DatasetType>::get().at("text").build(TomlTable(text, "cfg.toml", "[data]"), ctx); }),
+  CHECK_THAT(error_of([&] {
+               Registry<data::DatasetType>::get().at("text").build(TomlTable(text, "cfg.toml", "[data]"), ctx);
+             }),
              Contains("cfg.toml:1:") && Contains("'block_size' is 16, but the model expects per-sample input [32]"));
 
   // transforms: in order, each registered; image transforms refuse other samples (after unknown keys)
-  toml::table d = parse("transforms = [{type = \"random_crop\", padding = 1}, {type = \"random_horizontal_flip\", p = 1.0}]\n");
+  toml::table d =
+      parse("transforms = [{type = \"random_crop\", padding = 1}, {type = \"random_horizontal_flip\", p = 1.0}]\n");
   TomlTable dt(d, "cfg.toml", "[data]");
   auto ts = data::build_transforms(dt, {{1, 4, 4}, "synthetic", 0.5, 0.25});
   REQUIRE(ts.size() == 2);
   CHECK(ts[0]->describe() == "RandomCrop(size=(4, 4), padding=1, fill=-2)");  // fill 0 normalised: (0 - 0.5) / 0.25
   CHECK(ts[1]->describe() == "RandomHorizontalFlip(p=1)");
-  CHECK_THAT(error_of([&] { data::build_transforms(dt, {{8}, "synthetic"}); }),
-             Contains("[data] transforms: random_crop needs image samples [C, H, W], but the synthetic data gives [8]"));
+  CHECK_THAT(
+      error_of([&] {
+        data::build_transforms(dt, {{8}, "synthetic"});
+      }),
+      Contains("[data] transforms: random_crop needs image samples [C, H, W], but the synthetic data gives [8]"));
   toml::table typo = parse("transforms = [{type = \"random_crop\", paddin = 1}]\n");
-  CHECK_THAT(error_of([&] { data::build_transforms(TomlTable(typo, "cfg.toml", "[data]"), {{8}, "synthetic"}); }),
+  CHECK_THAT(error_of([&] {
+               data::build_transforms(TomlTable(typo, "cfg.toml", "[data]"), {{8}, "synthetic"});
+             }),
              Contains("unknown key 'paddin'") && Contains("did you mean 'padding'"));
   toml::table none = parse("transforms = [{p = 0.5}]\n");
-  CHECK_THAT(error_of([&] { data::build_transforms(TomlTable(none, "cfg.toml", "[data]"), {{1, 4, 4}, "x"}); }),
+  CHECK_THAT(error_of([&] {
+               data::build_transforms(TomlTable(none, "cfg.toml", "[data]"), {{1, 4, 4}, "x"});
+             }),
              Contains("missing required key 'type'"));
 }
 
 TEST_CASE("config_diff: keys an earlier version wrote or lacked do not block a resume", "[registry][config]") {
   toml::table saved = parse("[optimizer]\ntype = 'sgd'\nlr = 0.1\nbetas = [0.9, 0.999]\n[train]\nsteps = 3\n");
-  toml::table now = parse("[optimizer]\ntype = 'sgd'\nlr = 0.1\n[loss]\ntype = 'cross_entropy'\nlabel_smoothing = 0.0\n"
-                          "[train]\nsteps = 3\n");
+  toml::table now = parse(
+      "[optimizer]\ntype = 'sgd'\nlr = 0.1\n[loss]\ntype = 'cross_entropy'\nlabel_smoothing = 0.0\n"
+      "[train]\nsteps = 3\n");
   toml::table source = parse("[optimizer]\nlr = 0.1\n");
   CHECK(config::diff_configs(saved, now, &source).empty());
   // without the source every difference counts (the strict comparison)

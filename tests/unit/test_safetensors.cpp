@@ -17,8 +17,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-
-constexpr DType kAll[] = {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64, DType::I32, DType::U8, DType::Bool};
+constexpr DType kAll[] = {DType::F32, DType::F64, DType::F16, DType::BF16,
+                          DType::I64, DType::I32, DType::U8,  DType::Bool};
 
 // Values that are exact in every dtype (bool: nonzero -> true).
 Tensor sample(const Shape& shape, DType dt, double shift) {
@@ -135,9 +135,10 @@ TEST_CASE("safetensors: format dtypes without a tensor type are refused before a
   int16_t v[2] = {1, -1};
   std::string path = dir.file("i16.safetensors");
   float f[1] = {1};
-  safetensors::write_file(path, {{"ok", safetensors::Dtype::F32, {1}, f, 4}, {"x", safetensors::Dtype::I16, {2}, v, 4}}, {});
-  CHECK_THROWS_WITH(load_safetensors(path), Contains(path) && Contains("'x'") && Contains("I16") && Contains("cannot load") &&
-                                                Contains("supported: F32"));
+  safetensors::write_file(path, {{"ok", safetensors::Dtype::F32, {1}, f, 4}, {"x", safetensors::Dtype::I16, {2}, v, 4}},
+                          {});
+  CHECK_THROWS_WITH(load_safetensors(path), Contains(path) && Contains("'x'") && Contains("I16") &&
+                                                Contains("cannot load") && Contains("supported: F32"));
   CHECK_THROWS_WITH(dtype_from_safetensors("F8_E4M3"), Contains("no tensor type"));
   CHECK_THROWS_WITH(dtype_from_safetensors("U16"), Contains("no tensor type"));
   CHECK_THROWS_WITH(dtype_from_safetensors("float32"), Contains("unknown dtype 'float32'") && Contains("BF16"));
@@ -156,17 +157,26 @@ TEST_CASE("safetensors: lying files are clear errors naming the file and the ten
   };
   std::vector<Case> cases = {
       {"offsets past the end", file_of("{" + a4 + "}", 8), {"'a'", "past the end"}},
-      {"overlap", file_of("{" + a4 + R"(,"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", 16), {"'b'", "overlaps"}},
+      {"overlap",
+       file_of("{" + a4 + R"(,"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", 16),
+       {"'b'", "overlaps"}},
       {"hole", file_of("{" + a4 + R"(,"b":{"dtype":"F32","shape":[2],"data_offsets":[24,32]}})", 32), {"'b'", "hole"}},
       {"huge header length", le64(uint64_t(1) << 40) + "{}", {"exceeds the limit"}},
       {"header length past the file", le64(64) + "{}      ", {"past the end of the file"}},
       {"invalid JSON", file_of("{\"a\":", 0), {"not valid JSON"}},
       {"non-object JSON", file_of("[]", 0), {"JSON object"}},
-      {"dtype/shape/size mismatch", file_of(R"({"a":{"dtype":"F64","shape":[4],"data_offsets":[0,16]}})", 16),
+      {"dtype/shape/size mismatch",
+       file_of(R"({"a":{"dtype":"F64","shape":[4],"data_offsets":[0,16]}})", 16),
        {"'a'", "needs 32 bytes"}},
-      {"negative shape", file_of(R"({"a":{"dtype":"F32","shape":[-4],"data_offsets":[0,16]}})", 16), {"'a'", "shape[0] is -4"}},
-      {"non-integer shape", file_of(R"({"a":{"dtype":"F32","shape":[4.0],"data_offsets":[0,16]}})", 16), {"'a'", "shape[0]"}},
-      {"unknown dtype", file_of(R"({"a":{"dtype":"Q8","shape":[4],"data_offsets":[0,4]}})", 4), {"'a'", "unknown dtype"}},
+      {"negative shape",
+       file_of(R"({"a":{"dtype":"F32","shape":[-4],"data_offsets":[0,16]}})", 16),
+       {"'a'", "shape[0] is -4"}},
+      {"non-integer shape",
+       file_of(R"({"a":{"dtype":"F32","shape":[4.0],"data_offsets":[0,16]}})", 16),
+       {"'a'", "shape[0]"}},
+      {"unknown dtype",
+       file_of(R"({"a":{"dtype":"Q8","shape":[4],"data_offsets":[0,4]}})", 4),
+       {"'a'", "unknown dtype"}},
       {"truncated file", file_of("{" + a4 + "}", 10), {"'a'", "past the end"}},  // 6 of 16 data bytes cut
       {"data longer than the last tensor", file_of("{" + a4 + "}", 24), {"8 trailing bytes"}},
       {"empty file", "", {"shorter than the 8-byte header length"}},
@@ -191,7 +201,8 @@ TEST_CASE("safetensors: lying files are clear errors naming the file and the ten
 TEST_CASE("safetensors: save refuses what the format cannot say", "[safetensors]") {
   TempDir dir;
   std::string path = dir.file("bad.safetensors");
-  CHECK_THROWS_WITH(save_safetensors(path, {{"a", ones({1})}, {"a", ones({1})}}), Contains("duplicate tensor name 'a'"));
+  CHECK_THROWS_WITH(save_safetensors(path, {{"a", ones({1})}, {"a", ones({1})}}),
+                    Contains("duplicate tensor name 'a'"));
   CHECK_THROWS_WITH(save_safetensors(path, {{"__metadata__", ones({1})}}), Contains("__metadata__"));
   CHECK_THROWS_WITH(save_safetensors(path, {{"u", Tensor()}}), Contains("'u' is undefined"));
   CHECK_THROWS_WITH(save_safetensors(dir.file("no/dir/x.safetensors"), {{"a", ones({1})}}), Contains("cannot write"));

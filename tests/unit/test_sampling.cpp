@@ -10,9 +10,9 @@
 #include "unit/error_of.h"
 
 using namespace tr;
+using Catch::Matchers::Contains;
 using tr::nn::SamplingOptions;
 using tr::test::error_of;
-using Catch::Matchers::Contains;
 
 namespace {
 
@@ -87,7 +87,8 @@ TEST_CASE("sampling: top_p keeps the smallest most likely set whose probability 
   for (double p : {0.15, 0.5, 0.05, 0.3}) z += std::sqrt(p);
   const double p1 = std::sqrt(0.5) / z, p3 = std::sqrt(0.3) / z;  // 0.37, 0.29: 0.66 < 0.7
   const double p0 = std::sqrt(0.15) / z;
-  check_probs(nn::next_token_probs(l, {2.0, 0, 0.7}), {p0 / (p0 + p1 + p3), p1 / (p0 + p1 + p3), 0, p3 / (p0 + p1 + p3)});
+  check_probs(nn::next_token_probs(l, {2.0, 0, 0.7}),
+              {p0 / (p0 + p1 + p3), p1 / (p0 + p1 + p3), 0, p3 / (p0 + p1 + p3)});
 }
 
 TEST_CASE("sampling: draws follow the distribution, only inside the kept set, reproducible by seed", "[sampling]") {
@@ -109,7 +110,8 @@ TEST_CASE("sampling: draws follow the distribution, only inside the kept set, re
   }
   Generator same(42), other(43);
   std::vector<int64_t> again, diff;
-  for (int i = 0; i < 50; ++i) again.push_back(nn::sample_token(l, o, same)), diff.push_back(nn::sample_token(l, o, other));
+  for (int i = 0; i < 50; ++i)
+    again.push_back(nn::sample_token(l, o, same)), diff.push_back(nn::sample_token(l, o, other));
   CHECK(again == first);
   CHECK(diff != first);
 }

@@ -80,7 +80,6 @@ bool closed_by_server(int fd, std::chrono::milliseconds within) {
   return false;
 }
 
-
 // The Store contract, run against any implementation.
 void exercise_store(Store& st) {
   st.set("a", b("alpha"));
@@ -189,9 +188,7 @@ TEST_CASE("TCPStore: ranks in fork()ed processes rendezvous through it", "[dist]
         st.wait(keys, 10s);
         for (int q = 0; q < n; ++q)
           if (s(st.get("rank/" + std::to_string(q))) != std::to_string(q * 10)) code = 2;
-      } catch (...) {
-        code = 1;
-      }
+      } catch (...) { code = 1; }
       ::_exit(code);
     }
     pids.push_back(pid);
@@ -349,11 +346,9 @@ TEST_CASE("TCPStore: strangers neither crash the store, join it, nor delay a ren
     send_bytes(half_open.back(), Bytes{0x10, 0x00});
   }
   strangers.emplace_back([&] {  // 10 wrong tokens
-    for (int i = 0; i < 10; ++i)
-      try {
+    for (int i = 0; i < 10; ++i) try {
         TCPStore("127.0.0.1", port, "guess" + std::to_string(i), 5s);
-      } catch (const Error&) {
-      }
+      } catch (const Error&) {}
   });
   strangers.emplace_back([&] {  // 10 clients sending 1 KiB of garbage
     uint32_t x = 12345;
@@ -388,9 +383,10 @@ TEST_CASE("TCPStore: strangers neither crash the store, join it, nor delay a ren
   auto abused = rendezvous(port, "during");
   stop = true;
   for (auto& t : strangers) t.join();
-  WARN("2-rank rendezvous: " << baseline.count() << " ms alone, " << abused.count() << " ms beside 20 half-open "
-       "connections, 10 wrong tokens, 10 garbage senders, 5 huge-length claims and a storm of " << storm.load()
-       << " connections");
+  WARN("2-rank rendezvous: " << baseline.count() << " ms alone, " << abused.count()
+                             << " ms beside 20 half-open "
+                                "connections, 10 wrong tokens, 10 garbage senders, 5 huge-length claims and a storm of "
+                             << storm.load() << " connections");
   CHECK(abused < baseline + 1s);
   // each refused stranger was logged once; half-open connections wait for their hello deadline
   CHECK(server.refused_connections() == 25);
@@ -424,9 +420,7 @@ TEST_CASE("TCPStore: out of file descriptors, the oldest connection without a he
       (void)!::write(ready[1], &port, sizeof port);
       std::this_thread::sleep_for(6s);  // the parent's test runs meanwhile
       ::_exit(server.refused_connections() > 0 ? 0 : 3);
-    } catch (...) {
-      ::_exit(2);
-    }
+    } catch (...) { ::_exit(2); }
   }
   ::close(ready[1]);
   int port = 0;
@@ -513,11 +507,27 @@ TEST_CASE("GlooStore: Gloo's full-mesh rendezvous and an allreduce over the TCP 
 namespace {
 // every variable read_dist_env reads, unset for the test
 void clear_rank_env(EnvGuard& env) {
-  for (const char* k : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                        "TRAINER_STORE_TOKEN", "TRAINER_RESTART_COUNT", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
-                        "SLURM_NODEID", "SLURM_TASKS_PER_NODE", "SLURM_STEP_TASKS_PER_NODE", "SLURM_JOB_NODELIST",
-                        "SLURM_STEP_NODELIST", "SLURM_JOB_ID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                        "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"})
+  for (const char* k : {"RANK",
+                        "WORLD_SIZE",
+                        "LOCAL_RANK",
+                        "LOCAL_WORLD_SIZE",
+                        "MASTER_ADDR",
+                        "MASTER_PORT",
+                        "TRAINER_STORE_TOKEN",
+                        "TRAINER_RESTART_COUNT",
+                        "SLURM_PROCID",
+                        "SLURM_NTASKS",
+                        "SLURM_LOCALID",
+                        "SLURM_NODEID",
+                        "SLURM_TASKS_PER_NODE",
+                        "SLURM_STEP_TASKS_PER_NODE",
+                        "SLURM_JOB_NODELIST",
+                        "SLURM_STEP_NODELIST",
+                        "SLURM_JOB_ID",
+                        "OMPI_COMM_WORLD_RANK",
+                        "OMPI_COMM_WORLD_SIZE",
+                        "OMPI_COMM_WORLD_LOCAL_RANK",
+                        "OMPI_COMM_WORLD_LOCAL_SIZE"})
     env.set(k, std::nullopt);
 }
 }  // namespace

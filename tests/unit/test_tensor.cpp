@@ -18,15 +18,15 @@ std::vector<double> vals(const Tensor& t) { return t.tolist(); }
 TEST_CASE("f16 conversion rounds to nearest even, handles subnormals, overflow and NaN", "[tensor][dtype]") {
   CHECK(float_to_half_bits(1.0f) == 0x3c00);
   CHECK(float_to_half_bits(-2.0f) == 0xc000);
-  CHECK(float_to_half_bits(65504.0f) == 0x7bff);              // max finite
-  CHECK(float_to_half_bits(65519.99f) == 0x7bff);             // below the rounding boundary
-  CHECK(float_to_half_bits(65520.0f) == 0x7c00);              // rounds to inf
+  CHECK(float_to_half_bits(65504.0f) == 0x7bff);                          // max finite
+  CHECK(float_to_half_bits(65519.99f) == 0x7bff);                         // below the rounding boundary
+  CHECK(float_to_half_bits(65520.0f) == 0x7c00);                          // rounds to inf
   CHECK(float_to_half_bits(1.0f + std::ldexp(1.0f, -11)) == 0x3c00);      // tie -> even (down)
   CHECK(float_to_half_bits(1.0f + 3 * std::ldexp(1.0f, -11)) == 0x3c02);  // tie -> even (up)
   CHECK(float_to_half_bits(std::ldexp(1.0f, -24)) == 0x0001);             // smallest subnormal
   CHECK(float_to_half_bits(std::ldexp(1.0f, -25)) == 0x0000);             // tie -> even (zero)
   CHECK(float_to_half_bits(std::ldexp(1.5f, -25)) == 0x0001);
-  CHECK(float_to_half_bits(std::ldexp(1.0f, -14)) == 0x0400);             // smallest normal
+  CHECK(float_to_half_bits(std::ldexp(1.0f, -14)) == 0x0400);  // smallest normal
   CHECK((float_to_half_bits(std::numeric_limits<float>::quiet_NaN()) & 0x7fff) > 0x7c00);
   for (uint32_t h = 0; h < 0x7c00; ++h) {  // every finite half round-trips exactly
     float f = half_bits_to_float(uint16_t(h));
@@ -67,7 +67,7 @@ TEST_CASE("type promotion follows torch.result_type", "[tensor][dtype]") {
   CHECK((h + 1.0).dtype() == DType::F16);
   CHECK((h + f).dtype() == DType::F32);
   CHECK((f + scalar_tensor(1.0, DType::F64)).dtype() == DType::F32);  // 0-dim is weaker than dimensioned
-  CHECK((i / i).dtype() == DType::F32);                                // true division
+  CHECK((i / i).dtype() == DType::F32);                               // true division
   CHECK((i > 0.5).dtype() == DType::Bool);
   CHECK(exp(i).dtype() == DType::F32);
 }
@@ -143,7 +143,8 @@ TEST_CASE("broadcasting", "[tensor][broadcast]") {
   CHECK(broadcast_shapes({5, 1}, {1, 7}, "x") == Shape{5, 7});
 }
 
-TEST_CASE("sum over leading dims (bias gradients): each column in row order in double, f32 and bf16", "[tensor][reduce]") {
+TEST_CASE("sum over leading dims (bias gradients): each column in row order in double, f32 and bf16",
+          "[tensor][reduce]") {
   // widths with and without a partial 4-column group, rows with and without a partial 4-row block
   Generator g(21);
   for (Shape s : {Shape{4, 8}, Shape{37, 70}, Shape{3, 5, 131}}) {
@@ -153,7 +154,8 @@ TEST_CASE("sum over leading dims (bias gradients): each column in row order in d
       const int64_t cols = s.back(), rows = x.numel() / cols;
       Shape lead;
       for (size_t d = 0; d + 1 < s.size(); ++d) lead.push_back(int64_t(d));
-      std::vector<double> v = x.to(DType::F64).reshape({rows, cols}).tolist(), got = sum(x, lead).to(DType::F64).tolist();
+      std::vector<double> v = x.to(DType::F64).reshape({rows, cols}).tolist(),
+                          got = sum(x, lead).to(DType::F64).tolist();
       for (int64_t c = 0; c < cols; ++c) {
         double ref = 0;  // what the kernel promises: row order, in double, rounded once to the output dtype
         for (int64_t r = 0; r < rows; ++r) ref += v[size_t(r * cols + c)];

@@ -99,7 +99,8 @@ TEST_CASE("tf_record: length, masked CRCs and the data, a torn or corrupted reco
   }
 }
 
-TEST_CASE("SummaryWriter: the fixture's events byte for byte (TensorBoard's reader checked the file)", "[tensorboard]") {
+TEST_CASE("SummaryWriter: the fixture's events byte for byte (TensorBoard's reader checked the file)",
+          "[tensorboard]") {
   TempDir d;
   write_fixture_events(d.path.string());
   const std::string path = event_file_in(d.path);
@@ -130,13 +131,15 @@ TEST_CASE("SummaryWriter::add_record: numbers as <split>/<key>, each group's lr,
   TempDir d;
   {
     SummaryWriter w(d.path.string());
-    w.add_record("{\"split\":\"train\",\"step\":7,\"epoch\":1,\"loss\":NaN,\"lr\":[0.1,0.01],\"grad_norm\":Infinity,"
-                 "\"samples_per_s\":1000}");
+    w.add_record(
+        "{\"split\":\"train\",\"step\":7,\"epoch\":1,\"loss\":NaN,\"lr\":[0.1,0.01],\"grad_norm\":Infinity,"
+        "\"samples_per_s\":1000}");
     w.add_record("{\"split\":\"train\",\"step\":8,\"epoch\":1,\"loss\":0.5,\"lr\":[0.1]}");
   }
   const auto recs = read_tf_records(event_file_in(d.path));
   std::vector<std::string> tags;
-  for (size_t i = 1; i < recs.size(); ++i) tags.push_back(scalar_of(recs[i]).tag + "@" + std::to_string(scalar_of(recs[i]).step));
+  for (size_t i = 1; i < recs.size(); ++i)
+    tags.push_back(scalar_of(recs[i]).tag + "@" + std::to_string(scalar_of(recs[i]).step));
   CHECK(tags == std::vector<std::string>{"train/grad_norm@7", "train/loss@7", "train/lr/0@7", "train/lr/1@7",
                                          "train/samples_per_s@7", "train/loss@8", "train/lr@8"});
   CHECK(std::isinf(scalar_of(recs[1]).value));

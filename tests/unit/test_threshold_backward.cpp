@@ -10,7 +10,9 @@ using namespace tr;
 using namespace tr::test;
 
 namespace {
-Tensor vec(std::vector<double> v, DType t = DType::F32) { return from_vector(v, {int64_t(v.size())}, TensorOptions(t)); }
+Tensor vec(std::vector<double> v, DType t = DType::F32) {
+  return from_vector(v, {int64_t(v.size())}, TensorOptions(t));
+}
 }  // namespace
 
 TEST_CASE("threshold_backward: g where y > threshold, else 0", "[threshold_backward]") {
@@ -22,7 +24,8 @@ TEST_CASE("threshold_backward: g where y > threshold, else 0", "[threshold_backw
   // y broadcasts against g; f64 and int64 run
   Tensor g2 = from_vector({1, 2, 3, 4, 5, 6}, {2, 3}, TensorOptions(DType::F64));
   CHECK(threshold_backward(g2, vec({1, -1, 1}, DType::F64), 0.0).tolist() == std::vector<double>{1, 0, 3, 4, 0, 6});
-  CHECK(threshold_backward(vec({5, 6}, DType::I64), vec({1, 0}, DType::I64), 0.0).tolist() == std::vector<double>{5, 0});
+  CHECK(threshold_backward(vec({5, 6}, DType::I64), vec({1, 0}, DType::I64), 0.0).tolist() ==
+        std::vector<double>{5, 0});
 }
 
 TEST_CASE("threshold_backward: relu's gradient, including strided gradients", "[threshold_backward]") {

@@ -17,8 +17,8 @@
 #include "optim/param_groups.h"
 
 using namespace tr;
-using tr::test::error_of;
 using Catch::Matchers::Contains;
+using tr::test::error_of;
 
 namespace {
 
@@ -40,7 +40,8 @@ name = "transformer"
 layers = [
   { type = "embedding", name = "wte", num_embeddings = 11, embedding_dim = 8 },
   { type = "position_embedding", name = "wpe", block_size = 6 },
-  { type = "repeat", name = "h", times = )", layers, R"(, layer = { type = "transformer_block", n_head = 2, gelu = "tanh" } },
+  { type = "repeat", name = "h", times = )",
+             layers, R"(, layer = { type = "transformer_block", n_head = 2, gelu = "tanh" } },
   { type = "layer_norm", name = "ln_f" },
 ]
 [[layers]]
@@ -48,7 +49,8 @@ type = "linear"
 name = "lm_head"
 out_features = 11
 bias = false
-)", tie ? "tie = { weight = \"transformer.wte.weight\" }\n" : "", extra);
+)",
+             tie ? "tie = { weight = \"transformer.wte.weight\" }\n" : "", extra);
 }
 
 std::vector<std::string> keys(const nn::StateDict& sd) {
@@ -61,56 +63,14 @@ double sample_std(const Tensor& t) { return t.to(DType::F64).std().item(); }
 
 }  // namespace
 
-TEST_CASE("tie: every layer with parameters reads them through the tie (no stale member)", "[tie]") {
-  struct Case {
-    std::string toml;
-    Shape in;
-    DType dt;
-  };
-  const std::vector<Case> cases = {
-      {"type = 'linear'\nout_features = 5", {4}, DType::F32},
-      {"type = 'conv2d'\nout_channels = 3\nkernel_size = 3", {2, 6, 6}, DType::F32},
-      {"type = 'batch_norm2d'", {3, 4, 4}, DType::F32},
-      {"type = 'batch_norm1d'", {5}, DType::F32},
-      {"type = 'layer_norm'", {3, 4}, DType::F32},
-      {"type = 'embedding'\nnum_embeddings = 9\nembedding_dim = 4", {5}, DType::I64},
-      {"type = 'position_embedding'\nblock_size = 7", {5, 4}, DType::F32},
-      {"type = 'causal_self_attention'\nn_head = 2", {5, 8}, DType::F32},
-      {"type = 'transformer_block'\nn_head = 2\nbias = false", {5, 8}, DType::F32},
-      {"type = 'token_position_embedding'\nvocab_size = 9\nn_embd = 4\nblock_size = 6", {5}, DType::I64},
-  };
-  Generator g(3);
-  for (const auto& c : cases) {
-    INFO(c.toml);
-    toml::table t = toml::parse(std::string_view(c.toml), std::string_view("l.toml"));
-    nn::ShapeInfo io{c.in, c.dt}, io2{c.in, c.dt};
-    nn::ModulePtr a = nn::build_layer(TomlTable(t, "l.toml", "layer 0"), io);
-    nn::ModulePtr b = nn::build_layer(TomlTable(t, "l.toml", "layer 0"), io2);
-    a->eval();
-    b->eval();
-    // every parameter of `a` becomes a fresh tensor with other values
-    for (auto& [path, mod] : a->named_modules())
-      for (auto& [n, p] : mod->named_parameters(false)) {
-        Tensor fresh = randn(p.sizes(), {}, &g).requires_grad_(true);
-        mod->tie_parameter(n, fresh);
-        CHECK(mod->tensor(n).is_same(fresh));
-      }
-    b->load_state_dict(a->state_dict());
-    Shape batched{2};
-    batched.insert(batched.end(), c.in.begin(), c.in.end());
-    Tensor x = c.dt == DType::I64 ? randint(0, 5, batched, DType::I64, &g) : randn(batched, {}, &g);
-    NoGradGuard ng;
-    CHECK(allclose((*a)(x), (*b)(x), 0, 0));
-  }
-}
-
 TEST_CASE("tie: one tensor under two names: counted, listed and loaded once, both names in the state_dict", "[tie]") {
   manual_seed(0);
   nn::Model m = model_from(tiny_gpt());
   nn::Module& net = *m.net;
   const Tensor& wte = net.get_submodule("transformer.wte")->tensor("weight");
   CHECK(net.get_submodule("lm_head")->tensor("weight").is_same(wte));
-  CHECK(net.tied_parameters() == std::vector<std::pair<std::string, std::string>>{{"lm_head.weight", "transformer.wte.weight"}});
+  CHECK(net.tied_parameters() ==
+        std::vector<std::pair<std::string, std::string>>{{"lm_head.weight", "transformer.wte.weight"}});
 
   // parameters() and named_parameters() list it once, under its first name (torch's)
   int64_t unique = 0;
@@ -124,13 +84,23 @@ TEST_CASE("tie: one tensor under two names: counted, listed and loaded once, bot
 
   // the state_dict has both names, as torch's (nanoGPT's order)
   nn::StateDict sd = net.state_dict();
-  const std::vector<std::string> want = {
-      "transformer.wte.weight",           "transformer.wpe.weight",           "transformer.h.0.ln_1.weight",
-      "transformer.h.0.ln_1.bias",        "transformer.h.0.attn.c_attn.weight", "transformer.h.0.attn.c_attn.bias",
-      "transformer.h.0.attn.c_proj.weight", "transformer.h.0.attn.c_proj.bias", "transformer.h.0.ln_2.weight",
-      "transformer.h.0.ln_2.bias",        "transformer.h.0.mlp.c_fc.weight",  "transformer.h.0.mlp.c_fc.bias",
-      "transformer.h.0.mlp.c_proj.weight", "transformer.h.0.mlp.c_proj.bias", "transformer.ln_f.weight",
-      "transformer.ln_f.bias",            "lm_head.weight"};
+  const std::vector<std::string> want = {"transformer.wte.weight",
+                                         "transformer.wpe.weight",
+                                         "transformer.h.0.ln_1.weight",
+                                         "transformer.h.0.ln_1.bias",
+                                         "transformer.h.0.attn.c_attn.weight",
+                                         "transformer.h.0.attn.c_attn.bias",
+                                         "transformer.h.0.attn.c_proj.weight",
+                                         "transformer.h.0.attn.c_proj.bias",
+                                         "transformer.h.0.ln_2.weight",
+                                         "transformer.h.0.ln_2.bias",
+                                         "transformer.h.0.mlp.c_fc.weight",
+                                         "transformer.h.0.mlp.c_fc.bias",
+                                         "transformer.h.0.mlp.c_proj.weight",
+                                         "transformer.h.0.mlp.c_proj.bias",
+                                         "transformer.ln_f.weight",
+                                         "transformer.ln_f.bias",
+                                         "lm_head.weight"};
   CHECK(keys(sd) == want);
   CHECK(nn::same_tensor_data(sd.front().second, sd.back().second));
   nn::StateDict once = nn::without_aliases(sd);
@@ -142,7 +112,8 @@ TEST_CASE("tie: one tensor under two names: counted, listed and loaded once, bot
   CHECK_NOTHROW(other.net->load_state_dict(once));
   CHECK(allclose(other.net->get_submodule("lm_head")->tensor("weight"), wte, 0, 0));
   nn::StateDict only_head;
-  for (auto& [n, t] : sd) if (n != "transformer.wte.weight") only_head.emplace_back(n, t);
+  for (auto& [n, t] : sd)
+    if (n != "transformer.wte.weight") only_head.emplace_back(n, t);
   CHECK_NOTHROW(other.net->load_state_dict(only_head));
   nn::StateDict neither(once.begin() + 1, once.end());
   nn::LoadResult r = other.net->load_state_dict(neither, false);
@@ -151,7 +122,8 @@ TEST_CASE("tie: one tensor under two names: counted, listed and loaded once, bot
   // the summary counts it once and says where it is tied
   const std::string s = nn::model_summary(m);
   std::string digits = std::to_string(unique), with_commas;
-  for (size_t i = 0; i < digits.size(); ++i) with_commas += (i && (digits.size() - i) % 3 == 0 ? "," : "") + digits.substr(i, 1);
+  for (size_t i = 0; i < digits.size(); ++i)
+    with_commas += (i && (digits.size() - i) % 3 == 0 ? "," : "") + digits.substr(i, 1);
   CHECK_THAT(s, Contains("total parameters: " + with_commas + " "));
   CHECK_THAT(s, Contains("tied: weight = transformer.wte.weight"));
 
@@ -231,8 +203,9 @@ TEST_CASE("tie: a param group or a frozen group that names either name takes the
   // modules = ["linear"], param_names = ["weight"] takes it too (lm_head is a Linear)
   optim::GroupRule lin{"lin", {{}, {"linear"}, {"weight"}}, {}};
   groups = optim::build_param_groups(*m.net, {lin});
-  CHECK(std::any_of(groups[1].params.begin(), groups[1].params.end(),
-                    [&](const Tensor& t) { return t.is_same(m.net->get_submodule("transformer.wte")->tensor("weight")); }));
+  CHECK(std::any_of(groups[1].params.begin(), groups[1].params.end(), [&](const Tensor& t) {
+    return t.is_same(m.net->get_submodule("transformer.wte")->tensor("weight"));
+  }));
   optim::GroupRule frozen{"frozen", {{"lm_head.weight"}, {}, {}}, {}};
   frozen.frozen = true;
   CHECK(optim::freeze_parameters(*m.net, {frozen}) == 1);
@@ -295,14 +268,16 @@ gain = 2.0
   CHECK(sample_std(w("2.weight")) == Approx(bound / std::sqrt(3.0)).epsilon(0.03));
   // kaiming_normal alone: std = sqrt(2) / sqrt(fan_in)
   manual_seed(0);
-  nn::Model k = model_from("input = [400]\n[[layers]]\ntype = 'linear'\nout_features = 300\n"
-                           "[[init]]\nparam_names = ['weight']\ntype = 'kaiming_normal'\nnonlinearity = 'relu'\n");
+  nn::Model k = model_from(
+      "input = [400]\n[[layers]]\ntype = 'linear'\nout_features = 300\n"
+      "[[init]]\nparam_names = ['weight']\ntype = 'kaiming_normal'\nnonlinearity = 'relu'\n");
   CHECK(sample_std(k.net->get_submodule("0")->tensor("weight")) == Approx(std::sqrt(2.0 / 400)).epsilon(0.02));
 }
 
 TEST_CASE("init: the parameters no rule selects keep the layers' default draws", "[init]") {
-  const std::string base = "input = [16]\n[[layers]]\ntype = 'linear'\nout_features = 8\n[[layers]]\ntype = 'linear'\n"
-                           "out_features = 4\n";
+  const std::string base =
+      "input = [16]\n[[layers]]\ntype = 'linear'\nout_features = 8\n[[layers]]\ntype = 'linear'\n"
+      "out_features = 4\n";
   manual_seed(4);
   nn::Model plain = model_from(base);
   manual_seed(4);
@@ -310,8 +285,10 @@ TEST_CASE("init: the parameters no rule selects keep the layers' default draws",
   auto sd0 = plain.net->state_dict(), sd1 = ruled.net->state_dict();
   for (size_t i = 0; i < sd0.size(); ++i) {
     INFO(sd0[i].first);
-    if (sd0[i].first == "1.bias") CHECK(sd1[i].second.abs().max().item() == 0.0);
-    else CHECK(allclose(sd0[i].second, sd1[i].second, 0, 0));
+    if (sd0[i].first == "1.bias")
+      CHECK(sd1[i].second.abs().max().item() == 0.0);
+    else
+      CHECK(allclose(sd0[i].second, sd1[i].second, 0, 0));
   }
 }
 
@@ -330,12 +307,14 @@ TEST_CASE("init: errors name the rule, the key and what was expected", "[init]")
   CHECK_THAT(error_of([&] { model_from(lin + "[[init]]\ntype = 'normal'\nresidual_scaling = true\n"); }),
              Contains("no transformer_block layers"));
   CHECK_THAT(error_of([] {
-               model_from("input = [4]\n[[layers]]\ntype = 'linear'\nout_features = 3\n"
-                          "init = [{ type = 'normal', residual_scaling = true }]\n");
+               model_from(
+                   "input = [4]\n[[layers]]\ntype = 'linear'\nout_features = 3\n"
+                   "init = [{ type = 'normal', residual_scaling = true }]\n");
              }),
              Contains("residual_scaling") && Contains("model's [[init]]"));
-  CHECK_THAT(error_of([] { model_from("input = [4]\n[[init]]\ntype = 'zeros'\nmin_dim = -1\n[[layers]]\ntype = 'relu'\n"); }),
-             Contains("min_dim") && Contains("at least 0"));
+  CHECK_THAT(
+      error_of([] { model_from("input = [4]\n[[init]]\ntype = 'zeros'\nmin_dim = -1\n[[layers]]\ntype = 'relu'\n"); }),
+      Contains("min_dim") && Contains("at least 0"));
 }
 
 TEST_CASE("position_embedding: x + weight[0 : T], its gradient, and its limits", "[layers][init]") {
@@ -365,8 +344,9 @@ TEST_CASE("repeat: layer = {...} makes each copy the layer itself (nanoGPT's h.0
   nn::Model m = model_from(tiny_gpt(true, "", 2));
   CHECK_NOTHROW(m.net->get_submodule("transformer.h.1.ln_1"));
   CHECK_THAT(error_of([] {
-               model_from("input = [4]\n[[layers]]\ntype = 'repeat'\ntimes = 2\nlayer = { type = 'relu' }\n"
-                          "layers = [{ type = 'relu' }]\n");
+               model_from(
+                   "input = [4]\n[[layers]]\ntype = 'repeat'\ntimes = 2\nlayer = { type = 'relu' }\n"
+                   "layers = [{ type = 'relu' }]\n");
              }),
              Contains("give one"));
 }

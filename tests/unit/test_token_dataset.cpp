@@ -57,9 +57,7 @@ TEST_CASE("token files: a damaged file is one error naming it and what was expec
   auto err = [](std::vector<uint8_t> b, const std::string& format) {
     try {
       parse_token_file(b.data(), b.size(), "d/x.bin", format);
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
+    } catch (const Error& e) { return std::string(e.what()); }
     return std::string("no error");
   };
   CHECK_THAT(err({1, 2, 3}, "nanogpt"), Contains("d/x.bin") && Contains("3 bytes is no whole number of uint16 tokens"));
@@ -84,7 +82,8 @@ TEST_CASE("TokenDataset: strided and overlapping windows, the vocabulary check, 
   std::vector<uint32_t> ids;
   for (uint32_t i = 0; i < 41; ++i) ids.push_back(i * 3 % 50);
   const std::vector<uint8_t> b = write_token_file(ids, "llmc");
-  std::ofstream(tmp / "t.bin", std::ios::binary).write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
+  std::ofstream(tmp / "t.bin", std::ios::binary)
+      .write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
   TokenDataset::Options o;
   o.paths = {tmp / "t.bin"};
   o.block_size = 8;
@@ -103,7 +102,8 @@ TEST_CASE("TokenDataset: strided and overlapping windows, the vocabulary check, 
   o.vocab_size = 48;  // checked as windows are read
   TokenDataset small_vocab(o);
   CHECK_NOTHROW(small_vocab.get(7));  // tokens 7..15
-  CHECK_THROWS_WITH(small_vocab.get(8), Contains("t.bin") && Contains("token 16 is 48, outside the model's vocabulary of 48"));
+  CHECK_THROWS_WITH(small_vocab.get(8),
+                    Contains("t.bin") && Contains("token 16 is 48, outside the model's vocabulary of 48"));
   o.vocab_size = 0;
   o.block_size = 41;
   CHECK_THROWS_WITH(TokenDataset(o), Contains("41 tokens are fewer than one window of block_size + 1 = 42"));

@@ -64,9 +64,7 @@ std::vector<int64_t> values(const Tensor& t) {
 std::string error_of(const std::function<void()>& f) {
   try {
     f();
-  } catch (const Error& e) {
-    return e.what();
-  }
+  } catch (const Error& e) { return e.what(); }
   return "(no error)";
 }
 
@@ -100,7 +98,8 @@ TEST_CASE("token shards: mixed layouts, every window inside one shard, strided a
         CHECK(s + 8 < counts[size_t(shard)]);
         starts[shard].insert(s);
         const json at = json::parse(d.locate(i));
-        CHECK(at == json{{"window", i}, {"shard", shard}, {"file", "s" + std::to_string(shard) + ".bin"}, {"offset", s}});
+        CHECK(at ==
+              json{{"window", i}, {"shard", shard}, {"file", "s" + std::to_string(shard) + ".bin"}, {"offset", s}});
       }
       // the shards in order, each cut as one stream would be
       for (int64_t k : {0, 1, 3}) {
@@ -119,13 +118,15 @@ TEST_CASE("token shards: mixed layouts, every window inside one shard, strided a
   }
   // all shards too short: an error
   o.block_size = 50;
-  CHECK_THAT(error_of([&] { TokenDataset d(o); }),
-             Contains("none of the 4 shards holds one window of block_size + 1 = 51 tokens") && Contains("s0.bin, has 50"));
+  CHECK_THAT(
+      error_of([&] { TokenDataset d(o); }),
+      Contains("none of the 4 shards holds one window of block_size + 1 = 51 tokens") && Contains("s0.bin, has 50"));
 }
 
 TEST_CASE("token shards: a path, a glob, a list, sorted, no match and a file twice are errors", "[data][tokens]") {
   TempDir tmp;
-  for (const char* n : {"train_10.bin", "train_2.bin", "train_1.bin", "val.bin"}) write_bytes(tmp / n, write_token_file(marked(1, 20), "llmc"));
+  for (const char* n : {"train_10.bin", "train_2.bin", "train_1.bin", "val.bin"})
+    write_bytes(tmp / n, write_token_file(marked(1, 20), "llmc"));
   const std::string d = tmp.path.string();
   CHECK(expand_shard_paths({d + "/train_*.bin"}, "") ==
         std::vector<std::string>{d + "/train_1.bin", d + "/train_10.bin", d + "/train_2.bin"});  // byte order
@@ -135,11 +136,15 @@ TEST_CASE("token shards: a path, a glob, a list, sorted, no match and a file twi
   // relative entries: from the working directory, else from the config's
   CHECK(expand_shard_paths({"train_1?.bin"}, d) == std::vector<std::string>{d + "/train_10.bin"});
   CHECK(expand_shard_paths({"val.bin"}, d) == std::vector<std::string>{d + "/val.bin"});
-  CHECK_THAT(error_of([&] { expand_shard_paths({d + "/train_*.bin", d + "/eval_*.bin"}, ""); }),
+  CHECK_THAT(error_of([&] {
+               expand_shard_paths({d + "/train_*.bin", d + "/eval_*.bin"}, "");
+             }),
              Contains("pattern '" + d + "/eval_*.bin' matches no file"));
   CHECK_THAT(error_of([&] { expand_shard_paths({"nope_*.bin"}, d); }),
              Contains("'nope_*.bin' matches no file") && Contains("config's directory '" + d + "'"));
-  CHECK_THAT(error_of([&] { expand_shard_paths({d + "/train_1.bin", d + "/train_*.bin"}, ""); }),
+  CHECK_THAT(error_of([&] {
+               expand_shard_paths({d + "/train_1.bin", d + "/train_*.bin"}, "");
+             }),
              Contains("names '" + d + "/train_1.bin' twice") && Contains("by '" + d + "/train_*.bin'"));
   CHECK_THAT(error_of([&] { expand_shard_paths({d + "/val.bin", d + "/./val.bin"}, ""); }), Contains("twice"));
   CHECK_THAT(error_of([&] { expand_shard_paths({}, ""); }), Contains("empty list"));
@@ -186,8 +191,8 @@ TEST_CASE("token shards: a damaged shard is one error naming that file", "[data]
     return error_of([&] { TokenDataset d(o); });
   };
   std::vector<uint8_t> cut(good.begin(), good.end() - 7);
-  CHECK_THAT(opening(cut, "auto"), Contains("token file " + bad) && Contains("the header says 40 tokens") &&
-                                       Contains("cut short"));
+  CHECK_THAT(opening(cut, "auto"),
+             Contains("token file " + bad) && Contains("the header says 40 tokens") && Contains("cut short"));
   std::vector<uint8_t> longer = good;
   longer.insert(longer.end(), {0, 0});
   CHECK_THAT(opening(longer, "auto"), Contains(bad) && Contains("bytes follow the tokens"));
@@ -209,7 +214,8 @@ TEST_CASE("token shards: a damaged shard is one error naming that file", "[data]
   CHECK_THAT(error_of([&] { TokenDataset d(o); }), Contains("cannot open '" + bad + "': no such file"));
 }
 
-TEST_CASE("token shards: token ids are checked as windows are read, naming the shard and the offset", "[data][tokens]") {
+TEST_CASE("token shards: token ids are checked as windows are read, naming the shard and the offset",
+          "[data][tokens]") {
   TempDir tmp;
   std::vector<uint32_t> ids = marked(0, 40);
   for (uint32_t& t : ids) t %= 100;
@@ -223,7 +229,8 @@ TEST_CASE("token shards: token ids are checked as windows are read, naming the s
   TokenDataset d(o);  // opening reads no token
   REQUIRE(d.size() == 4 + 4);
   for (int64_t i : {0, 3, 4, 5, 6}) CHECK_NOTHROW(d.get(i));
-  const std::string want = "token file " + o.paths[1] + ": token 29 is 150, outside the model's vocabulary of 100 (at byte " +
+  const std::string want = "token file " + o.paths[1] +
+                           ": token 29 is 150, outside the model's vocabulary of 100 (at byte " +
                            std::to_string(1024 + 29 * 4);
   CHECK_THAT(error_of([&] { d.get(7); }), Contains(want));
   CHECK_THAT(error_of([&] { d.get_batch({0, 7}); }), Contains(want));

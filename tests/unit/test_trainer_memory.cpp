@@ -12,10 +12,11 @@ using namespace tr;
 
 TEST_CASE("evaluate() leaves no cached CPU blocks behind", "[train][allocator]") {
   TempDir tmp;
-  std::ofstream(tmp / "syn.toml") << "[run]\nseed = 3\nout_dir = '" << tmp.path.string()
-                                  << "'\n[model]\ninput = [8]\n[[model.layers]]\ntype = \"linear\"\nout_features = 3\n"
-                                     "[data]\ndataset = \"synthetic\"\nnum_classes = 3\ntrain_size = 64\neval_size = 64\n"
-                                     "batch_size = 16\n[log]\nprogress = \"none\"\n";
+  std::ofstream(tmp / "syn.toml")
+      << "[run]\nseed = 3\nout_dir = '" << tmp.path.string()
+      << "'\n[model]\ninput = [8]\n[[model.layers]]\ntype = \"linear\"\nout_features = 3\n"
+         "[data]\ndataset = \"synthetic\"\nnum_classes = 3\ntrain_size = 64\neval_size = 64\n"
+         "batch_size = 16\n[log]\nprogress = \"none\"\n";
   train::Trainer t(config::load_run_config(tmp / "syn.toml"));
   { Tensor block = empty({1 << 20}); }  // 4 MiB, freed into the cache
   MemoryStats m = memory_stats(kCPU);

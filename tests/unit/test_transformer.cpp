@@ -29,8 +29,8 @@
 
 using json = nlohmann::json;
 using namespace tr;
-using tr::test::error_of;
 using Catch::Matchers::Contains;
+using tr::test::error_of;
 
 namespace {
 
@@ -52,9 +52,7 @@ nn::ModulePtr build_toml(const std::string& src, nn::ShapeInfo& io) {
 std::string build_error(const std::string& src, nn::ShapeInfo io) {
   try {
     build_toml(src, io);
-  } catch (const Error& e) {
-    return e.what();
-  }
+  } catch (const Error& e) { return e.what(); }
   return "(no error)";
 }
 
@@ -87,12 +85,14 @@ TEST_CASE("CausalSelfAttention: shapes, nanoGPT's state_dict keys and repr", "[l
   nn::CausalSelfAttention a(8, 2);
   CHECK(a(randn({2, 5, 8})).sizes() == Shape{2, 5, 8});
   CHECK(a(randn({5, 8})).sizes() == Shape{5, 8});  // unbatched
-  CHECK(keys_of(a.state_dict()) == std::vector<std::string>{"c_attn.weight", "c_attn.bias", "c_proj.weight", "c_proj.bias"});
+  CHECK(keys_of(a.state_dict()) ==
+        std::vector<std::string>{"c_attn.weight", "c_attn.bias", "c_proj.weight", "c_proj.bias"});
   CHECK(a.c_attn->weight.sizes() == Shape{24, 8});
   CHECK(a.named_buffers().empty());  // the causal mask is not state
   nn::CausalSelfAttention nb(6, 3, 0.1, false);
   CHECK(keys_of(nb.state_dict()) == std::vector<std::string>{"c_attn.weight", "c_proj.weight"});
-  CHECK_THAT(a.repr(), Contains("CausalSelfAttention(\n  n_embd=8, n_head=2, dropout=0\n  (c_attn): Linear(in_features=8, out_features=24, bias=True)"));
+  CHECK_THAT(a.repr(), Contains("CausalSelfAttention(\n  n_embd=8, n_head=2, dropout=0\n  (c_attn): "
+                                "Linear(in_features=8, out_features=24, bias=True)"));
   CHECK_THAT(error_of([] { nn::CausalSelfAttention(10, 3); }), Contains("n_embd = 10 is not divisible by n_head = 3"));
   CHECK_THAT(error_of([&] { a(randn({2, 5, 6})); }), Contains("[2, 5, 6]"));
 }
@@ -110,8 +110,10 @@ TEST_CASE("CausalSelfAttention is causal: output t has zero gradient w.r.t. inpu
     for (int64_t s = 0; s < T; ++s) {
       INFO("input position " << s);
       double m = max_abs(g.narrow(1, s, 1));
-      if (s > t) CHECK(m == 0.0);
-      else CHECK(m > 1e-8);
+      if (s > t)
+        CHECK(m == 0.0);
+      else
+        CHECK(m > 1e-8);
     }
   }
   // and the values: changing a future token leaves earlier outputs bit-identical
@@ -187,7 +189,8 @@ TEST_CASE("TransformerBlock gradcheck (f64, B=2 T=3 C=4 nh=2), both gelu forms",
     // random LayerNorm affine so that its gradients are exercised away from (1, 0)
     {
       NoGradGuard ng;
-      for (auto& [n, p] : b.named_parameters()) p.copy_(randn(p.sizes(), DType::F64) * 0.5 + (n == "ln_1.weight" ? 1.0 : 0.0));
+      for (auto& [n, p] : b.named_parameters())
+        p.copy_(randn(p.sizes(), DType::F64) * 0.5 + (n == "ln_1.weight" ? 1.0 : 0.0));
     }
     Tensor x = randn({2, 3, 4}, DType::F64).requires_grad_(true);
     TensorFn f = [&](const Tensors& in) { return Tensors{b(in[0])}; };
@@ -329,10 +332,11 @@ TEST_CASE("TOML residual and repeat: shapes, keys, fresh weights, errors", "[lay
     activation = "gelu"
     layers = [{type = "linear", out_features = 16}, {type = "linear", out_features = 4}]
     shortcut = [{type = "linear", out_features = 4, bias = false}]
-  )", io);
+  )",
+                      io);
   CHECK(io.shape == Shape{5, 4});
-  CHECK(keys_of(m->state_dict()) == std::vector<std::string>{"body.0.weight", "body.0.bias", "body.1.weight",
-                                                             "body.1.bias", "shortcut.0.weight"});
+  CHECK(keys_of(m->state_dict()) ==
+        std::vector<std::string>{"body.0.weight", "body.0.bias", "body.1.weight", "body.1.bias", "shortcut.0.weight"});
   CHECK((*m)(randn({2, 5, 8})).sizes() == Shape{2, 5, 4});
 
   nn::ShapeInfo io2{{5, 8}};
@@ -340,7 +344,8 @@ TEST_CASE("TOML residual and repeat: shapes, keys, fresh weights, errors", "[lay
     type = "repeat"
     times = 3
     layers = [{type = "transformer_block", n_head = 2}, {type = "linear", out_features = 8}]
-  )", io2);
+  )",
+                        io2);
   CHECK(io2.shape == Shape{5, 8});
   auto keys = keys_of(rep->state_dict());
   CHECK(keys.size() == 3 * 14);
@@ -355,7 +360,8 @@ TEST_CASE("TOML residual and repeat: shapes, keys, fresh weights, errors", "[lay
   std::string msg = build_error(R"(
     type = "residual"
     layers = [{type = "linear", out_features = 3}]
-  )", nn::ShapeInfo{{5, 8}});
+  )",
+                                nn::ShapeInfo{{5, 8}});
   CHECK_THAT(msg, Contains("model"));
   CHECK_THAT(msg, Contains("body's output shape [5, 3]"));
   CHECK_THAT(msg, Contains("[5, 8]"));
@@ -363,7 +369,8 @@ TEST_CASE("TOML residual and repeat: shapes, keys, fresh weights, errors", "[lay
     type = "residual"
     layers = [{type = "linear", out_features = 3}]
     shortcut = [{type = "linear", out_features = 2}]
-  )", nn::ShapeInfo{{8}});
+  )",
+                    nn::ShapeInfo{{8}});
   CHECK_THAT(msg, Contains("body's output shape [3] does not equal the shortcut's output shape [2]"));
   CHECK_THAT(build_error("type = \"repeat\"\ntimes = 0\nlayers = []", nn::ShapeInfo{{8}}), Contains("at least 1"));
   // the activation is any layer of the registry that keeps the shape
@@ -376,7 +383,8 @@ TEST_CASE("TOML residual and repeat: shapes, keys, fresh weights, errors", "[lay
   CHECK(build_error("type = \"residual\"\nactivation = \"relu6\"\nlayers = []", nn::ShapeInfo{{8}}) == "(no error)");
   {
     nn::ShapeInfo gio{{8}};
-    auto g = build_toml("type = \"residual\"\nactivation = {type = \"gelu\", approximate = \"tanh\"}\nlayers = []", gio);
+    auto g =
+        build_toml("type = \"residual\"\nactivation = {type = \"gelu\", approximate = \"tanh\"}\nlayers = []", gio);
     Tensor x = randn({2, 8});
     CHECK(allclose((*g)(x), gelu(x + x, "tanh")));
   }
@@ -476,7 +484,8 @@ TEST_CASE("TOML transformer layers: inferred n_embd, key errors with suggestions
   CHECK_THAT(build_error("type = \"token_position_embedding\"\nvocab_size = 5\nn_embd = 4\nblock_size = 8",
                          nn::ShapeInfo{{9}, DType::I64}),
              Contains("T = 9 (input [9] int64) exceeds block_size = 8"));
-  for (const char* t : {"causal_self_attention", "transformer_block", "token_position_embedding", "residual", "repeat"}) {
+  for (const char* t :
+       {"causal_self_attention", "transformer_block", "token_position_embedding", "residual", "repeat"}) {
     INFO(t);
     CHECK(Registry<nn::LayerType>::get().all().count(t) == 1);
   }
@@ -530,9 +539,7 @@ TEST_CASE("losses: gradcheck and gradgradcheck (f64)", "[layers][transformer][lo
     INFO("bce " << red);
     TensorFn f = [&](const Tensors& in) { return Tensors{binary_cross_entropy_with_logits(in[0], in[1], red)}; };
     require_gradcheck(f, {z, lab}, true);
-    TensorFn g = [&](const Tensors& in) {
-      return Tensors{binary_cross_entropy_with_logits(in[0], in[1], red, in[2])};
-    };
+    TensorFn g = [&](const Tensors& in) { return Tensors{binary_cross_entropy_with_logits(in[0], in[1], red, in[2])}; };
     require_gradcheck(g, {z, lab, pw}, true);
   }
   // exact derivative at x = 0: sigmoid(0) - y
@@ -575,17 +582,25 @@ TEST_CASE("losses: errors name the shapes, dtypes and values", "[layers][transfo
   CHECK_THAT(msg, Contains("target 7 is out of bounds for 5 classes"));
   CHECK_THAT(error_of([&] { cross_entropy(x, tensor({0, -3, 1, 2}, DType::I64)); }), Contains("target -3"));
   CHECK_THAT(error_of([&] { cross_entropy(x, zeros({4}, DType::Bool)); }), Contains("got bool"));
-  CHECK_THAT(error_of([&] { cross_entropy(x, zeros({4, 4})); }),
+  CHECK_THAT(error_of([&] {
+               cross_entropy(x, zeros({4, 4}));
+             }),
              Contains("probability targets must have the input's shape [4, 5], got [4, 4]"));
   CHECK_THAT(error_of([&] { cross_entropy(zeros({4}, DType::I64), zeros({}, DType::I64)); }),
              Contains("input must be a floating tensor, got int64"));
   CHECK_THAT(error_of([&] { cross_entropy(x, zeros({4}, DType::I64), -100, 0.0, "avg"); }),
              Contains("reduction is 'avg', expected one of 'mean', 'sum', 'none'"));
-  CHECK_THAT(error_of([&] { mse_loss(x, randn({4, 1}), "mean"); }),
+  CHECK_THAT(error_of([&] {
+               mse_loss(x, randn({4, 1}), "mean");
+             }),
              Contains("target of shape [4, 1] does not match input of shape [4, 5]"));
-  CHECK_THAT(error_of([&] { binary_cross_entropy_with_logits(x, zeros({4, 5}, DType::I64)); }),
+  CHECK_THAT(error_of([&] {
+               binary_cross_entropy_with_logits(x, zeros({4, 5}, DType::I64));
+             }),
              Contains("target must be a floating tensor"));
-  CHECK_THAT(error_of([&] { binary_cross_entropy_with_logits(x, zeros({4, 5}), "mean", ones({3})); }),
+  CHECK_THAT(error_of([&] {
+               binary_cross_entropy_with_logits(x, zeros({4, 5}), "mean", ones({3}));
+             }),
              Contains("pos_weight"));
   CHECK_THAT(error_of([] { nn::MSELoss("average"); }), Contains("'average'"));
 }
@@ -624,9 +639,9 @@ std::string compare(const Tensor& got, const json& want, double rtol, double ato
   std::string first;
   for (size_t i = 0; i < g.size(); ++i) {
     double a = g[i], b = decode_value(want.at("values")[i]);
-    bool ok = (std::isnan(a) || std::isnan(b)) ? (std::isnan(a) && std::isnan(b))
+    bool ok = (std::isnan(a) || std::isnan(b))   ? (std::isnan(a) && std::isnan(b))
               : (std::isinf(a) || std::isinf(b)) ? a == b
-                                                   : std::abs(a - b) <= atol + rtol * std::abs(b);
+                                                 : std::abs(a - b) <= atol + rtol * std::abs(b);
     if (!ok && bad++ == 0) {
       std::ostringstream o;
       o.precision(17);
@@ -656,26 +671,32 @@ nn::ModulePtr build_fixture_module(const json& c) {
       activation = "relu"
       layers = [{type = "linear", out_features = 6}, {type = "linear", out_features = 3}]
       shortcut = [{type = "linear", out_features = 3}]
-    )", io);
+    )",
+                      io);
   if (kind == "residual_attention")
-    return build_toml(str("type = \"residual\"\nactivation = \"tanh\"\nlayers = [{type = \"causal_self_attention\", n_head = ",
-                          cfg.at("n_head").get<int64_t>(), "}]"), io);
+    return build_toml(
+        str("type = \"residual\"\nactivation = \"tanh\"\nlayers = [{type = \"causal_self_attention\", n_head = ",
+            cfg.at("n_head").get<int64_t>(), "}]"),
+        io);
   if (kind == "gpt") {
     io.dtype = DType::I64;
     return build_toml(str(R"(
       type = "sequential"
       [[layers]]
       type = "token_position_embedding"
-      vocab_size = )", cfg.at("vocab_size").get<int64_t>(), "\nn_embd = ", cfg.at("n_embd").get<int64_t>(),
+      vocab_size = )",
+                          cfg.at("vocab_size").get<int64_t>(), "\nn_embd = ", cfg.at("n_embd").get<int64_t>(),
                           "\nblock_size = ", cfg.at("block_size").get<int64_t>(), R"(
       [[layers]]
       type = "repeat"
       times = 2
-      layers = [{type = "transformer_block", n_head = )", cfg.at("n_head").get<int64_t>(), ", gelu = \"",
-                          cfg.at("gelu").get<std::string>(), R"("}]
+      layers = [{type = "transformer_block", n_head = )",
+                          cfg.at("n_head").get<int64_t>(), ", gelu = \"", cfg.at("gelu").get<std::string>(), R"("}]
       [[layers]]
       type = "linear"
-      out_features = )", cfg.at("vocab_size").get<int64_t>(), "\n"), io);
+      out_features = )",
+                          cfg.at("vocab_size").get<int64_t>(), "\n"),
+                      io);
   }
   throw std::runtime_error("unknown fixture kind " + kind);
 }
@@ -716,8 +737,10 @@ std::vector<std::string> run_module_case(const json& c) {
   Tensors g = autograd::grad({loss}, wrt);
   const json& pg = c.at("param_grads");
   for (size_t i = 0; i < named.size(); ++i) {
-    if (pg[i][0] != named[i].first) bad.push_back(str("parameter ", i, ": ours ", named[i].first, " vs torch ", pg[i][0]));
-    else if (auto e = compare(g[i], pg[i][1], rtol, atol); !e.empty()) bad.push_back("grad of " + named[i].first + ": " + e);
+    if (pg[i][0] != named[i].first)
+      bad.push_back(str("parameter ", i, ": ours ", named[i].first, " vs torch ", pg[i][0]));
+    else if (auto e = compare(g[i], pg[i][1], rtol, atol); !e.empty())
+      bad.push_back("grad of " + named[i].first + ": " + e);
   }
   if (x.requires_grad())
     if (auto e = compare(g.back(), c.at("input_grad"), rtol, atol); !e.empty()) bad.push_back("input grad: " + e);
@@ -752,17 +775,14 @@ std::vector<std::string> run_loss_case(const json& c) {
   return bad;
 }
 
-template <typename Run>
-void run_all(const json& cases, Run run, const char* what) {
+template <typename Run> void run_all(const json& cases, Run run, const char* what) {
   REQUIRE(cases.size() > 0);
   int passed = 0;
   for (auto& c : cases) {
     std::vector<std::string> bad;
     try {
       bad = run(c);
-    } catch (const std::exception& e) {
-      bad.push_back(std::string("threw: ") + e.what());
-    }
+    } catch (const std::exception& e) { bad.push_back(std::string("threw: ") + e.what()); }
     std::string why;
     for (auto& b : bad) why += "\n  " + b;
     INFO(what << " " << c.at("name").get<std::string>() << " (" << c.at("dtype").get<std::string>() << ")" << why);

@@ -103,7 +103,8 @@ TEST_CASE("ZeRO-1/2 on 3 ranks: DDP's bits, unused parameters, the gathered and 
       EXPECT(got.param_groups == want.param_groups, "param groups: ", got.param_groups.dump());
       EXPECT(got.step_count == want.step_count, "step count");
       if (rank != 0) continue;
-      EXPECT(got.tensors.size() == want.tensors.size(), got.tensors.size(), " state tensors, want ", want.tensors.size());
+      EXPECT(got.tensors.size() == want.tensors.size(), got.tensors.size(), " state tensors, want ",
+             want.tensors.size());
       for (auto& [name, t] : want.tensors)
         EXPECT(got.tensors.count(name) && got.tensors.at(name).sizes() == t.sizes() && equal(got.tensors.at(name), t),
                "state tensor ", name);
@@ -131,9 +132,7 @@ TEST_CASE("ZeRO-1/2 on 3 ranks: DDP's bits, unused parameters, the gathered and 
     bool threw = false;
     try {
       fresh.sharded->load_state_dict(bad);
-    } catch (const Error&) {
-      threw = true;
-    }
+    } catch (const Error&) { threw = true; }
     EXPECT(threw, "a state of the wrong shape must be refused");
     EXPECT(optim::state_bytes(*fresh.opt) == optim::state_bytes(*zero2.opt), "state kept after the refused load");
   });

@@ -3,10 +3,10 @@
 #include <cuda_runtime.h>
 #include "core/error.h"
 
-#define TR_CUDA_CHECK(call)                                                                          \
-  do {                                                                                               \
-    cudaError_t tr_err_ = (call);                                                                    \
-    if (tr_err_ != cudaSuccess)                                                                      \
-      throw ::tr::Error(::tr::str(#call, " failed at ", __FILE__, ":", __LINE__, ": ",              \
-                                  cudaGetErrorString(tr_err_), " (error ", int(tr_err_), ")"));      \
+#define TR_CUDA_CHECK(call)                                                                                         \
+  do {                                                                                                              \
+    cudaError_t tr_err_ = (call);                                                                                   \
+    if (tr_err_ != cudaSuccess)                                                                                     \
+      throw ::tr::Error(::tr::str(#call, " failed at ", __FILE__, ":", __LINE__, ": ", cudaGetErrorString(tr_err_), \
+                                  " (error ", int(tr_err_), ")"));                                                  \
   } while (0)

@@ -64,9 +64,9 @@ class CudaDeviceMemory : public DeviceMemory {
   std::string describe() override {
     size_t free_b = 0, total_b = 0;
     const bool ok = memory_info(index_, free_b, total_b);
-    return str("cuda:", index_,
-               ok ? str(" (", format_bytes(double(free_b)), " free of ", format_bytes(double(total_b)), ")")
-                  : std::string());
+    return str(
+        "cuda:", index_,
+        ok ? str(" (", format_bytes(double(free_b)), " free of ", format_bytes(double(total_b)), ")") : std::string());
   }
 
  private:

@@ -7,7 +7,9 @@ namespace tr::cuda {
 
 bool is_compiled() { return false; }
 int device_count() { return 0; }
-std::string unavailable_reason() { return "this build of trainer has no CUDA support (the CUDA toolkit was not found at build time)"; }
+std::string unavailable_reason() {
+  return "this build of trainer has no CUDA support (the CUDA toolkit was not found at build time)";
+}
 bool is_available() { return false; }
 void memcpy(void* dst, Device dd, const void* src, Device sd, size_t n) {
   TR_CHECK(dd.is_cpu() && sd.is_cpu(), "copy between ", sd.str(), " and ", dd.str(), ": ", unavailable_reason());

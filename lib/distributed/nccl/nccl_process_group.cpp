@@ -119,14 +119,17 @@ class NcclWork : public Work {
  public:
   NcclWork(NcclProcessGroup::Impl* im, std::string name, uint64_t tag, std::shared_ptr<DoneEvent> done,
            std::vector<Tensor> keep)
-      : im_(im), name_(std::move(name)), tag_(tag), done_(std::move(done)), start_(Clock::now()),
+      : im_(im),
+        name_(std::move(name)),
+        tag_(tag),
+        done_(std::move(done)),
+        start_(Clock::now()),
         keep_(std::move(keep)) {}
   ~NcclWork() override {
     // Unwaited: the buffers must not go back to the allocator while NCCL may still use them.
     try {
       if (!completed_) wait();
-    } catch (...) {
-    }
+    } catch (...) {}
   }
 
   void wait() override {
@@ -226,7 +229,11 @@ class NcclWork : public Work {
 }  // namespace
 
 NcclProcessGroup::Impl::Impl(Store& s, const ProcessGroupOptions& o)
-    : store(s), prefix(o.prefix + "/nccl"), rank(o.rank), size(o.size), timeout(o.timeout),
+    : store(s),
+      prefix(o.prefix + "/nccl"),
+      rank(o.rank),
+      size(o.size),
+      timeout(o.timeout),
       log(s, o.prefix + "/nccl", o.rank, o.size, o.timeout) {
   const auto t0 = Clock::now();
   const int count = cuda::device_count();
@@ -275,14 +282,15 @@ NcclProcessGroup::Impl::~Impl() {
       DeviceGuard g(device);
       bool clean = broken.empty() && ncclCommFinalize(comm) == ncclSuccess;
       if (clean) clean = settle(comm, Clock::now() + timeout) == ncclSuccess;
-      if (clean) ncclCommDestroy(comm);
-      else ncclCommAbort(comm);
+      if (clean)
+        ncclCommDestroy(comm);
+      else
+        ncclCommAbort(comm);
     }
     if (stream) cudaStreamDestroy(stream);
     in_flight.reset();
     barrier_buf = Tensor();
-  } catch (...) {
-  }
+  } catch (...) {}
 }
 
 void NcclProcessGroup::Impl::abort_locked(const std::string& msg) {
@@ -389,10 +397,11 @@ std::shared_ptr<Work> NcclProcessGroup::allreduce_async(Tensor& t, ReduceOp op) 
   const DType dt = t.dtype();
   const size_t n = size_t(t.numel());
   void* p = t.raw_data();
-  return impl_->enqueue(
-      str("allreduce (", reduce_op_name(op), ") of ", format_bytes(n * t.element_size(), 1), " ", dtype_name(dt), take_label()),
-      {t},
-      [=](ncclComm_t comm, cudaStream_t s) { return ncclAllReduce(p, p, n, nccl_type(dt), nccl_op(op), comm, s); });
+  return impl_->enqueue(str("allreduce (", reduce_op_name(op), ") of ", format_bytes(n * t.element_size(), 1), " ",
+                            dtype_name(dt), take_label()),
+                        {t}, [=](ncclComm_t comm, cudaStream_t s) {
+                          return ncclAllReduce(p, p, n, nccl_type(dt), nccl_op(op), comm, s);
+                        });
 }
 
 std::shared_ptr<Work> NcclProcessGroup::broadcast_async(Tensor& t, int root) {
@@ -402,10 +411,11 @@ std::shared_ptr<Work> NcclProcessGroup::broadcast_async(Tensor& t, int root) {
            ", this rank's group drives cuda:", impl_->device);
   const size_t bytes = size_t(t.numel()) * t.element_size();
   void* p = t.raw_data();
-  return impl_->enqueue(str("broadcast of ", format_bytes(bytes, 1), " ", dtype_name(t.dtype()), " from rank ", root, take_label()),
-                        {t}, [=](ncclComm_t comm, cudaStream_t s) {
-                          return ncclBroadcast(p, p, bytes, ncclUint8, root, comm, s);  // in place at the root
-                        });
+  return impl_->enqueue(
+      str("broadcast of ", format_bytes(bytes, 1), " ", dtype_name(t.dtype()), " from rank ", root, take_label()), {t},
+      [=](ncclComm_t comm, cudaStream_t s) {
+        return ncclBroadcast(p, p, bytes, ncclUint8, root, comm, s);  // in place at the root
+      });
 }
 
 std::shared_ptr<Work> NcclProcessGroup::allgather_async(const Tensor& t, std::vector<Tensor>& out) {
@@ -420,10 +430,9 @@ std::shared_ptr<Work> NcclProcessGroup::allgather_async(const Tensor& t, std::ve
   for (int r = 0; r < size_; ++r) out.push_back(flat.narrow(0, r * n, n).view(t.sizes()));
   const void* in = t.raw_data();
   void* o = flat.raw_data();
-  return impl_->enqueue(str("allgather of ", format_bytes(bytes, 1), " ", dtype_name(t.dtype()), " per rank", take_label()),
-                        {t, flat}, [=](ncclComm_t comm, cudaStream_t s) {
-                          return ncclAllGather(in, o, bytes, ncclUint8, comm, s);
-                        });
+  return impl_->enqueue(
+      str("allgather of ", format_bytes(bytes, 1), " ", dtype_name(t.dtype()), " per rank", take_label()), {t, flat},
+      [=](ncclComm_t comm, cudaStream_t s) { return ncclAllGather(in, o, bytes, ncclUint8, comm, s); });
 }
 
 std::shared_ptr<Work> NcclProcessGroup::reduce_scatter_async(Tensor& output, Tensor& input, ReduceOp op) {
@@ -435,8 +444,8 @@ std::shared_ptr<Work> NcclProcessGroup::reduce_scatter_async(Tensor& output, Ten
   const size_t n = size_t(output.numel());
   const void* in = input.raw_data();
   void* out = output.raw_data();  // in place when it is this rank's window of the input (NCCL allows it)
-  return impl_->enqueue(str("reduce_scatter (", reduce_op_name(op), ") of ", format_bytes(n * output.element_size(), 1), " ",
-                            dtype_name(dt), " per rank", take_label()),
+  return impl_->enqueue(str("reduce_scatter (", reduce_op_name(op), ") of ", format_bytes(n * output.element_size(), 1),
+                            " ", dtype_name(dt), " per rank", take_label()),
                         {input, output}, [=](ncclComm_t comm, cudaStream_t s) {
                           return ncclReduceScatter(in, out, n, nccl_type(dt), nccl_op(op), comm, s);
                         });
@@ -449,10 +458,10 @@ std::shared_ptr<Work> NcclProcessGroup::allgather_into_async(Tensor& output, con
   const size_t bytes = size_t(input.numel()) * input.element_size();
   const void* in = input.raw_data();
   void* out = output.raw_data();  // in place when the input is this rank's window (NCCL allows it)
-  return impl_->enqueue(str("allgather_into of ", format_bytes(bytes, 1), " ", dtype_name(input.dtype()), " per rank", take_label()),
-                        {input, output}, [=](ncclComm_t comm, cudaStream_t s) {
-                          return ncclAllGather(in, out, bytes, ncclUint8, comm, s);
-                        });
+  return impl_->enqueue(
+      str("allgather_into of ", format_bytes(bytes, 1), " ", dtype_name(input.dtype()), " per rank", take_label()),
+      {input, output},
+      [=](ncclComm_t comm, cudaStream_t s) { return ncclAllGather(in, out, bytes, ncclUint8, comm, s); });
 }
 
 std::shared_ptr<Work> NcclProcessGroup::barrier_async() {

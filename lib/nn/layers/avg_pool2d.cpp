@@ -12,8 +12,9 @@ AvgPool2d::AvgPool2d(Pair k, Pair s, Pair p, bool cip) : Module("AvgPool2d"), co
   stride = s.empty() ? kernel_size : expand_pair(s, "AvgPool2d", "stride", 1);
   padding = expand_pair(p, "AvgPool2d", "padding", 0);
   for (int i = 0; i < 2; ++i)
-    TR_CHECK(padding[i] <= kernel_size[i] / 2, "AvgPool2d: pad should be at most half of kernel size, but got padding=",
-             padding, " and kernel_size=", kernel_size);
+    TR_CHECK(padding[i] <= kernel_size[i] / 2,
+             "AvgPool2d: pad should be at most half of kernel size, but got padding=", padding,
+             " and kernel_size=", kernel_size);
 }
 
 Tensor AvgPool2d::forward(const Tensor& x) {
@@ -25,8 +26,8 @@ Tensor AvgPool2d::forward(const Tensor& x) {
 }
 
 std::string AvgPool2d::extra_repr() const {
-  return str("kernel_size=", int_or_pair_repr(kernel_size), ", stride=", int_or_pair_repr(stride), ", padding=",
-             int_or_pair_repr(padding));
+  return str("kernel_size=", int_or_pair_repr(kernel_size), ", stride=", int_or_pair_repr(stride),
+             ", padding=", int_or_pair_repr(padding));
 }
 
 static ModulePtr build_avg_pool2d(const TomlTable& t, ShapeInfo& io) {

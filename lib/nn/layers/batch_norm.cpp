@@ -73,8 +73,7 @@ void BatchNorm2d::check_input(const Tensor& x) const {
 
 namespace {
 // Keys shared by batch_norm1d and batch_norm2d; num_features is the per-sample shape's dim 0.
-template <typename BN>
-static ModulePtr build_batch_norm(const TomlTable& t, ShapeInfo& io) {
+template <typename BN> static ModulePtr build_batch_norm(const TomlTable& t, ShapeInfo& io) {
   int64_t c = io.shape[0];
   if (t.has("num_features") && t.get_int("num_features") != c)
     layer_error(t, str("num_features = ", t.get_int("num_features"), " does not match the input shape ", io.str(),

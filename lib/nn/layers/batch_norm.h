@@ -25,7 +25,7 @@ class BatchNorm : public Module {
   double eps;
   std::optional<double> momentum;
   bool affine, track_running_stats;
-  Tensor weight, bias;                                     // [C]
+  Tensor weight, bias;                                    // [C]
   Tensor running_mean, running_var, num_batches_tracked;  // [C], [C], [] int64
 
  protected:

@@ -46,8 +46,8 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
            "): expected an input of shape [B, T, ", n_embd, "] or [T, ", n_embd, "], got ", x.sizes());
   const bool unbatched = x.dim() == 2;
   Tensor h = unbatched ? x.unsqueeze(0) : x;
-  const Tensor qkv = (*c_attn)(h);  // [B, T, 3C]
-  Tensor y;                         // [B, T, C]
+  const Tensor qkv = (*c_attn)(h);           // [B, T, 3C]
+  Tensor y;                                  // [B, T, C]
   if (KVCache* cache = KVCache::active()) {  // decoding (nn/kv_cache.h): attend to the cached positions too
     const int64_t past = cache->length();
     auto [k, v] = cache->append(*this, head_part(qkv, 1, n_head), head_part(qkv, 2, n_head));
@@ -72,7 +72,8 @@ AttentionArgs read_attention_args(const TomlTable& t, const ShapeInfo& io) {
                        " coming from the previous layer"));
   int64_t nh = t.get_int("n_head");
   if (nh <= 0 || C % nh != 0)
-    t.fail("n_head", str("= ", nh, " must be positive and divide n_embd = ", C, " (the last dim of the input ", io.str(), ")"));
+    t.fail("n_head",
+           str("= ", nh, " must be positive and divide n_embd = ", C, " (the last dim of the input ", io.str(), ")"));
   double p = t.get_float("dropout", 0.0);
   if (p < 0.0 || p >= 1.0) t.fail("dropout", str("must be in [0, 1), got ", p));
   return {C, nh, p};

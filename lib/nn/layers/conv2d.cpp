@@ -42,8 +42,8 @@ Tensor Conv2d::forward(const Tensor& x) {
 }
 
 std::string Conv2d::extra_repr() const {
-  std::string s = str(in_channels, ", ", out_channels, ", kernel_size=", pair_repr(kernel_size),
-                      ", stride=", pair_repr(stride));
+  std::string s =
+      str(in_channels, ", ", out_channels, ", kernel_size=", pair_repr(kernel_size), ", stride=", pair_repr(stride));
   if (padding != Pair{0, 0}) s += ", padding=" + pair_repr(padding);
   if (dilation != Pair{1, 1}) s += ", dilation=" + pair_repr(dilation);
   if (groups != 1) s += str(", groups=", groups);

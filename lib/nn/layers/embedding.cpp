@@ -46,8 +46,7 @@ static ModulePtr build_embedding(const TomlTable& t, ShapeInfo& io) {
   std::optional<int64_t> pad;
   if (t.has("padding_idx")) {
     pad = t.get_int("padding_idx");
-    if (*pad < -num || *pad >= num)
-      t.fail("padding_idx", str("must be within num_embeddings (", num, "), got ", *pad));
+    if (*pad < -num || *pad >= num) t.fail("padding_idx", str("must be within num_embeddings (", num, "), got ", *pad));
   }
   io.shape.push_back(dim);
   io.dtype = DType::F32;

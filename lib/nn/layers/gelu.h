@@ -1,4 +1,5 @@
-// torch.nn.GELU: y = x Phi(x) ("none"), or 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) ("tanh"). No parameters, any input shape, output of the same shape.
+// torch.nn.GELU: y = x Phi(x) ("none"), or 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) ("tanh"). No parameters, any
+// input shape, output of the same shape.
 #pragma once
 #include <string>
 #include "nn/module.h"

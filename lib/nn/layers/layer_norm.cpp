@@ -43,8 +43,7 @@ static ModulePtr build_layer_norm(const TomlTable& t, ShapeInfo& io) {
     ns = n->is_integer() ? Shape{t.get_int("normalized_shape")} : t.get_ints("normalized_shape");
     bool fits = !ns.empty() && ns.size() <= io.shape.size();
     for (size_t i = 0; fits && i < ns.size(); ++i) fits = io.shape[io.shape.size() - ns.size() + i] == ns[i];
-    if (!fits)
-      t.fail("normalized_shape", str("= ", ns, " must equal the trailing dims of the input shape ", io.str()));
+    if (!fits) t.fail("normalized_shape", str("= ", ns, " must equal the trailing dims of the input shape ", io.str()));
   }
   double eps = t.get_float("eps", 1e-5);
   if (eps <= 0) t.fail("eps", str("must be positive, got ", eps));

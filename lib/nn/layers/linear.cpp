@@ -37,19 +37,21 @@ Tensor Linear::forward_relu(const Tensor& x) {
 }
 
 std::string Linear::extra_repr() const {
-  return str("in_features=", in_features, ", out_features=", out_features, ", bias=", bias.defined() ? "True" : "False");
+  return str("in_features=", in_features, ", out_features=", out_features,
+             ", bias=", bias.defined() ? "True" : "False");
 }
 
-TR_REGISTER_LAYER("linear", "out_features, bias = true, in_features (optional check)", [](const TomlTable& t, ShapeInfo& io) -> ModulePtr {
-  if (io.shape.empty()) layer_error(t, str("expects an input with at least one dim, got ", io.str()));
-  int64_t in = io.shape.back();
-  if (t.has("in_features") && t.get_int("in_features") != in)
-    layer_error(t, str("in_features = ", t.get_int("in_features"), " does not match the input shape ", io.str(),
-                       " coming from the previous layer"));
-  int64_t out = t.get_int("out_features");
-  auto m = std::make_shared<Linear>(in, out, t.get_bool("bias", true));
-  io.shape.back() = out;
-  return m;
-});
+TR_REGISTER_LAYER("linear", "out_features, bias = true, in_features (optional check)",
+                  [](const TomlTable& t, ShapeInfo& io) -> ModulePtr {
+                    if (io.shape.empty()) layer_error(t, str("expects an input with at least one dim, got ", io.str()));
+                    int64_t in = io.shape.back();
+                    if (t.has("in_features") && t.get_int("in_features") != in)
+                      layer_error(t, str("in_features = ", t.get_int("in_features"), " does not match the input shape ",
+                                         io.str(), " coming from the previous layer"));
+                    int64_t out = t.get_int("out_features");
+                    auto m = std::make_shared<Linear>(in, out, t.get_bool("bias", true));
+                    io.shape.back() = out;
+                    return m;
+                  });
 
 }  // namespace tr::nn

@@ -26,8 +26,8 @@ Tensor MaxPool2d::forward(const Tensor& x) {
 }
 
 std::string MaxPool2d::extra_repr() const {
-  return str("kernel_size=", int_or_pair_repr(kernel_size), ", stride=", int_or_pair_repr(stride), ", padding=",
-             int_or_pair_repr(padding), ", dilation=", int_or_pair_repr(dilation), ", ceil_mode=False");
+  return str("kernel_size=", int_or_pair_repr(kernel_size), ", stride=", int_or_pair_repr(stride),
+             ", padding=", int_or_pair_repr(padding), ", dilation=", int_or_pair_repr(dilation), ", ceil_mode=False");
 }
 
 static ModulePtr build_max_pool2d(const TomlTable& t, ShapeInfo& io) {

@@ -16,8 +16,10 @@ PositionEmbedding::PositionEmbedding(int64_t block, int64_t embd)
 }
 
 Tensor PositionEmbedding::forward(const Tensor& x) {
-  TR_CHECK(x.dim() >= 2 && x.size(-1) == n_embd, "PositionEmbedding(", extra_repr(), "): expected an input of shape "
-           "[..., T, ", n_embd, "], got ", x.sizes());
+  TR_CHECK(x.dim() >= 2 && x.size(-1) == n_embd, "PositionEmbedding(", extra_repr(),
+           "): expected an input of shape "
+           "[..., T, ",
+           n_embd, "], got ", x.sizes());
   const int64_t T = x.size(-2);
   const KVCache* cache = KVCache::active();
   const int64_t start = cache ? cache->length() : 0;
@@ -36,8 +38,8 @@ ModulePtr build_position_embedding(const TomlTable& t, ShapeInfo& io) {
   const int64_t block = t.get_int("block_size");
   if (block <= 0) t.fail("block_size", str("must be positive, got ", block));
   if (io.shape[0] > block)
-    layer_error(t, str("the input sequence length T = ", io.shape[0], " (input ", io.str(), ") exceeds block_size = ",
-                       block));
+    layer_error(
+        t, str("the input sequence length T = ", io.shape[0], " (input ", io.str(), ") exceeds block_size = ", block));
   if (t.has("n_embd") && t.get_int("n_embd") != io.shape[1])
     layer_error(t, str("n_embd = ", t.get_int("n_embd"), " does not match the input shape ", io.str(),
                        " coming from the previous layer"));

@@ -88,7 +88,8 @@ ModulePtr build_repeat(const TomlTable& t, ShapeInfo& io) {
       seq->push_back(build_list(t, "layers", str("copy ", i), io));
       continue;
     }
-    TomlTable l(one->raw(), t.file(), str(t.what(), " copy ", i, " (", one->raw()["type"].value_or(std::string("?")), ")"));
+    TomlTable l(one->raw(), t.file(),
+                str(t.what(), " copy ", i, " (", one->raw()["type"].value_or(std::string("?")), ")"));
     seq->push_back(build_layer(l, io));
   }
   return seq;
@@ -96,10 +97,11 @@ ModulePtr build_repeat(const TomlTable& t, ShapeInfo& io) {
 
 }  // namespace
 
-TR_REGISTER_LAYER("residual",
-                  "layers = [...] (the body), shortcut = [...] (default identity), activation = \"none\" (a layer type, "
-                  "or a layer {type = ...}, applied to the sum)",
-                  build_residual);
+TR_REGISTER_LAYER(
+    "residual",
+    "layers = [...] (the body), shortcut = [...] (default identity), activation = \"none\" (a layer type, "
+    "or a layer {type = ...}, applied to the sum)",
+    build_residual);
 // checkpoint = true on a repeat checkpoints each copy (one checkpoint per block, as torch users do)
 TR_REGISTER_CONTAINER_LAYER("repeat",
                             "times = N, layers = [...] or layer = {...}: N fresh copies as children \"0\"..\"N-1\" "

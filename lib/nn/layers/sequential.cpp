@@ -40,8 +40,9 @@ ModulePtr build_sequential(const TomlTable& t, ShapeInfo& io) {
   auto seq = std::make_shared<Sequential>();
   auto layers = t.get_tables("layers");
   for (size_t i = 0; i < layers.size(); ++i) {
-    TomlTable l(layers[i].raw(), t.file(), str(t.what() == "model" ? "" : t.what() + " ", "layer ", i, " (",
-                                                  layers[i].raw()["type"].value_or(std::string("?")), ")"));
+    TomlTable l(layers[i].raw(), t.file(),
+                str(t.what() == "model" ? "" : t.what() + " ", "layer ", i, " (",
+                    layers[i].raw()["type"].value_or(std::string("?")), ")"));
     ModulePtr m = build_layer(l, io);
     seq->push_back(m, l.get_string("name", ""));
   }

@@ -9,7 +9,9 @@ Softplus::Softplus(double b, double thr) : Module("Softplus"), beta(b), threshol
   TR_CHECK(beta != 0.0, "Softplus: beta must be non-zero");
 }
 Tensor Softplus::forward(const Tensor& x) { return softplus(x, beta, threshold); }
-std::string Softplus::extra_repr() const { return str("beta=", number_repr(beta), ", threshold=", number_repr(threshold)); }
+std::string Softplus::extra_repr() const {
+  return str("beta=", number_repr(beta), ", threshold=", number_repr(threshold));
+}
 
 TR_REGISTER_LAYER("softplus", "beta = 1, threshold = 20", [](const TomlTable& t, ShapeInfo& io) -> ModulePtr {
   expect_floating(t, io);

@@ -1,4 +1,5 @@
-// torch.nn.Softplus: y = log(1 + exp(beta x)) / beta, and x where beta x > threshold. No parameters, any input shape, output of the same shape.
+// torch.nn.Softplus: y = log(1 + exp(beta x)) / beta, and x where beta x > threshold. No parameters, any input shape,
+// output of the same shape.
 #pragma once
 #include <string>
 #include "nn/module.h"

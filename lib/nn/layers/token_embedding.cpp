@@ -28,8 +28,10 @@ class Table : public Module {
 
 TokenPositionEmbedding::TokenPositionEmbedding(int64_t vocab, int64_t embd, int64_t block, double p)
     : Module("TokenPositionEmbedding"), vocab_size(vocab), n_embd(embd), block_size(block), dropout(p) {
-  TR_CHECK(vocab > 0 && embd > 0 && block > 0, "TokenPositionEmbedding: vocab_size, n_embd and block_size must be "
-           "positive, got ", vocab, ", ", embd, ", ", block);
+  TR_CHECK(vocab > 0 && embd > 0 && block > 0,
+           "TokenPositionEmbedding: vocab_size, n_embd and block_size must be "
+           "positive, got ",
+           vocab, ", ", embd, ", ", block);
   TR_CHECK(p >= 0.0 && p < 1.0, "TokenPositionEmbedding: dropout must be in [0, 1), got ", p);
   wte = register_module("wte", std::make_shared<Table>(vocab, embd));
   wpe = register_module("wpe", std::make_shared<Table>(block, embd));
@@ -47,8 +49,8 @@ Tensor TokenPositionEmbedding::forward(const Tensor& ids) {
            cache ? str(" after ", start, " cached positions") : std::string(), ", block_size is only ", block_size,
            " (input shape ", ids.sizes(), ")");
   Tensor pos = arange(double(start), double(start + T), 1.0, TensorOptions(DType::I64).device(ids.device()));  // [T]
-  Tensor tok = (*wte)(ids);                                                 // [..., T, C]
-  return tr::dropout(tok + (*wpe)(pos), dropout, is_training());            // + [T, C] broadcast
+  Tensor tok = (*wte)(ids);                                       // [..., T, C]
+  return tr::dropout(tok + (*wpe)(pos), dropout, is_training());  // + [T, C] broadcast
 }
 
 std::string TokenPositionEmbedding::extra_repr() const {
@@ -68,8 +70,8 @@ ModulePtr build_token_position_embedding(const TomlTable& t, ShapeInfo& io) {
   if (embd <= 0) t.fail("n_embd", str("must be positive, got ", embd));
   if (block <= 0) t.fail("block_size", str("must be positive, got ", block));
   if (io.shape[0] > block)
-    layer_error(t, str("the input sequence length T = ", io.shape[0], " (input ", io.str(), ") exceeds block_size = ",
-                       block));
+    layer_error(
+        t, str("the input sequence length T = ", io.shape[0], " (input ", io.str(), ") exceeds block_size = ", block));
   double p = t.get_float("dropout", 0.0);
   if (p < 0.0 || p >= 1.0) t.fail("dropout", str("must be in [0, 1), got ", p));
   io.shape = {io.shape[0], embd};

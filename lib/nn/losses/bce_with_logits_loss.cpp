@@ -12,8 +12,7 @@ Tensor BCEWithLogitsLoss::forward(const Tensor& input, const Tensor& target) {
   return binary_cross_entropy_with_logits(input, target, reduction, pos_weight);
 }
 
-TR_REGISTER_LOSS("bce_with_logits",
-                 {[](const TomlTable&) -> LossPtr { return std::make_shared<BCEWithLogitsLoss>(); },
-                  "no keys; targets are 0/1 labels (or probabilities) with the output's shape"});
+TR_REGISTER_LOSS("bce_with_logits", {[](const TomlTable&) -> LossPtr { return std::make_shared<BCEWithLogitsLoss>(); },
+                                     "no keys; targets are 0/1 labels (or probabilities) with the output's shape"});
 
 }  // namespace tr::nn

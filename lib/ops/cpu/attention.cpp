@@ -57,9 +57,9 @@ void block_4x16_f32(int64_t k0, int64_t k1, const float* a, int64_t rsa, int64_t
 }
 
 // The same for a kRows x 32 block in two 16-lane vectors a row, where the CPU has AVX-512.
-__attribute__((target("avx512f"))) void block_4x32_f32(int64_t k0, int64_t k1, const float* a, int64_t rsa,
-                                                      int64_t csa, const float* b, int64_t rsb, float* c, int64_t rsc,
-                                                      float alpha) {
+__attribute__((target("avx512f"))) void block_4x32_f32(int64_t k0, int64_t k1, const float* a, int64_t rsa, int64_t csa,
+                                                       const float* b, int64_t rsb, float* c, int64_t rsc,
+                                                       float alpha) {
   __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
   const float *a0 = a, *a1 = a + rsa, *a2 = a + 2 * rsa, *a3 = a + 3 * rsa;
   for (int64_t k = k0; k < k1; ++k) {
@@ -94,9 +94,8 @@ __attribute__((target("avx512f"))) void block_4x32_f32(int64_t k0, int64_t k1, c
 
 // C[r, j] = alpha S_{k0 <= k < k1} A(r, k) B(k, j) for r < m <= kRows, j < n, with
 // A(r, k) = a[r rsa + k csa], B(k, j) = b[k rsb + j], C(r, j) = c[r rsc + j].
-template <typename T>
-void block_product(int64_t m, int64_t n, int64_t k0, int64_t k1, const T* a, int64_t rsa, int64_t csa, const T* b,
-                   int64_t rsb, T* c, int64_t rsc, T alpha) {
+template <typename T> void block_product(int64_t m, int64_t n, int64_t k0, int64_t k1, const T* a, int64_t rsa,
+                                         int64_t csa, const T* b, int64_t rsb, T* c, int64_t rsc, T alpha) {
   for (int64_t j0 = 0; j0 < n;) {
     const int64_t w = std::min(kCols, n - j0);
     if constexpr (std::is_same_v<T, float>) {
@@ -126,8 +125,7 @@ void block_product(int64_t m, int64_t n, int64_t k0, int64_t k1, const T* a, int
 }
 
 // e[j] = exp(x[j] - sub) for j < n (each x[j] - sub <= 0); returns S_j e[j] (8 lanes for f32).
-template <typename T>
-T exp_shifted(T* x, int64_t n, T sub) {
+template <typename T> T exp_shifted(T* x, int64_t n, T sub) {
   int64_t j = 0;
   T s = 0;
   if constexpr (std::is_same_v<T, float>) {
@@ -153,8 +151,7 @@ T exp_shifted(T* x, int64_t n, T sub) {
   }
 }
 
-template <typename T>
-T row_max(const T* x, int64_t n) {
+template <typename T> T row_max(const T* x, int64_t n) {
   T m = x[0];
 #pragma omp simd reduction(max : m)
   for (int64_t j = 1; j < n; ++j) m = std::max(m, x[j]);
@@ -162,12 +159,8 @@ T row_max(const T* x, int64_t n) {
 }
 
 // Scratch of one thread, reused across calls: [T, Tp] score / probability blocks and packed K^T, V^T.
-template <typename T>
-struct Scratch {
-  std::vector<T> p, ds, kt, vt, drow;
-};
-template <typename T>
-Scratch<T>& scratch() {
+template <typename T> struct Scratch { std::vector<T> p, ds, kt, vt, drow; };
+template <typename T> Scratch<T>& scratch() {
   thread_local Scratch<T> s;
   return s;
 }
@@ -219,15 +212,13 @@ int64_t block_cols(const attn::Geometry& g, int64_t i0, int64_t m, int64_t Tp) {
 }
 
 // scores of rows [i0, i0 + m) into s[(i - i0) Tp + j], j < cols: scale q_i . k_j
-template <typename T>
-void scores(const attn::Geometry& g, const T* qkv, const T* kt, int64_t b, int64_t h, int64_t i0, int64_t m,
-            int64_t cols, int64_t Tp, T* s) {
+template <typename T> void scores(const attn::Geometry& g, const T* qkv, const T* kt, int64_t b, int64_t h, int64_t i0,
+                                  int64_t m, int64_t cols, int64_t Tp, T* s) {
   const int64_t ld = 3 * g.C();
   block_product<T>(m, cols, 0, g.D, qkv + g.qkv_at(b, i0, h, 0), ld, 1, kt, Tp, s, Tp, T(g.scale));
 }
 
-template <typename T>
-void attention_forward(const attn::Geometry& g, const T* qkv, T* y, T* lse) {
+template <typename T> void attention_forward(const attn::Geometry& g, const T* qkv, T* y, T* lse) {
   const int64_t Tp = round_up(g.T, kCols), ld = 3 * g.C();
   parallel_for(g.B * g.H, 1, [&](int64_t t0, int64_t t1) {
     Scratch<T>& sc = scratch<T>();

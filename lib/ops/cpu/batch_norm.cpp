@@ -38,8 +38,7 @@ NCL ncl_of(const Shape& s) {
 }
 
 // f(c0, c1) for blocks of channels split across the pool (about kGrain values a block at least).
-template <typename F>
-void for_channel_blocks(const NCL& g, const F& f) {
+template <typename F> void for_channel_blocks(const NCL& g, const F& f) {
   int64_t per = std::max<int64_t>(1, g.N * g.L);
   parallel_for(g.C, std::max<int64_t>(1, kGrain / per), f);
 }
@@ -48,18 +47,13 @@ void for_channel_blocks(const NCL& g, const F& f) {
 // would wait on the add latency every 4 elements.
 
 // f32 and f64 take the vector loops; f16 / bf16 the scalar tails only.
-template <typename T>
-constexpr bool kVec4 = std::is_same_v<T, float> || std::is_same_v<T, double>;
+template <typename T> constexpr bool kVec4 = std::is_same_v<T, float> || std::is_same_v<T, double>;
 inline double hsum(d4 t) { return (t[0] + t[1]) + (t[2] + t[3]); }
 
-template <typename T>
-inline double at(const T* p, int64_t i) {
-  return double(acc_t<T>(p[i]));
-}
+template <typename T> inline double at(const T* p, int64_t i) { return double(acc_t<T>(p[i])); }
 
 // sum over l < L of f(row[l]) in double; f takes a double or a d4 of values
-template <typename T, typename F>
-double row_sum(const T* row, int64_t L, const F& f) {
+template <typename T, typename F> double row_sum(const T* row, int64_t L, const F& f) {
   int64_t l = 0;
   double s = 0;
   if constexpr (kVec4<T>) {
@@ -77,8 +71,7 @@ double row_sum(const T* row, int64_t L, const F& f) {
 }
 
 // s_g += sum gy[l], s_gxmu += sum gy[l] (x[l] - mean) over a row, in double
-template <typename T>
-void row_grad_sums(const T* gy, const T* x, int64_t L, double mean, double& s_g, double& s_gxmu) {
+template <typename T> void row_grad_sums(const T* gy, const T* x, int64_t L, double mean, double& s_g, double& s_gxmu) {
   int64_t l = 0;
   if constexpr (kVec4<T>) {
     d4 s0{}, s1{}, d0{}, d1{};
@@ -99,8 +92,7 @@ void row_grad_sums(const T* gy, const T* x, int64_t L, double mean, double& s_g,
 }
 
 // y = x alpha + beta over a row
-template <typename T, typename A>
-void row_affine(const T* x, T* y, int64_t L, A alpha, A beta) {
+template <typename T, typename A> void row_affine(const T* x, T* y, int64_t L, A alpha, A beta) {
 #pragma omp simd
   for (int64_t l = 0; l < L; ++l) y[l] = T(bn::affine(A(x[l]), alpha, beta));
 }
@@ -113,9 +105,8 @@ void row_grad_input(const T* gy, const T* x, T* gx, int64_t L, A k, A grad_mean,
 }
 
 // y[:, c] = x[:, c] alpha[c] + beta[c] for the channels of [c0, c1)
-template <typename T>
-void affine_block(const T* x, T* y, const NCL& g, int64_t c0, int64_t c1, const std::vector<double>& alpha,
-                  const std::vector<double>& beta) {
+template <typename T> void affine_block(const T* x, T* y, const NCL& g, int64_t c0, int64_t c1,
+                                        const std::vector<double>& alpha, const std::vector<double>& beta) {
   using A = acc_t<T>;
   for (int64_t n = 0; n < g.N; ++n)
     for (int64_t c = c0; c < c1; ++c)
@@ -151,9 +142,8 @@ void batch_norm_kernel(const T* x, const T* w, const T* b, T* y, T* mean_out, T*
 }
 
 // gb = S(gy), gw = S(gy xmu) invstd, gx = (gy - S(gy)/M - xmu invstd^2 S(gy xmu)/M) invstd w
-template <typename T>
-void batch_norm_backward_kernel(const T* gy, const T* x, const T* w, const T* mean, const T* var, T* gx, T* gw, T* gb,
-                                const NCL& g, double eps) {
+template <typename T> void batch_norm_backward_kernel(const T* gy, const T* x, const T* w, const T* mean, const T* var,
+                                                      T* gx, T* gw, T* gb, const NCL& g, double eps) {
   using A = acc_t<T>;
   for_channel_blocks(g, [&](int64_t c0, int64_t c1) {
     const size_t nc = size_t(c1 - c0);

@@ -30,9 +30,8 @@ const char* chosen_coretype = nullptr;  // set once before main; read-only after
 // The best OpenBLAS kernel family this CPU can run, by instruction set.
 const char* coretype_for_this_cpu() {
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl"))
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512cd") &&
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
     return "SkylakeX";
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
   return nullptr;
@@ -40,9 +39,9 @@ const char* coretype_for_this_cpu() {
 
 // Kernel families OpenBLAS 0.3.21 may pick that lack AVX2+FMA or AVX-512 sgemm kernels.
 bool is_fallback_core(const std::string& core) {
-  for (const char* c : {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Sandybridge", "Atom", "Katmai",
-                        "Coppermine", "Northwood", "Banias", "Opteron", "Opteron_SSE3", "Barcelona", "Bobcat",
-                        "Bulldozer", "Piledriver", "Steamroller", "Excavator", "Unknown"})
+  for (const char* c : {"Prescott", "Core2",      "Penryn",     "Dunnington",  "Nehalem",   "Sandybridge",  "Atom",
+                        "Katmai",   "Coppermine", "Northwood",  "Banias",      "Opteron",   "Opteron_SSE3", "Barcelona",
+                        "Bobcat",   "Bulldozer",  "Piledriver", "Steamroller", "Excavator", "Unknown"})
     if (core == c) return true;
   return false;
 }

@@ -26,8 +26,7 @@ ConvGeom conv_geom(const Shape& x, const Shape& w, const Shape& y, const Attrs& 
 
 // f(n, o, oh, ow, c, i, j, ih, iw) for every (output, tap) pair that reads a real input element;
 // c is the input channel (absolute), (c - g Cg) the weight's channel.
-template <typename F>
-void for_each_tap(const ConvGeom& g, const F& f) {
+template <typename F> void for_each_tap(const ConvGeom& g, const F& f) {
   for (int64_t n = 0; n < g.N; ++n)
     for (int64_t o = 0; o < g.O; ++o) {
       int64_t grp = o / g.Og();
@@ -102,8 +101,8 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int
           float beta, float* C, int64_t ldc) {
   sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
 }
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B,
-          int64_t ldb, double beta, double* C, int64_t ldc) {
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B, int64_t ldb,
+          double beta, double* C, int64_t ldc) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
               1.0, A, int(lda), B, int(ldb), beta, C, int(ldc));
 }
@@ -122,9 +121,8 @@ inline void valid_range(int64_t off, int64_t S, int64_t W, int64_t OW, int64_t& 
 // more than the copy).
 // `ld` (default PB): the distance between col's rows, for writing one sample's columns into a
 // matrix that holds several samples side by side.
-template <typename T>
-void im2col(const T* x, int64_t nc, int64_t oh0, int64_t oh1, const ConvGeom& g, T* col, std::vector<T>& pad,
-            int64_t ld = -1) {
+template <typename T> void im2col(const T* x, int64_t nc, int64_t oh0, int64_t oh1, const ConvGeom& g, T* col,
+                                  std::vector<T>& pad, int64_t ld = -1) {
   const int64_t OW = g.OW, PB = ld < 0 ? (oh1 - oh0) * OW : ld;
   const int64_t Hp = g.H + 2 * g.PH, Wp = g.W + 2 * g.PW;
   const T* src = x;
@@ -159,8 +157,7 @@ void im2col(const T* x, int64_t nc, int64_t oh0, int64_t oh1, const ConvGeom& g,
 // The adjoint of im2col over all output rows: x[c, ih, iw] += col[...] for every column entry
 // that reads (ih, iw); x is [nc, H, W], col is [nc KH KW, P].
 // `ld` (default P): the distance between col's rows, as for im2col.
-template <typename T>
-void col2im(const T* col, int64_t nc, const ConvGeom& g, T* x, int64_t ld = -1) {
+template <typename T> void col2im(const T* col, int64_t nc, const ConvGeom& g, T* x, int64_t ld = -1) {
   const int64_t OH = g.OH, OW = g.OW, L = ld < 0 ? OH * OW : ld;
   for (int64_t c = 0; c < nc; ++c)
     for (int64_t i = 0; i < g.KH; ++i)
@@ -174,8 +171,10 @@ void col2im(const T* col, int64_t nc, const ConvGeom& g, T* x, int64_t ld = -1) 
           if (ih < 0 || ih >= g.H) continue;
           const T* r = row + oh * OW;
           T* xr = xc + ih * g.W + off;
-          if (g.SW == 1) for (int64_t ow = lo; ow < hi; ++ow) xr[ow] += r[ow];
-          else for (int64_t ow = lo; ow < hi; ++ow) xr[ow * g.SW] += r[ow];
+          if (g.SW == 1)
+            for (int64_t ow = lo; ow < hi; ++ow) xr[ow] += r[ow];
+          else
+            for (int64_t ow = lo; ow < hi; ++ow) xr[ow * g.SW] += r[ow];
         }
       }
 }
@@ -192,7 +191,9 @@ int64_t blocks_for(int64_t units, int64_t max_blocks) {
                              std::max<int64_t>(max_blocks, 1));
 }
 // Tasks per parallel_for chunk: about 2^18 flops at least.
-int64_t grain_for(double task_flops) { return std::max<int64_t>(1, int64_t(double(1 << 18) / std::max(task_flops, 1.0))); }
+int64_t grain_for(double task_flops) {
+  return std::max<int64_t>(1, int64_t(double(1 << 18) / std::max(task_flops, 1.0)));
+}
 
 // Samples whose columns share one gemm in the forward and the input gradient: small feature maps (a 7 x 7 map gives a
 // [O, K] x [K, 49] product per sample, which OpenBLAS runs at 2/3 of the rate it reaches with a
@@ -226,8 +227,7 @@ void conv2d_forward_batched(const T* x, const T* w, const T* bias, T* y, const C
 
 // y[n, g] [Og, P] = w_g [Og, K] col(x[n, g]) [K, P] (+ bias[o] on row o: the gemm accumulates onto
 // rows preset to the bias, while they are in cache); tasks: (sample, block of output rows).
-template <typename T>
-void conv2d_forward_fast(const T* x, const T* w, const T* bias, T* y, const ConvGeom& g) {
+template <typename T> void conv2d_forward_fast(const T* x, const T* w, const T* bias, T* y, const ConvGeom& g) {
   const int64_t K = g.K(), P = g.P(), Cg = g.Cg(), Og = g.Og(), HW = g.H * g.W, OW = g.OW;
   if (K == 0) {  // no input channels: an empty sum
     for (int64_t i = 0; i < g.N * g.O; ++i) std::fill(y + i * P, y + (i + 1) * P, bias ? bias[i % g.O] : T(0));
@@ -263,8 +263,7 @@ void conv2d_forward_fast(const T* x, const T* w, const T* bias, T* y, const Conv
 // gx[n0 .. n0 + S) from one gemm, the forward's batching transposed: the samples' gy [O, P] side by
 // side as [O, S P], w^T [K, O] times it gives their column matrices [K, S P], each folded back
 // by col2im into its own sample.
-template <typename T>
-void conv2d_backward_input_batched(const T* gy, const T* w, T* gx, const ConvGeom& g, int64_t S) {
+template <typename T> void conv2d_backward_input_batched(const T* gy, const T* w, T* gx, const ConvGeom& g, int64_t S) {
   const int64_t K = g.K(), P = g.P(), HW = g.H * g.W, O = g.O, chunks = (g.N + S - 1) / S;
   parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
     std::vector<T> col(size_t(K * S * P)), in(size_t(O * S * P));
@@ -285,8 +284,7 @@ void conv2d_backward_input_batched(const T* gy, const T* w, T* gx, const ConvGeo
 
 // gx[n, g] = col2im(w_g^T [K, Og] gy[n, g] [Og, P]); tasks: (sample, group, block of input
 // channels), each writing only its own channels of gx (rows c KH KW .. of the column matrix).
-template <typename T>
-void conv2d_backward_input_fast(const T* gy, const T* w, T* gx, const ConvGeom& g) {
+template <typename T> void conv2d_backward_input_fast(const T* gy, const T* w, T* gx, const ConvGeom& g) {
   const int64_t K = g.K(), P = g.P(), Cg = g.Cg(), Og = g.Og(), HW = g.H * g.W, KK = g.KH * g.KW;
   if (Og == 0 || K == 0) {  // no output channels: an empty sum
     std::fill(gx, gx + g.N * g.C * HW, T(0));
@@ -319,8 +317,7 @@ void conv2d_backward_input_fast(const T* gy, const T* w, T* gx, const ConvGeom& 
 // a batch that fills the pool is cut into one contiguous range per thread, each summed into its
 // own buffer, and the buffers are added in range order; otherwise the tasks are (group, block of
 // input channels), each owning its columns of gw and summing over the batch in order.
-template <typename T>
-void conv2d_backward_weight_fast(const T* gy, const T* x, T* gw, const ConvGeom& g) {
+template <typename T> void conv2d_backward_weight_fast(const T* gy, const T* x, T* gw, const ConvGeom& g) {
   const int64_t K = g.K(), P = g.P(), Cg = g.Cg(), Og = g.Og(), HW = g.H * g.W, WN = g.O * K, KK = g.KH * g.KW;
   if (WN == 0) return;
   std::fill(gw, gw + WN, T(0));
@@ -370,14 +367,15 @@ void conv2d_backward_weight_fast(const T* gy, const T* x, T* gw, const ConvGeom&
 }
 
 // Runs f<T>(contiguous inputs, out) for T = float / double; f16 and bf16 compute in f32 copies.
-template <typename F>
-void run_float(const char* op, const Ins& in, const Tensor& out, const F& f) {
+template <typename F> void run_float(const char* op, const Ins& in, const Tensor& out, const F& f) {
   std::vector<Tensor> c;
   DType t = out.dtype();
   if (t == DType::F32 || t == DType::F64) {
     for (auto& x : in) c.push_back(x.contiguous());
-    if (t == DType::F32) f.template operator()<float>(c, out);
-    else f.template operator()<double>(c, out);
+    if (t == DType::F32)
+      f.template operator()<float>(c, out);
+    else
+      f.template operator()<double>(c, out);
     return;
   }
   TR_CHECK(t == DType::F16 || t == DType::BF16, op, ": unsupported dtype ", dtype_name(t));
@@ -390,8 +388,7 @@ void run_float(const char* op, const Ins& in, const Tensor& out, const F& f) {
 // Runs f(contiguous inputs, dtype) on oneDNN's kernels for f32, and for bf16 where its native bf16
 // kernels are the faster path (onednn_bf16_preferred: no f32 copies); false where oneDNN is off or
 // has no kernel for it (f computes nothing).
-template <typename F>
-bool onednn_direct(const Ins& in, const Tensor& out, const F& f) {
+template <typename F> bool onednn_direct(const Ins& in, const Tensor& out, const F& f) {
   const DType t = out.dtype();
   if (!onednn_conv_enabled() || !(t == DType::F32 || (t == DType::BF16 && onednn_bf16_preferred()))) return false;
   std::vector<Tensor> c;
@@ -408,7 +405,8 @@ void conv2d_cpu(const Ins& in, Outs& out, const Attrs& a) {
     return;
   run_float("conv2d", in, out[0], [&]<typename T>(const Ins& c, const Tensor& o) {
     conv2d_forward_fast(static_cast<const T*>(c[0].raw_data()), static_cast<const T*>(c[1].raw_data()),
-                        c.size() == 3 ? static_cast<const T*>(c[2].raw_data()) : nullptr, static_cast<T*>(o.raw_data()), g);
+                        c.size() == 3 ? static_cast<const T*>(c[2].raw_data()) : nullptr, static_cast<T*>(o.raw_data()),
+                        g);
   });
 }
 TR_REGISTER_KERNEL(conv2d, CPU, conv2d_cpu);

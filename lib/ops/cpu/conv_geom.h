@@ -12,7 +12,7 @@ struct ConvGeom {
   int64_t Cg() const { return C / G; }
   int64_t Og() const { return O / G; }
   int64_t K() const { return Cg() * KH * KW; }  // rows of a group's column matrix
-  int64_t P() const { return OH * OW; }          // output positions per plane
+  int64_t P() const { return OH * OW; }         // output positions per plane
   // 1x1, stride 1, no padding: the column matrix is x itself.
   bool direct() const { return KH == 1 && KW == 1 && SH == 1 && SW == 1 && PH == 0 && PW == 0; }
 };

@@ -20,8 +20,7 @@ using Outs = std::vector<Tensor>;
 
 constexpr int64_t kChunk = 1024;  // f32 elements of a row's chunk (4 KiB: stays in L1 between passes)
 
-template <typename A, typename T>
-ce::Stats<A> scalar_stats(const T* x, int64_t n, int64_t base) {
+template <typename A, typename T> ce::Stats<A> scalar_stats(const T* x, int64_t n, int64_t base) {
   ce::Stats<A> st = ce::empty_stats<A>();
   for (int64_t k = 0; k < n; ++k) ce::push(st, A(x[k]), base + k);
   return st;
@@ -50,7 +49,8 @@ ce::Stats<float> chunk_stats(const float* x, int64_t n, int64_t base) {
   while (x[arg] != m) ++arg;
   const __m256 mv = _mm256_set1_ps(m);
   __m256 ve = _mm256_setzero_ps();
-  for (int64_t k = 0; k < full; k += 8) ve = _mm256_add_ps(ve, exp8_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(x + k), mv)));
+  for (int64_t k = 0; k < full; k += 8)
+    ve = _mm256_add_ps(ve, exp8_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(x + k), mv)));
   if (full < n) {  // the tail as one block padded with -inf (exp gives 0)
     alignas(32) float t[8];
     for (int64_t k = 0; k < 8; ++k) t[k] = full + k < n ? x[full + k] : -INFINITY;
@@ -60,8 +60,7 @@ ce::Stats<float> chunk_stats(const float* x, int64_t n, int64_t base) {
 }
 
 // n elements of T as f32: the row itself for f32, else widened into buf.
-template <typename T>
-const float* as_f32(const T* x, int64_t n, float* buf) {
+template <typename T> const float* as_f32(const T* x, int64_t n, float* buf) {
   if constexpr (std::is_same_v<T, float>) {
     return x;
   } else {
@@ -73,8 +72,7 @@ const float* as_f32(const T* x, int64_t n, float* buf) {
   }
 }
 
-template <typename T>
-ce::Stats<acc_t<T>> row_stats(const T* x, int64_t V) {
+template <typename T> ce::Stats<acc_t<T>> row_stats(const T* x, int64_t V) {
   if constexpr (std::is_same_v<T, double>) {
     return scalar_stats<double>(x, V, 0);
   } else {
@@ -88,9 +86,8 @@ ce::Stats<acc_t<T>> row_stats(const T* x, int64_t V) {
   }
 }
 
-template <typename T>
-void forward_kernel(const T* x, const int64_t* t, int64_t N, int64_t V, int64_t ignore_index, double ls,
-                    acc_t<T>* loss, acc_t<T>* lse, bool* correct) {
+template <typename T> void forward_kernel(const T* x, const int64_t* t, int64_t N, int64_t V, int64_t ignore_index,
+                                          double ls, acc_t<T>* loss, acc_t<T>* lse, bool* correct) {
   using A = acc_t<T>;
   parallel_for(N, std::max<int64_t>(1, kGrain / std::max<int64_t>(V, 1)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
@@ -107,9 +104,9 @@ void forward_kernel(const T* x, const int64_t* t, int64_t N, int64_t V, int64_t 
   });
 }
 
-template <typename T>
-void backward_kernel(const acc_t<T>* gl, const acc_t<T>* gz, const T* x, const int64_t* t, const acc_t<T>* lse,
-                     int64_t N, int64_t V, int64_t ignore_index, double ls, T* dx) {
+template <typename T> void backward_kernel(const acc_t<T>* gl, const acc_t<T>* gz, const T* x, const int64_t* t,
+                                           const acc_t<T>* lse, int64_t N, int64_t V, int64_t ignore_index, double ls,
+                                           T* dx) {
   using A = acc_t<T>;
   constexpr bool kVec = std::is_same_v<T, float> || std::is_same_v<T, BFloat16>;
   using Bits = std::conditional_t<std::is_same_v<T, float>, float, uint16_t>;  // what load8 / store8 take
@@ -139,7 +136,8 @@ void cross_entropy_rows_cpu(const Ins& in, Outs& out, const Attrs& a) {
   TR_DISPATCH_FLOAT(x.dtype(), "cross_entropy_rows", [&] {
     using A = acc_t<scalar_t>;
     forward_kernel<scalar_t>(x.data_ptr<scalar_t>(), t.data_ptr<int64_t>(), N, V, a.i("ignore_index"),
-                             a.f("label_smoothing"), out[0].data_ptr<A>(), out[1].data_ptr<A>(), out[2].data_ptr<bool>());
+                             a.f("label_smoothing"), out[0].data_ptr<A>(), out[1].data_ptr<A>(),
+                             out[2].data_ptr<bool>());
   });
 }
 TR_REGISTER_KERNEL(cross_entropy_rows, CPU, cross_entropy_rows_cpu);

@@ -14,9 +14,8 @@ using Outs = std::vector<Tensor>;
 
 // Elements [b, e), one loop per case of the optional state, so that each loop body is free of
 // branches and stores it may skip (the compiler then vectorises it); the tensors never overlap.
-template <typename A, typename T>
-void sgd_range(T* __restrict p, const T* __restrict g, T* __restrict buf, bool first, int64_t b, int64_t e,
-               const optim_math::SgdScalars<A> s) {
+template <typename A, typename T> void sgd_range(T* __restrict p, const T* __restrict g, T* __restrict buf, bool first,
+                                                 int64_t b, int64_t e, const optim_math::SgdScalars<A> s) {
   using namespace optim_math;
   if (!buf) {
     for (int64_t k = b; k < e; ++k) {
@@ -37,9 +36,9 @@ void sgd_range(T* __restrict p, const T* __restrict g, T* __restrict buf, bool f
     }
   }
 }
-template <typename A, typename T>
-void adam_range(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v, T* __restrict vmax,
-                int64_t b, int64_t e, const optim_math::AdamScalars<A> s) {
+template <typename A, typename T> void adam_range(T* __restrict p, const T* __restrict g, T* __restrict m,
+                                                  T* __restrict v, T* __restrict vmax, int64_t b, int64_t e,
+                                                  const optim_math::AdamScalars<A> s) {
   using namespace optim_math;
   if (!vmax) {
     for (int64_t k = b; k < e; ++k) {
@@ -73,9 +72,7 @@ void fused_sgd_cpu(const Ins& in, Outs&, const Attrs& a) {
       const scalar_t* g = in[n + i].data_ptr<scalar_t>();
       scalar_t* buf = momentum ? in[2 * n + i].data_ptr<scalar_t>() : nullptr;
       const bool f = first[i] != 0;
-      parallel_for(in[i].numel(), kGrain, [&](int64_t b, int64_t e) {
-        sgd_range<A>(p, g, buf, f, b, e, s);
-      });
+      parallel_for(in[i].numel(), kGrain, [&](int64_t b, int64_t e) { sgd_range<A>(p, g, buf, f, b, e, s); });
     });
   }
 }
@@ -94,9 +91,7 @@ void fused_adam_cpu(const Ins& in, Outs&, const Attrs& a) {
       scalar_t* m = in[2 * n + i].data_ptr<scalar_t>();
       scalar_t* v = in[3 * n + i].data_ptr<scalar_t>();
       scalar_t* vmax = amsgrad ? in[4 * n + i].data_ptr<scalar_t>() : nullptr;
-      parallel_for(in[i].numel(), kGrain, [&](int64_t b, int64_t e) {
-        adam_range<A>(p, g, m, v, vmax, b, e, s);
-      });
+      parallel_for(in[i].numel(), kGrain, [&](int64_t b, int64_t e) { adam_range<A>(p, g, m, v, vmax, b, e, s); });
     });
   }
 }

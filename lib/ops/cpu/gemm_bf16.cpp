@@ -23,8 +23,8 @@ constexpr int64_t kMR = 8, kNR = 32;
 // element (i, j) of a 2-D bf16 tensor's bits
 inline uint16_t at(const uint16_t* p, int64_t s0, int64_t s1, int64_t i, int64_t j) { return p[i * s0 + j * s1]; }
 
-__attribute__((target("avx512f,avx512bw,avx512bf16")))
-void tile(const uint32_t* ap, const uint32_t* bp, int64_t kp, float* c) {
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void tile(const uint32_t* ap, const uint32_t* bp, int64_t kp,
+                                                                 float* c) {
   // ap: kMR rows x kp pairs (row-major); bp: kp x (kNR / 2 * 2) lanes = kp x 32 uint32; c: kMR x kNR
   __m512 acc[kMR][2];
   for (int r = 0; r < kMR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
@@ -44,8 +44,7 @@ void tile(const uint32_t* ap, const uint32_t* bp, int64_t kp, float* c) {
 }
 
 // n (<= 32) floats -> bf16, rounded to nearest even (vcvtneps2bf16)
-__attribute__((target("avx512f,avx512bw,avx512bf16,avx512vl")))
-void round_row(const float* c, BFloat16* o, int64_t n) {
+__attribute__((target("avx512f,avx512bw,avx512bf16,avx512vl"))) void round_row(const float* c, BFloat16* o, int64_t n) {
   const __mmask16 m0 = __mmask16(n >= 16 ? 0xffff : (1u << n) - 1);
   const __mmask16 m1 = __mmask16(n >= 32 ? 0xffff : n <= 16 ? 0 : (1u << (n - 16)) - 1);
   __m256i lo = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m0, c));
@@ -121,8 +120,10 @@ void gemm_bf16(const Tensor& a, const Tensor& b, const Tensor& out) {
       const int64_t i0 = m * kMR, j0 = p * kNR;
       const int64_t in = std::min(kMR, M - i0), jn = std::min(kNR, N - j0);
       for (int64_t r = 0; r < in; ++r) {
-        if (f32_out) std::memcpy(of + (i0 + r) * N + j0, c + r * kNR, size_t(jn) * sizeof(float));
-        else round_row(c + r * kNR, ob + (i0 + r) * N + j0, jn);
+        if (f32_out)
+          std::memcpy(of + (i0 + r) * N + j0, c + r * kNR, size_t(jn) * sizeof(float));
+        else
+          round_row(c + r * kNR, ob + (i0 + r) * N + j0, jn);
       }
     }
   });

@@ -80,8 +80,7 @@ TR_REGISTER_KERNEL(index_add, CPU, index_add_cpu);
 
 // Visits every position p of `index` (row-major), giving its linear offset in a tensor of
 // strides `st` with p[dim] replaced by the index value.
-template <typename F>
-void for_each_index(const Tensor& index, int64_t dim, int64_t bound, const char* op, const F& f) {
+template <typename F> void for_each_index(const Tensor& index, int64_t dim, int64_t bound, const char* op, const F& f) {
   Tensor idx = index.contiguous();
   const Shape& s = idx.sizes();
   int64_t nd = idx.dim();

@@ -1,8 +1,8 @@
 // CPU kernels of native_layer_norm, _add_native_layer_norm and their backward over rows [R, N]
 // (y and gy in the rows' dtype or a low one beside f32 rows, ops/layer_norm_math.h): row statistics
-// in double (mean, then squared deviations: two passes, each summed in vector lanes), the elementwise parts in the compute type
-// with ops/layer_norm_math.h; parallel over rows, and the weight and bias gradients (sums over
-// rows) parallel over column blocks, each column summed in row order (no dependence on threads).
+// in double (mean, then squared deviations: two passes, each summed in vector lanes), the elementwise parts in the
+// compute type with ops/layer_norm_math.h; parallel over rows, and the weight and bias gradients (sums over rows)
+// parallel over column blocks, each column summed in row order (no dependence on threads).
 #include "ops/cpu/loops.h"
 #include "ops/cpu/vec4.h"
 #include "ops/layer_norm_math.h"

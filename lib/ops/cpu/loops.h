@@ -46,8 +46,7 @@ struct alignas(64) ChunkRun {
 // f(begin, end) over [0, n) in chunks of at least `grain` (n < 2 grain: one call on this thread),
 // spread over the OpenMP pool. Chunk boundaries depend on the pool size: kernels whose result
 // depends on how the range is cut must not use them as summation boundaries.
-template <typename F>
-void parallel_for(int64_t n, int64_t grain, const F& f) {
+template <typename F> void parallel_for(int64_t n, int64_t grain, const F& f) {
   if (n <= 0) return;
   const int nt = omp_get_max_threads();
   const int64_t chunks = std::min<int64_t>(int64_t(nt) * kChunksPerThread, n / std::max<int64_t>(grain, 1));
@@ -71,8 +70,7 @@ void parallel_for(int64_t n, int64_t grain, const F& f) {
 // f(begin, end) over [0, n) in about one contiguous run per thread (at least min_grain items a
 // run): for kernels that sweep every row over a run of columns with accumulators per column, where
 // longer runs read longer pieces of each row.
-template <typename F>
-void parallel_runs(int64_t n, int64_t min_grain, const F& f) {
+template <typename F> void parallel_runs(int64_t n, int64_t min_grain, const F& f) {
   const int64_t nt = omp_in_parallel() ? 1 : omp_get_max_threads();
   parallel_for(n, std::max<int64_t>({int64_t(1), n / nt, min_grain}), f);
 }
@@ -82,8 +80,7 @@ Shape broadcast_strides(const Tensor& t, const Shape& shape);
 
 // Geometry shared by the operands of an elementwise loop, with adjacent dims merged
 // where every operand allows it.
-template <int N>
-struct LoopGeometry {
+template <int N> struct LoopGeometry {
   int ndim = 0;
   int64_t sizes[16];
   int64_t strides[N][16];  // elements; operand 0 is the output
@@ -115,13 +112,11 @@ struct LoopGeometry {
 };
 
 // Sources of the flat loop: a contiguous input, or a one-element input read once.
-template <typename T>
-struct DenseSrc {
+template <typename T> struct DenseSrc {
   const T* p;
   T operator[](int64_t i) const { return p[i]; }
 };
-template <typename T>
-struct ScalarSrc {
+template <typename T> struct ScalarSrc {
   T v;
   T operator[](int64_t) const { return v; }
 };
@@ -144,8 +139,10 @@ void flat_dispatch(Out* o, int64_t n, const Op& op, const std::array<char*, NI>&
   } else {
     using T = std::tuple_element_t<K, InsTuple>;
     const T* p = reinterpret_cast<const T*>(base[K]);
-    if (scalar[K]) flat_dispatch<Out, Op, K + 1, InsTuple>(o, n, op, base, scalar, done..., ScalarSrc<T>{*p});
-    else flat_dispatch<Out, Op, K + 1, InsTuple>(o, n, op, base, scalar, done..., DenseSrc<T>{p});
+    if (scalar[K])
+      flat_dispatch<Out, Op, K + 1, InsTuple>(o, n, op, base, scalar, done..., ScalarSrc<T>{*p});
+    else
+      flat_dispatch<Out, Op, K + 1, InsTuple>(o, n, op, base, scalar, done..., DenseSrc<T>{p});
   }
 }
 
@@ -159,8 +156,10 @@ void unit_row(Out* o, int64_t n, const Op& op, const PtrTuple& p, const bool* bc
   } else {
     using T = std::remove_const_t<std::remove_pointer_t<std::tuple_element_t<K, PtrTuple>>>;
     const T* q = std::get<K>(p);
-    if (bcast[K]) unit_row<Out, Op, K + 1>(o, n, op, p, bcast, done..., ScalarSrc<T>{*q});
-    else unit_row<Out, Op, K + 1>(o, n, op, p, bcast, done..., DenseSrc<T>{q});
+    if (bcast[K])
+      unit_row<Out, Op, K + 1>(o, n, op, p, bcast, done..., ScalarSrc<T>{*q});
+    else
+      unit_row<Out, Op, K + 1>(o, n, op, p, bcast, done..., DenseSrc<T>{q});
   }
 }
 
@@ -215,8 +214,10 @@ void elementwise(const Tensor& out, const std::array<Tensor, sizeof...(Ins)>& in
         for (int k = 0; k < N; ++k) off[k] += idx[d] * g.strides[k][d];
       Out* po = o + off[0] + c * so;
       std::tuple<const Ins*...> p{reinterpret_cast<const Ins*>(base[I]) + off[I + 1] + c * si[I]...};
-      if (unit) unit_row<Out, Op, 0>(po, cnt, op, p, bcast);
-      else for (int64_t i = 0; i < cnt; ++i) po[i * so] = op(std::get<I>(p)[i * si[I]]...);
+      if (unit)
+        unit_row<Out, Op, 0>(po, cnt, op, p, bcast);
+      else
+        for (int64_t i = 0; i < cnt; ++i) po[i * so] = op(std::get<I>(p)[i * si[I]]...);
       left -= cnt;
       c = 0;
       for (int d = nd - 2; d >= 0; --d) {

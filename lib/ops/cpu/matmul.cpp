@@ -26,8 +26,10 @@ struct BlasMat {
 
 BlasMat blas_view(const Tensor& m) {
   int64_t r = m.size(0), c = m.size(1);
-  if (m.stride(1) == 1 && (m.stride(0) >= std::max<int64_t>(c, 1) || r == 1)) return {m.raw_data(), CblasNoTrans, std::max<int64_t>(m.stride(0), std::max<int64_t>(c, 1)), {}};
-  if (m.stride(0) == 1 && (m.stride(1) >= std::max<int64_t>(r, 1) || c == 1)) return {m.raw_data(), CblasTrans, std::max<int64_t>(m.stride(1), std::max<int64_t>(r, 1)), {}};
+  if (m.stride(1) == 1 && (m.stride(0) >= std::max<int64_t>(c, 1) || r == 1))
+    return {m.raw_data(), CblasNoTrans, std::max<int64_t>(m.stride(0), std::max<int64_t>(c, 1)), {}};
+  if (m.stride(0) == 1 && (m.stride(1) >= std::max<int64_t>(r, 1) || c == 1))
+    return {m.raw_data(), CblasTrans, std::max<int64_t>(m.stride(1), std::max<int64_t>(r, 1)), {}};
   Tensor cc = m.clone();
   return {cc.raw_data(), CblasNoTrans, std::max<int64_t>(c, 1), cc};
 }
@@ -60,7 +62,8 @@ bool gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bia
             static_cast<const float*>(B.p), B.ld, 0.0f, static_cast<float*>(out.raw_data()), N);
     else
       cblas_dgemm(CblasRowMajor, A.trans, B.trans, int(M), int(N), int(K), 1.0, static_cast<const double*>(A.p),
-                  int(A.ld), static_cast<const double*>(B.p), int(B.ld), 0.0, static_cast<double*>(out.raw_data()), int(N));
+                  int(A.ld), static_cast<const double*>(B.p), int(B.ld), 0.0, static_cast<double*>(out.raw_data()),
+                  int(N));
     return false;
   }
   if (t == DType::BF16 && bf16_gemm_kernel() == Bf16Gemm::OneDnn &&
@@ -103,8 +106,7 @@ void mm_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs
 TR_REGISTER_KERNEL(mm, CPU, mm_cpu);
 
 // math::relu as selects: max(v, 0), NaN kept, -0 -> +0
-template <typename T>
-inline T relu_select(T v) {
+template <typename T> inline T relu_select(T v) {
   const T r = v > T(0) ? v : T(0);
   return v != v ? v : r;
 }
@@ -113,8 +115,7 @@ inline T relu_select(T v) {
 // in already. The sum in f32 (f64, integers: their own type) rounded as the composite add rounds
 // it. Selects, not branches: a relu's signs are a coin toss, and mispredicted branches ran this
 // pass at 100 us for the MLP's [128, 512] (the relu op takes 4).
-template <typename T>
-void addmm_epilogue_row(T* row, const T* bias, int64_t n, bool relu) {
+template <typename T> void addmm_epilogue_row(T* row, const T* bias, int64_t n, bool relu) {
   using acc_t = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
   if (bias == nullptr) {
 #pragma omp simd

@@ -11,8 +11,7 @@ namespace tr::cpu {
 namespace {
 
 // sum of (x - x): 0 while every x is finite, NaN once one is not (NaN absorbs every sum)
-template <typename T>
-bool run_non_finite(const T* p, int64_t n) {
+template <typename T> bool run_non_finite(const T* p, int64_t n) {
   using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
   acc_t s = 0;
 #pragma omp simd reduction(+ : s)

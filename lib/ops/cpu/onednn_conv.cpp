@@ -36,8 +36,7 @@ struct Reorder {
 
 // A backward primitive of a geometry, built on first use: two inputs reordered in and an output
 // reordered out, under oneDNN's argument ids.
-template <typename Prim>
-struct Backward {
+template <typename Prim> struct Backward {
   bool tried = false, ok = false;
   std::optional<typename Prim::primitive_desc> pd;
   std::optional<Prim> prim;
@@ -51,7 +50,7 @@ struct Conv {
   std::optional<dnnl::convolution_forward> fwd;
   Reorder fwd_x, fwd_w, fwd_y;
   bool fwd_ok = false;
-  Backward<dnnl::convolution_backward_data> data;      // gx from (gy, w)
+  Backward<dnnl::convolution_backward_data> data;        // gx from (gy, w)
   Backward<dnnl::convolution_backward_weights> weights;  // gw from (x, gy)
   memory::dims strides, dilates, pad_l, pad_r;
 };
@@ -68,14 +67,16 @@ std::unique_ptr<Conv> make_conv(const ConvGeom& g, memory::data_type dt, bool bi
   c->dilates = {g.DH - 1, g.DW - 1};
   c->pad_l = {g.PH, g.PW};
   // the right padding that makes oneDNN's output size ours
-  c->pad_r = {(g.OH - 1) * g.SH + (g.KH - 1) * g.DH + 1 - g.H - g.PH, (g.OW - 1) * g.SW + (g.KW - 1) * g.DW + 1 - g.W - g.PW};
+  c->pad_r = {(g.OH - 1) * g.SH + (g.KH - 1) * g.DH + 1 - g.H - g.PH,
+              (g.OW - 1) * g.SW + (g.KW - 1) * g.DW + 1 - g.W - g.PW};
   if (g.G != 1 || c->pad_r[0] < 0 || c->pad_r[1] < 0) return c;
   const memory::desc xa(xd, dt, tag::any), wa(wd, dt, tag::any), ya(yd, dt, tag::any);
   try {
-    auto d = bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                                    xa, wa, c->b, ya, c->strides, c->dilates, c->pad_l, c->pad_r)
-                  : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                                    xa, wa, ya, c->strides, c->dilates, c->pad_l, c->pad_r);
+    auto d =
+        bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                               xa, wa, c->b, ya, c->strides, c->dilates, c->pad_l, c->pad_r)
+             : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                               xa, wa, ya, c->strides, c->dilates, c->pad_l, c->pad_r);
     c->fwd_pd.emplace(d, onednn_user_scratchpad(), onednn_engine());
     c->fwd_ok = is_jit(c->fwd_pd->impl_info_str());
     if (c->fwd_ok) {
@@ -84,9 +85,7 @@ std::unique_ptr<Conv> make_conv(const ConvGeom& g, memory::data_type dt, bool bi
       c->fwd_w.init(c->w, c->fwd_pd->weights_desc());
       c->fwd_y.init(c->fwd_pd->dst_desc(), c->y);
     }
-  } catch (const dnnl::error&) {
-    c->fwd_ok = false;
-  }
+  } catch (const dnnl::error&) { c->fwd_ok = false; }
   return c;
 }
 
@@ -95,8 +94,8 @@ Conv& conv_for(const ConvGeom& g, DType t, bool bias, std::unique_lock<std::mute
   static std::mutex mu;
   static std::map<std::vector<int64_t>, std::unique_ptr<Conv>> cache;
   lock = std::unique_lock<std::mutex>(mu);
-  std::vector<int64_t> key{g.N,  g.C,  g.H,  g.W,  g.O,  g.KH, g.KW,   g.OH,      g.OW,
-                           g.SH, g.SW, g.PH, g.PW, g.DH, g.DW, g.G, bias, int64_t(t)};
+  std::vector<int64_t> key{g.N,  g.C,  g.H,  g.W,  g.O,  g.KH, g.KW, g.OH, g.OW,
+                           g.SH, g.SW, g.PH, g.PW, g.DH, g.DW, g.G,  bias, int64_t(t)};
   auto it = cache.find(key);
   if (it == cache.end()) it = cache.emplace(key, make_conv(g, onednn_type(t, "oneDNN convolution"), bias)).first;
   return *it->second;
@@ -123,7 +122,6 @@ void finish_output(const Reorder& r, memory m, void* p) {
   memory user(r.to, onednn_engine(), p);
   r.prim->execute(onednn_stream(), m, user);
 }
-
 
 memory::desc any_layout(const memory::desc& d) { return memory::desc(d.dims(), d.data_type(), tag::any); }
 
@@ -168,9 +166,7 @@ bool run_backward(const ConvGeom& g, DType t, Backward<Prim> Conv::*which, const
     op.tried = true;
     try {
       build(c, op);
-    } catch (const dnnl::error&) {
-      op.ok = false;
-    }
+    } catch (const dnnl::error&) { op.ok = false; }
   }
   lock.unlock();
   if (!op.ok) return false;
@@ -203,7 +199,9 @@ bool onednn_conv2d_forward(const ConvGeom& g, DType t, const void* x, const void
   if (!c.fwd_ok) return false;
   Tensor kx, kw, ky, ks;
   memory xm = input(c.fwd_x, x, kx), wm = input(c.fwd_w, w, kw), ym = output(c.fwd_y, y, ky);
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, ym},
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, xm},
+                                       {DNNL_ARG_WEIGHTS, wm},
+                                       {DNNL_ARG_DST, ym},
                                        {DNNL_ARG_SCRATCHPAD, onednn_scratchpad(c.fwd_pd->scratchpad_desc(), ks)}};
   if (b) args.emplace(DNNL_ARG_BIAS, memory(c.b, onednn_engine(), const_cast<void*>(b)));
   c.fwd->execute(onednn_stream(), args);

@@ -49,7 +49,9 @@ const Prepared* prepared(DType in, DType out, int64_t M, int64_t N, int64_t K, i
 bool onednn_matmul(DType in, DType out, int64_t M, int64_t N, int64_t K, const void* a, int64_t a_s0, int64_t a_s1,
                    const void* b, int64_t b_s0, int64_t b_s1, void* c, const void* bias) {
   // oneDNN wants positive strides; a size-1 dim's stride is free
-  auto fix = [](int64_t& s, int64_t other_size) { if (s <= 0) s = std::max<int64_t>(other_size, 1); };
+  auto fix = [](int64_t& s, int64_t other_size) {
+    if (s <= 0) s = std::max<int64_t>(other_size, 1);
+  };
   fix(a_s0, K);
   fix(a_s1, 1);
   fix(b_s0, N);
@@ -60,7 +62,9 @@ bool onednn_matmul(DType in, DType out, int64_t M, int64_t N, int64_t K, const v
     dnnl::engine& e = onednn_engine();
     Tensor keep;
     dnnl::memory am(p->a, e, const_cast<void*>(a)), bm(p->b, e, const_cast<void*>(b)), cm(p->c, e, c);
-    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm},
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, am},
+                                               {DNNL_ARG_WEIGHTS, bm},
+                                               {DNNL_ARG_DST, cm},
                                                {DNNL_ARG_SCRATCHPAD, onednn_scratchpad(p->pd.scratchpad_desc(), keep)}};
     if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, dnnl::memory(p->bias, e, const_cast<void*>(bias)));
     p->prim.execute(onednn_stream(), args);

@@ -28,8 +28,7 @@ constexpr NoVec8 no_vec8{};
 
 // y = f8(x) on f32 contiguous tensors through glibc's vectorised functions (vec_math.h); false
 // (the scalar loop runs) for other dtypes and layouts, and for ops without an f8.
-template <typename F8>
-bool map_f32x8_if(const Tensor& in, const Tensor& out, const F8& f8) {
+template <typename F8> bool map_f32x8_if(const Tensor& in, const Tensor& out, const F8& f8) {
   if (vec_bf16_ok(in, out)) {  // widened, the f32 lanes' function, rounded once
     map_x8(static_cast<uint16_t*>(out.raw_data()), in.numel(), f8, static_cast<const uint16_t*>(in.raw_data()));
     return true;
@@ -42,68 +41,68 @@ bool map_f32x8_if(const Tensor&, const Tensor&, NoVec8) { return false; }
 
 // The params of a table line (PointwiseParams p) as its formula sees them: p0, p1 in the compute
 // type A, b0, b1 as they are; captured by the loop body only where the formula uses them.
-#define TR_CPU_FORMULA_PARAMS                                      \
-  [[maybe_unused]] const A p0 = A(p.p0), p1 = A(p.p1);             \
+#define TR_CPU_FORMULA_PARAMS                          \
+  [[maybe_unused]] const A p0 = A(p.p0), p1 = A(p.p1); \
   [[maybe_unused]] const bool b0 = p.b0, b1 = p.b1;
 
 // unary_ops.def: y = formula(x) computed in A = acc_t<dtype> over the op's dtypes; params read
 // once, before the loop.
-#define TR_UNARY_OP(NAME, OP, DTYPES, AUTOCAST, PARAMS, FORMULA, F32X8)          \
-  void NAME##_forward_cpu(const Ins& in, Outs& out, const Attrs& a) {            \
-    if (map_f32x8_if(in[0], out[0], F32X8)) return;                              \
-    const PointwiseParams p{TR_UNPAREN PARAMS};                                  \
-    TR_DISPATCH_##DTYPES(in[0].dtype(), #NAME, [&] {                             \
-      using A = acc_t<scalar_t>;                                                 \
-      TR_CPU_FORMULA_PARAMS                                                      \
-      elementwise<scalar_t, scalar_t>(out[0], {in[0]}, [=](scalar_t xs) {        \
-        A x = A(xs);                                                             \
-        return scalar_t(FORMULA);                                                \
-      });                                                                        \
-    });                                                                          \
-  }                                                                              \
+#define TR_UNARY_OP(NAME, OP, DTYPES, AUTOCAST, PARAMS, FORMULA, F32X8)   \
+  void NAME##_forward_cpu(const Ins& in, Outs& out, const Attrs& a) {     \
+    if (map_f32x8_if(in[0], out[0], F32X8)) return;                       \
+    const PointwiseParams p{TR_UNPAREN PARAMS};                           \
+    TR_DISPATCH_##DTYPES(in[0].dtype(), #NAME, [&] {                      \
+      using A = acc_t<scalar_t>;                                          \
+      TR_CPU_FORMULA_PARAMS                                               \
+      elementwise<scalar_t, scalar_t>(out[0], {in[0]}, [=](scalar_t xs) { \
+        A x = A(xs);                                                      \
+        return scalar_t(FORMULA);                                         \
+      });                                                                 \
+    });                                                                   \
+  }                                                                       \
   TR_REGISTER_KERNEL(NAME, CPU, NAME##_forward_cpu);
 #include "ops/unary_ops.def"
 
 // binary_ops.def: y = formula(x, y) computed in A = acc_t<dtype> over the op's dtypes (of the
 // output: the inputs are promoted to it); params read once, before the loop.
-#define TR_BINARY_OP(NAME, OP, DTYPES, AUTOCAST, PARAMS, FORMULA)                                \
-  void NAME##_forward_cpu(const Ins& in, Outs& out, const Attrs& a) {                            \
-    const PointwiseParams p{TR_UNPAREN PARAMS};                                                  \
-    TR_DISPATCH_##DTYPES(out[0].dtype(), #NAME, [&] {                                            \
-      using A = acc_t<scalar_t>;                                                                 \
-      TR_CPU_FORMULA_PARAMS                                                                      \
+#define TR_BINARY_OP(NAME, OP, DTYPES, AUTOCAST, PARAMS, FORMULA)                                       \
+  void NAME##_forward_cpu(const Ins& in, Outs& out, const Attrs& a) {                                   \
+    const PointwiseParams p{TR_UNPAREN PARAMS};                                                         \
+    TR_DISPATCH_##DTYPES(out[0].dtype(), #NAME, [&] {                                                   \
+      using A = acc_t<scalar_t>;                                                                        \
+      TR_CPU_FORMULA_PARAMS                                                                             \
       elementwise<scalar_t, scalar_t, scalar_t>(out[0], {in[0], in[1]}, [=](scalar_t as, scalar_t bs) { \
-        A x = A(as), y = A(bs);                                                                  \
-        return scalar_t(FORMULA);                                                                \
-      });                                                                                        \
-    });                                                                                          \
-  }                                                                                              \
+        A x = A(as), y = A(bs);                                                                         \
+        return scalar_t(FORMULA);                                                                       \
+      });                                                                                               \
+    });                                                                                                 \
+  }                                                                                                     \
   TR_REGISTER_KERNEL(NAME, CPU, NAME##_forward_cpu);
 #include "ops/binary_ops.def"
 
 // compare_ops.def: bool y = x0 OPERATOR x1 in acc_t of the (common) input dtype.
-#define TR_COMPARE_OP(NAME, OP, OPERATOR)                                                         \
-  void NAME##_forward_cpu(const Ins& in, Outs& out, const Attrs&) {                              \
-    TR_DISPATCH_ALL(in[0].dtype(), #NAME, [&] {                                                   \
-      using A = acc_t<scalar_t>;                                                                  \
-      elementwise<bool, scalar_t, scalar_t>(out[0], {in[0], in[1]},                               \
+#define TR_COMPARE_OP(NAME, OP, OPERATOR)                                                               \
+  void NAME##_forward_cpu(const Ins& in, Outs& out, const Attrs&) {                                     \
+    TR_DISPATCH_ALL(in[0].dtype(), #NAME, [&] {                                                         \
+      using A = acc_t<scalar_t>;                                                                        \
+      elementwise<bool, scalar_t, scalar_t>(out[0], {in[0], in[1]},                                     \
                                             [](scalar_t a, scalar_t b) { return A(a) OPERATOR A(b); }); \
-    });                                                                                           \
-  }                                                                                               \
+    });                                                                                                 \
+  }                                                                                                     \
   TR_REGISTER_KERNEL(NAME, CPU, NAME##_forward_cpu);
 #include "ops/compare_ops.def"
 
 // predicate_ops.def: bool y = formula(x), x in acc_t of the input dtype.
-#define TR_PREDICATE_OP(NAME, OP, FORMULA)                                          \
-  void NAME##_forward_cpu(const Ins& in, Outs& out, const Attrs&) {                 \
-    TR_DISPATCH_ALL(in[0].dtype(), #NAME, [&] {                                     \
-      using A = acc_t<scalar_t>;                                                    \
-      elementwise<bool, scalar_t>(out[0], {in[0]}, [](scalar_t xs) {                \
-        A x = A(xs);                                                                \
-        return bool(FORMULA);                                                       \
-      });                                                                           \
-    });                                                                             \
-  }                                                                                 \
+#define TR_PREDICATE_OP(NAME, OP, FORMULA)                           \
+  void NAME##_forward_cpu(const Ins& in, Outs& out, const Attrs&) {  \
+    TR_DISPATCH_ALL(in[0].dtype(), #NAME, [&] {                      \
+      using A = acc_t<scalar_t>;                                     \
+      elementwise<bool, scalar_t>(out[0], {in[0]}, [](scalar_t xs) { \
+        A x = A(xs);                                                 \
+        return bool(FORMULA);                                        \
+      });                                                            \
+    });                                                              \
+  }                                                                  \
   TR_REGISTER_KERNEL(NAME, CPU, NAME##_forward_cpu);
 #include "ops/predicate_ops.def"
 
@@ -152,7 +151,7 @@ TR_REGISTER_KERNEL(logical_and, CPU, logical_and_cpu);
 void where_cpu(const Ins& in, Outs& out, const Attrs&) {
   TR_DISPATCH_ALL(out[0].dtype(), "where", [&] {
     elementwise<scalar_t, bool, scalar_t, scalar_t>(out[0], {in[0], in[1], in[2]},
-                                                     [](bool c, scalar_t a, scalar_t b) { return c ? a : b; });
+                                                    [](bool c, scalar_t a, scalar_t b) { return c ? a : b; });
   });
 }
 TR_REGISTER_KERNEL(where, CPU, where_cpu);
@@ -174,8 +173,7 @@ void convert_run(const uint16_t* x, float* y, int64_t n) {
 // out (contiguous) = in converted, where in's last dim is dense (stride 1): row by row through
 // convert_run, a contiguous input as one long run. Covers autocast's casts and the widening of
 // bf16 matmul operands (narrowed and transposed views included, matmul.cpp).
-template <typename I, typename O>
-void convert_rows(const Tensor& out, const Tensor& in) {
+template <typename I, typename O> void convert_rows(const Tensor& out, const Tensor& in) {
   const I* x = static_cast<const I*>(in.raw_data());
   O* y = static_cast<O*>(out.raw_data());
   if (in.is_contiguous()) {
@@ -203,9 +201,8 @@ void cast_into(const Tensor& out, const Tensor& in) {
   }
   TR_DISPATCH_ALL(out.dtype(), "cast", [&] {
     using O = scalar_t;
-    TR_DISPATCH_ALL(in.dtype(), "cast", [&] {
-      elementwise<O, scalar_t>(out, {in}, [](scalar_t x) { return convert<O>(x); });
-    });
+    TR_DISPATCH_ALL(in.dtype(), "cast",
+                    [&] { elementwise<O, scalar_t>(out, {in}, [](scalar_t x) { return convert<O>(x); }); });
   });
 }
 void cast_cpu(const Ins& in, Outs& out, const Attrs&) { cast_into(out[0], in[0]); }
@@ -215,9 +212,8 @@ TR_REGISTER_KERNEL(cast, CPU, cast_cpu);
 void copy_cpu(const Ins& in, Outs&, const Attrs&) {
   const Tensor &dst = in[0], &src = in[1];
   if (dst.dtype() == src.dtype()) {
-    TR_DISPATCH_ALL(dst.dtype(), "copy_", [&] {
-      elementwise<scalar_t, scalar_t>(dst, {src}, [](scalar_t x) { return x; });
-    });
+    TR_DISPATCH_ALL(dst.dtype(), "copy_",
+                    [&] { elementwise<scalar_t, scalar_t>(dst, {src}, [](scalar_t x) { return x; }); });
   } else {
     cast_into(dst, src);
   }

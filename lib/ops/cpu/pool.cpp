@@ -21,10 +21,8 @@ using Outs = std::vector<Tensor>;
 
 using pool::Geom;
 
-
 // f(plane) for each plane, split across the pool in chunks of about kGrain window taps.
-template <typename F>
-void for_planes(const Geom& g, const F& f) {
+template <typename F> void for_planes(const Geom& g, const F& f) {
   int64_t per = std::max<int64_t>(1, g.OH * g.OW * g.KH * g.KW);
   parallel_for(g.planes, std::max<int64_t>(1, kGrain / per), [&](int64_t b, int64_t e) {
     for (int64_t p = b; p < e; ++p) f(p);
@@ -76,8 +74,7 @@ void max_pool_row_2x2(const T* x, int64_t r0, int64_t W, int64_t SW, int64_t OW,
 // max_pool_row_2x2 for f32 with stride 2 along the row: 8 outputs a step, the even and odd columns
 // of each input row separated by shuffles; the same selection rule, lane by lane. Returns how many
 // outputs it wrote (a multiple of 8); the caller finishes the row.
-template <typename T>
-int64_t max_pool_row_2x2_s2(const T*, int64_t, int64_t, int64_t, T*, int64_t*) {
+template <typename T> int64_t max_pool_row_2x2_s2(const T*, int64_t, int64_t, int64_t, T*, int64_t*) {
   return 0;  // other dtypes: the chunked loop
 }
 int64_t max_pool_row_2x2_s2(const float* x, int64_t r0, int64_t W, int64_t OW, float* y, int64_t* idx) {
@@ -102,9 +99,9 @@ int64_t max_pool_row_2x2_s2(const float* x, int64_t r0, int64_t W, int64_t OW, f
     }
     _mm256_storeu_ps(y + ow, best);
     // flat position r0 + 2 ow + (tap & 1) + (tap >> 1) W, in int64
-    const __m256i pos = _mm256_add_epi32(
-        _mm256_add_epi32(_mm256_add_epi32(_mm256_set1_epi32(int32_t(2 * ow)), lane), _mm256_and_si256(tap, _mm256_set1_epi32(1))),
-        _mm256_mullo_epi32(_mm256_srli_epi32(tap, 1), _mm256_set1_epi32(int32_t(W))));
+    const __m256i pos = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(_mm256_set1_epi32(int32_t(2 * ow)), lane),
+                                                          _mm256_and_si256(tap, _mm256_set1_epi32(1))),
+                                         _mm256_mullo_epi32(_mm256_srli_epi32(tap, 1), _mm256_set1_epi32(int32_t(W))));
     const __m256i base = _mm256_set1_epi64x(r0);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx + ow),
                         _mm256_add_epi64(base, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(pos))));
@@ -132,8 +129,7 @@ void max_pool2d_cpu(const Ins& in, Outs& out, const Attrs& a) {
           const int64_t o = (p * g.OH + oh) * g.OW, r0 = oh * g.SH * g.W;
           int64_t done = 0;
           if (g.SW == 2 && g.W < (int64_t(1) << 30)) done = max_pool_row_2x2_s2(xp, r0, g.W, g.OW, py + o, pi + o);
-          if (done < g.OW)
-            max_pool_row_2x2(xp, r0 + done * g.SW, g.W, g.SW, g.OW - done, py + o + done, pi + o + done);
+          if (done < g.OW) max_pool_row_2x2(xp, r0 + done * g.SW, g.W, g.SW, g.OW - done, py + o + done, pi + o + done);
         }
         return;
       }

@@ -42,8 +42,7 @@ using Words = uint32_t[4][kBatch];
 // philox4x32_10(seed, offset + j0 + j), as philox_uniform_at / philox_normal_at read them; blocks are
 // made kBatch at a time and each word k is mapped across the blocks (a loop over j the compiler can
 // vectorise where f is simple, as the dropout mask's comparison).
-template <typename F>
-void fill_stream(const Tensor& t, uint64_t seed, uint64_t offset, const F& f) {
+template <typename F> void fill_stream(const Tensor& t, uint64_t seed, uint64_t offset, const F& f) {
   Tensor c = t.is_contiguous() ? t : empty_like(t);
   TR_DISPATCH_FLOAT(t.dtype(), "random", [&] {
     scalar_t* p = c.data_ptr<scalar_t>();
@@ -73,7 +72,7 @@ inline double uniform_in(const Words& w, int j, unsigned k) {
 inline double normal_in(const Words& w, int j, unsigned k) {
   unsigned pair = k / 2;
   double u1 = (double(w[2 * pair][j]) + 1.0) * (1.0 / 4294967297.0);  // (0, 1]
-  double u2 = double(w[2 * pair + 1][j]) * (1.0 / 4294967296.0);       // [0, 1)
+  double u2 = double(w[2 * pair + 1][j]) * (1.0 / 4294967296.0);      // [0, 1)
   double r = std::sqrt(-2.0 * std::log(u1));
   double t = 6.283185307179586 * u2;
   return (k % 2 == 0) ? r * std::cos(t) : r * std::sin(t);
@@ -82,7 +81,8 @@ inline double normal_in(const Words& w, int j, unsigned k) {
 void uniform_cpu(const std::vector<Tensor>& in, std::vector<Tensor>&, const Attrs& a) {
   uint64_t seed = uint64_t(a.i("seed")), off = uint64_t(a.i("offset"));
   double lo = a.f("low"), hi = a.f("high");
-  fill_stream(in[0], seed, off, [&](const Words& w, int j, unsigned k) { return lo + (hi - lo) * uniform_in(w, j, k); });
+  fill_stream(in[0], seed, off,
+              [&](const Words& w, int j, unsigned k) { return lo + (hi - lo) * uniform_in(w, j, k); });
 }
 void normal_cpu(const std::vector<Tensor>& in, std::vector<Tensor>&, const Attrs& a) {
   uint64_t seed = uint64_t(a.i("seed")), off = uint64_t(a.i("offset"));

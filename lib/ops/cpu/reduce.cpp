@@ -37,7 +37,8 @@ Rows to_rows(const Tensor& x, const Shape& dims) {
 // True when dims are exactly the leading dims of a contiguous tensor: reduce column-wise.
 bool leading_dims(const Tensor& x, const Shape& dims) {
   if (!x.is_contiguous() || dims.empty() || dims.size() == size_t(x.dim())) return false;
-  for (size_t i = 0; i < dims.size(); ++i) if (dims[i] != int64_t(i)) return false;
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (dims[i] != int64_t(i)) return false;
   return true;
 }
 
@@ -60,8 +61,7 @@ bool middle_kept(const Tensor& x, const Shape& dims, int64_t& A, int64_t& K, int
 
 // Sum of a contiguous run: f32 in 32 vector lanes per 4096-element block, blocks combined in
 // double (fast, and more accurate than one running sum); other types in their accumulator.
-template <typename T, typename Acc>
-Acc sum_contiguous(const T* p, int64_t n) {
+template <typename T, typename Acc> Acc sum_contiguous(const T* p, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
     double total = 0;
     for (int64_t b = 0; b < n; b += 4096) {
@@ -98,8 +98,7 @@ Acc sum_contiguous(const T* p, int64_t n) {
 
 // out[c] = sum_r x[r, c] for f32 or bf16 x (a bias gradient: [B, T, C] summed to [C]): each column
 // added row by row in double, as the generic loop below. False (nothing done) for other types.
-template <typename In, typename O>
-bool sum_columns(const In* p, int64_t rows, int64_t cols, O* o) {
+template <typename In, typename O> bool sum_columns(const In* p, int64_t rows, int64_t cols, O* o) {
   if constexpr (!std::is_same_v<In, float> && !std::is_same_v<In, BFloat16>) {
     return false;
   } else {
@@ -136,7 +135,9 @@ bool sum_columns(const In* p, int64_t rows, int64_t cols, O* o) {
   }
 }
 
-template <typename T> using sum_acc_t = std::conditional_t<std::is_floating_point_v<acc_t<T>> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, double, int64_t>;
+template <typename T> using sum_acc_t =
+    std::conditional_t<std::is_floating_point_v<acc_t<T>> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>,
+                       double, int64_t>;
 
 void sum_cpu(const Ins& in, Outs& out, const Attrs& a) {
   const Tensor& x = in[0];
@@ -191,9 +192,7 @@ void sum_cpu(const Ins& in, Outs& out, const Attrs& a) {
       using O = scalar_t;
       O* o = out[0].data_ptr<O>();
       auto body = [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) {
-          o[i] = convert<O>(sum_contiguous<In, Acc>(p + i * inner, inner));
-        }
+        for (int64_t i = b; i < e; ++i) { o[i] = convert<O>(sum_contiguous<In, Acc>(p + i * inner, inner)); }
       };
       if (outer == 1 && inner >= kGrain) {
         // one long row: partial sums of pieces whose count depends on the length only (so the
@@ -218,8 +217,7 @@ void sum_cpu(const Ins& in, Outs& out, const Attrs& a) {
 TR_REGISTER_KERNEL(sum, CPU, sum_cpu);
 
 // Extremum over rows: values (and optionally the first index attaining it); NaN wins.
-template <bool IsMax>
-void extremum_rows(const Tensor& x, const Shape& dims, Tensor* values, Tensor* indices) {
+template <bool IsMax> void extremum_rows(const Tensor& x, const Shape& dims, Tensor* values, Tensor* indices) {
   Rows r = to_rows(x, dims);
   TR_DISPATCH_ALL(x.dtype(), "max", [&] {
     using A = acc_t<scalar_t>;
@@ -247,12 +245,24 @@ void extremum_rows(const Tensor& x, const Shape& dims, Tensor* values, Tensor* i
   });
 }
 
-void amax_cpu(const Ins& in, Outs& out, const Attrs& a) { extremum_rows<true>(in[0], a.ints("dims"), &out[0], nullptr); }
-void amin_cpu(const Ins& in, Outs& out, const Attrs& a) { extremum_rows<false>(in[0], a.ints("dims"), &out[0], nullptr); }
-void max_dim_cpu(const Ins& in, Outs& out, const Attrs& a) { extremum_rows<true>(in[0], a.ints("dims"), &out[0], &out[1]); }
-void min_dim_cpu(const Ins& in, Outs& out, const Attrs& a) { extremum_rows<false>(in[0], a.ints("dims"), &out[0], &out[1]); }
-void argmax_cpu(const Ins& in, Outs& out, const Attrs& a) { extremum_rows<true>(in[0], a.ints("dims"), nullptr, &out[0]); }
-void argmin_cpu(const Ins& in, Outs& out, const Attrs& a) { extremum_rows<false>(in[0], a.ints("dims"), nullptr, &out[0]); }
+void amax_cpu(const Ins& in, Outs& out, const Attrs& a) {
+  extremum_rows<true>(in[0], a.ints("dims"), &out[0], nullptr);
+}
+void amin_cpu(const Ins& in, Outs& out, const Attrs& a) {
+  extremum_rows<false>(in[0], a.ints("dims"), &out[0], nullptr);
+}
+void max_dim_cpu(const Ins& in, Outs& out, const Attrs& a) {
+  extremum_rows<true>(in[0], a.ints("dims"), &out[0], &out[1]);
+}
+void min_dim_cpu(const Ins& in, Outs& out, const Attrs& a) {
+  extremum_rows<false>(in[0], a.ints("dims"), &out[0], &out[1]);
+}
+void argmax_cpu(const Ins& in, Outs& out, const Attrs& a) {
+  extremum_rows<true>(in[0], a.ints("dims"), nullptr, &out[0]);
+}
+void argmin_cpu(const Ins& in, Outs& out, const Attrs& a) {
+  extremum_rows<false>(in[0], a.ints("dims"), nullptr, &out[0]);
+}
 TR_REGISTER_KERNEL(amax, CPU, amax_cpu);
 TR_REGISTER_KERNEL(amin, CPU, amin_cpu);
 TR_REGISTER_KERNEL(max_dim, CPU, max_dim_cpu);

@@ -12,8 +12,7 @@ namespace {
 // One f32 row of n: m = max x, e_k = exp(x_k - m) (libmvec, 8 lanes), s = sum e_k in 8 lanes;
 // softmax y_k = e_k / s, log_softmax y_k = x_k - m - log s. The tail is one padded block
 // (-inf pads add exp(-inf) = 0 to the sum).
-template <bool Log>
-void softmax_row_f32(const float* x, float* y, int64_t n) {
+template <bool Log> void softmax_row_f32(const float* x, float* y, int64_t n) {
   const int64_t full = n / 8 * 8;
   alignas(32) float tail[8];
   for (int k = 0; k < 8; ++k) tail[k] = full + k < n ? x[full + k] : -INFINITY;
@@ -41,14 +40,14 @@ void softmax_row_f32(const float* x, float* y, int64_t n) {
   }
 }
 
-template <bool Log>
-void softmax_kernel(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& a) {
+template <bool Log> void softmax_kernel(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& a) {
   int64_t dim = a.i("dim");
   const Tensor& x = in[0];
   int64_t nd = x.dim();
   // Move `dim` last, compute on contiguous rows, write back through the same permutation.
   Shape perm;
-  for (int64_t i = 0; i < nd; ++i) if (i != dim) perm.push_back(i);
+  for (int64_t i = 0; i < nd; ++i)
+    if (i != dim) perm.push_back(i);
   if (nd) perm.push_back(dim);
   Tensor xr = nd ? x.detach().permute(perm).contiguous() : x.detach().contiguous().reshape({1});
   // Along the last dim the rows are written straight into the output.
@@ -90,16 +89,19 @@ void softmax_kernel(const std::vector<Tensor>& in, std::vector<Tensor>& out, con
   out[0].permute(perm).copy_(yr);
 }
 
-void softmax_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& a) { softmax_kernel<false>(in, out, a); }
-void log_softmax_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& a) { softmax_kernel<true>(in, out, a); }
+void softmax_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& a) {
+  softmax_kernel<false>(in, out, a);
+}
+void log_softmax_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& a) {
+  softmax_kernel<true>(in, out, a);
+}
 TR_REGISTER_KERNEL(softmax, CPU, softmax_cpu);
 TR_REGISTER_KERNEL(log_softmax, CPU, log_softmax_cpu);
 
 // One f32 row: s = sum g_k y_k (8 lanes), o_k = y_k (g_k - s); with Log: s = sum g_k, o_k = g_k - exp(y_k) s.
 // Products and sums are rounded separately (no FMA), as torch's vectorised kernel and the composite
 // ops round them: a fused multiply-add differs in the last bit, which a CNN's training amplifies.
-template <bool Log>
-void softmax_backward_row_f32(const float* g, const float* y, float* o, int64_t n) {
+template <bool Log> void softmax_backward_row_f32(const float* g, const float* y, float* o, int64_t n) {
   const int64_t full = n / 8 * 8;
   __m256 vs = _mm256_setzero_ps();
   for (int64_t k = 0; k < full; k += 8) {
@@ -112,7 +114,8 @@ void softmax_backward_row_f32(const float* g, const float* y, float* o, int64_t 
   int64_t k = 0;
   for (; k < full; k += 8) {
     const __m256 gv = _mm256_loadu_ps(g + k), yv = _mm256_loadu_ps(y + k);
-    _mm256_storeu_ps(o + k, Log ? _mm256_sub_ps(gv, _mm256_mul_ps(exp8(yv), sv)) : _mm256_mul_ps(yv, _mm256_sub_ps(gv, sv)));
+    _mm256_storeu_ps(o + k,
+                     Log ? _mm256_sub_ps(gv, _mm256_mul_ps(exp8(yv), sv)) : _mm256_mul_ps(yv, _mm256_sub_ps(gv, sv)));
   }
   if (k == n) return;
   // the tail as one padded block: exp of the same 8-lane function as the rest (and as the exp op)
@@ -131,9 +134,12 @@ void softmax_backward_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& ou
   const Tensor &g = in[0], &y = in[1];
   const int64_t nd = y.dim();
   Shape perm;
-  for (int64_t i = 0; i < nd; ++i) if (i != dim) perm.push_back(i);
+  for (int64_t i = 0; i < nd; ++i)
+    if (i != dim) perm.push_back(i);
   if (nd) perm.push_back(dim);
-  auto rows_of = [&](const Tensor& t) { return nd ? t.detach().permute(perm).contiguous() : t.detach().contiguous().reshape({1}); };
+  auto rows_of = [&](const Tensor& t) {
+    return nd ? t.detach().permute(perm).contiguous() : t.detach().contiguous().reshape({1});
+  };
   Tensor gr = rows_of(g), yr = rows_of(y);
   const bool direct = nd > 0 && dim == nd - 1;
   Tensor orr = direct ? out[0] : empty_like(yr);
@@ -151,8 +157,10 @@ void softmax_backward_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& ou
           // (a plain if: this function is no template, so the other dtypes' branch is compiled too)
           const float *gf = reinterpret_cast<const float*>(gk), *yf = reinterpret_cast<const float*>(yk);
           float* of = reinterpret_cast<float*>(ok);
-          if (log) softmax_backward_row_f32<true>(gf, yf, of, len);
-          else softmax_backward_row_f32<false>(gf, yf, of, len);
+          if (log)
+            softmax_backward_row_f32<true>(gf, yf, of, len);
+          else
+            softmax_backward_row_f32<false>(gf, yf, of, len);
           continue;
         }
         A s = 0;

@@ -95,8 +95,10 @@ inline __m256 gelu_backward8(__m256 g, __m256 x, bool tanh_form) {
     d = _mm256_add_ps(_mm256_mul_ps(_mm256_add_ps(one, t), half), q);
   } else {
     // (erf(x / sqrt 2) + 1) / 2 + x (exp(-x x / 2) / sqrt(2 pi))
-    const __m256 cdf = _mm256_mul_ps(_mm256_add_ps(erf8(_mm256_mul_ps(x, _mm256_set1_ps(float(0.7071067811865476)))), one), half);
-    const __m256 pdf = _mm256_mul_ps(exp8(_mm256_mul_ps(x2, _mm256_set1_ps(-0.5f))), _mm256_set1_ps(float(0.3989422804014327)));
+    const __m256 cdf =
+        _mm256_mul_ps(_mm256_add_ps(erf8(_mm256_mul_ps(x, _mm256_set1_ps(float(0.7071067811865476)))), one), half);
+    const __m256 pdf =
+        _mm256_mul_ps(exp8(_mm256_mul_ps(x2, _mm256_set1_ps(-0.5f))), _mm256_set1_ps(float(0.3989422804014327)));
     d = _mm256_add_ps(cdf, _mm256_mul_ps(x, pdf));
   }
   return _mm256_mul_ps(g, d);
@@ -114,15 +116,18 @@ inline bool vec_bf16_ok(const Tensor& in, const Tensor& out) {
 
 // 8 bf16 (bit patterns) -> 8 f32: exact, the bits shifted into the high half.
 inline __m256 load_bf16x8(const uint16_t* p) {
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
+  return _mm256_castsi256_ps(
+      _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
 }
 // 8 f32 -> 8 bf16 rounded to nearest even, NaN kept quiet: float_to_bf16_bits (core/half.h) in 8 lanes.
 inline __m128i round_bf16x8(__m256 v) {
   const __m256i u = _mm256_castps_si256(v);
   const __m256i one = _mm256_set1_epi32(1);
-  __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), _mm256_and_si256(_mm256_srli_epi32(u, 16), one)));
+  __m256i r =
+      _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), _mm256_and_si256(_mm256_srli_epi32(u, 16), one)));
   r = _mm256_srli_epi32(r, 16);
-  const __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+  const __m256i is_nan =
+      _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
   const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
   r = _mm256_blendv_epi8(r, quiet, is_nan);
   // 8 x u32 (each < 2^16) -> 8 x u16: pack within the 128-bit halves, then bring the halves together
@@ -141,8 +146,7 @@ inline void store8(uint16_t* p, __m256 v) { store_bf16x8(p, v); }
 // tail goes through a padded block, so every element sees the same lanes' function. For bf16 the
 // f32 kernel runs between exact widening and one rounding: what the scalar loop computes in
 // acc_t<bf16> = float.
-template <typename T, typename F8, typename... In>
-void map_x8(T* y, int64_t n, const F8& f8, const In*... x) {
+template <typename T, typename F8, typename... In> void map_x8(T* y, int64_t n, const F8& f8, const In*... x) {
   parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
     int64_t i = b;
     for (; i + 8 <= e; i += 8) store8(y + i, f8(load8(x + i)...));

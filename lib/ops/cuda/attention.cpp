@@ -22,8 +22,8 @@ void attention_qkvpacked_backward_cuda(const std::vector<Tensor>& in, std::vecto
   const Tensor dy = in[0].contiguous(), qkv = in[1].contiguous(), y = in[2].contiguous(), lse = in[3].contiguous();
   // D_i = dy_i . y_i of every row, in lse's dtype (the kernels' accumulation type)
   Tensor delta = empty(lse.sizes(), TensorOptions(lse.dtype()).device(lse.device()));
-  launch_attention_backward(qkv.dtype(), geometry(qkv, a), dy.raw_data(), qkv.raw_data(), y.raw_data(),
-                            lse.raw_data(), delta.raw_data(), out[0].raw_data());
+  launch_attention_backward(qkv.dtype(), geometry(qkv, a), dy.raw_data(), qkv.raw_data(), y.raw_data(), lse.raw_data(),
+                            delta.raw_data(), out[0].raw_data());
 }
 TR_REGISTER_KERNEL(attention_qkvpacked_backward, CUDA, attention_qkvpacked_backward_cuda);
 

@@ -26,10 +26,7 @@ using namespace flash;
 
 // Elements of a shared head-dim row: kD plus one, so that the same column of consecutive rows,
 // which the TX lanes of a row of threads read at once, falls in different banks.
-template <typename T>
-constexpr int row_stride(int kD) {
-  return kD + 1;
-}
+template <typename T> constexpr int row_stride(int kD) { return kD + 1; }
 
 // Threads along a tile's rows and columns (the columns' lanes of a row stay in one warp).
 constexpr int threads_along(int n) { return n < 16 ? n : 16; }
@@ -37,8 +34,7 @@ constexpr int threads_along(int n) { return n < 16 ? n : 16; }
 // Shared memory of each kernel for a tile of `rows` x `cols` scores (forward and dq: query rows x
 // key columns; dk/dv: key rows x query columns).
 enum class Kernel { Forward, KeyValue, Query };
-template <typename T, typename A>
-constexpr size_t shared_bytes(Kernel k, int kD, int rows, int cols) {
+template <typename T, typename A> constexpr size_t shared_bytes(Kernel k, int kD, int rows, int cols) {
   const size_t ld = size_t(row_stride<T>(kD)), st = sizeof(T), sa = sizeof(A);
   const size_t heads_rows = align32(rows * ld * st), heads_cols = align32(cols * ld * st);
   const size_t scores = align32(size_t(rows) * (cols + 1) * sa);
@@ -55,8 +51,7 @@ constexpr size_t shared_bytes(Kernel k, int kD, int rows, int cols) {
 
 // The tile of a kernel: the largest of these whose shared memory fits the budget.
 constexpr TileDims kTileChoices[] = {{64, 64}, {64, 32}, {32, 32}, {32, 16}, {16, 16}, {16, 8}, {8, 8}};
-template <typename T, typename A, int kD, Kernel K>
-constexpr TileDims pick_tile() {
+template <typename T, typename A, int kD, Kernel K> constexpr TileDims pick_tile() {
   for (TileDims t : kTileChoices)
     if (shared_bytes<T, A>(K, kD, t.rows, t.cols) <= kSharedBudget) return t;
   return {0, 0};  // rejected by the kernel's static_assert
@@ -164,8 +159,7 @@ __global__ void flash_forward_kernel(Geometry g, const T* qkv, T* y, A* lse) {
 
 // ---- backward ----
 // delta[b, h, i] = dy_i . y_i, a warp per row.
-template <typename T, typename A>
-__global__ void flash_delta_kernel(Geometry g, const T* dy, const T* y, A* delta) {
+template <typename T, typename A> __global__ void flash_delta_kernel(Geometry g, const T* dy, const T* y, A* delta) {
   const int lane = int(threadIdx.x) % 32;
   const int64_t rows = g.B * g.H * g.T, warps = int64_t(gridDim.x) * blockDim.x / 32;
   for (int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; r < rows; r += warps) {
@@ -179,8 +173,7 @@ __global__ void flash_delta_kernel(Geometry g, const T* dy, const T* y, A* delta
 
 // dk and dv: block = (b, h, tile of Bk keys), Bq query rows a step (key rows x query columns).
 template <typename T, typename A, int kD, int Bk, int Bq>
-__global__ void flash_backward_kv_kernel(Geometry g, const T* dy, const T* qkv, const A* lse, const A* delta,
-                                         T* dqkv) {
+__global__ void flash_backward_kv_kernel(Geometry g, const T* dy, const T* qkv, const A* lse, const A* delta, T* dqkv) {
   constexpr int TY = threads_along(Bk), TX = threads_along(Bq), NT = TY * TX;
   constexpr int RM = Bk / TY, CN = Bq / TX, DN = kD / TX, LD = row_stride<T>(kD), LP = Bq + 1;
   constexpr size_t kBytes = shared_bytes<T, A>(Kernel::KeyValue, kD, Bk, Bq);
@@ -236,8 +229,7 @@ __global__ void flash_backward_kv_kernel(Geometry g, const T* dy, const T* qkv, 
 
 // dq: block = (b, h, tile of Bq query rows), Bk keys a step (query rows x key columns).
 template <typename T, typename A, int kD, int Bq, int Bk>
-__global__ void flash_backward_q_kernel(Geometry g, const T* dy, const T* qkv, const A* lse, const A* delta,
-                                        T* dqkv) {
+__global__ void flash_backward_q_kernel(Geometry g, const T* dy, const T* qkv, const A* lse, const A* delta, T* dqkv) {
   constexpr int TY = threads_along(Bq), TX = threads_along(Bk), NT = TY * TX;
   constexpr int RM = Bq / TY, CN = Bk / TX, DN = kD / TX, LD = row_stride<T>(kD), LP = Bk + 1;
   constexpr size_t kBytes = shared_bytes<T, A>(Kernel::Query, kD, Bq, Bk);
@@ -284,8 +276,7 @@ __global__ void flash_backward_q_kernel(Geometry g, const T* dy, const T* qkv, c
 }
 
 // ---- launchers ----
-template <typename T, int kD>
-void forward(const Geometry& g, const void* qkv, void* y, void* lse) {
+template <typename T, int kD> void forward(const Geometry& g, const void* qkv, void* y, void* lse) {
   using A = acc_t<T>;
   constexpr TileDims t = pick_tile<T, A, kD, Kernel::Forward>();
   launch_kernel(flash_forward_kernel<T, A, kD, t.rows, t.cols>, blocks_of(g, t.rows),
@@ -317,8 +308,7 @@ void launch_attention(DType t, const attn::Geometry& g, const void* qkv, void* y
   TR_DISPATCH_FLOAT(t, "attention_qkvpacked", [&] {
     using T = scalar_t;
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
-      with_head_bucket(g, "attention_qkvpacked",
-                       [&](auto kD) { forward<T, decltype(kD)::value>(g, qkv, y, lse); });
+      with_head_bucket(g, "attention_qkvpacked", [&](auto kD) { forward<T, decltype(kD)::value>(g, qkv, y, lse); });
   });
 }
 

@@ -21,21 +21,14 @@ using namespace flash;
 namespace wmma = nvcuda::wmma;
 
 // The 16-bit storage types as wmma's element types (the same bits).
-template <typename T>
-struct WmmaType;
-template <>
-struct WmmaType<Half> {
-  using type = __half;
-};
-template <>
-struct WmmaType<BFloat16> {
-  using type = __nv_bfloat16;
-};
+template <typename T> struct WmmaType;
+template <> struct WmmaType<Half> { using type = __half; };
+template <> struct WmmaType<BFloat16> { using type = __nv_bfloat16; };
 
-constexpr int kF = 16;                        // m16n16k16 fragments
-constexpr int kWarps = 8;                     // warps of a block
-constexpr int kBlock = 32 * kWarps;           // threads of a block
-constexpr int kTX = 16, kTY = kBlock / kTX;   // the SIMT layout
+constexpr int kF = 16;                       // m16n16k16 fragments
+constexpr int kWarps = 8;                    // warps of a block
+constexpr int kBlock = 32 * kWarps;          // threads of a block
+constexpr int kTX = 16, kTY = kBlock / kTX;  // the SIMT layout
 
 // Shared row strides in elements: 16-bit rows padded by 8 (wmma's ldm is a multiple of 8 16-bit
 // elements; 16 bytes more a row start rows 4 banks apart), f32 rows by 4 (a multiple of 4).
@@ -68,8 +61,7 @@ constexpr size_t shared_bytes(Kernel k, int kD, int rows, int cols) {
 
 // The tile of a kernel: the largest of these whose shared memory fits the budget.
 constexpr TileDims kTileChoices[] = {{64, 64}, {64, 32}, {32, 32}, {32, 16}, {16, 16}};
-template <int kD, Kernel K>
-constexpr TileDims pick_tile() {
+template <int kD, Kernel K> constexpr TileDims pick_tile() {
   for (TileDims t : kTileChoices)
     if (shared_bytes(K, kD, t.rows, t.cols) <= kSharedBudget) return t;
   return {0, 0};  // rejected by the kernel's static_assert
@@ -77,8 +69,7 @@ constexpr TileDims pick_tile() {
 
 // Offset of element (r, c) of a tile with leading dimension ld: row-major r ld + c, column-major
 // r + c ld (the transpose of a row-major tile).
-template <typename L>
-__device__ __forceinline__ int offset(int r, int c, int ld) {
+template <typename L> __device__ __forceinline__ int offset(int r, int c, int ld) {
   return std::is_same_v<L, wmma::row_major> ? r * ld + c : r + c * ld;
 }
 
@@ -112,8 +103,7 @@ __device__ __forceinline__ void product_to_shared(float* c, int ldc, const E* a,
 }
 
 // An M x N f32 result held in fragments across steps: this warp's share of the grid.
-template <int M, int N>
-struct Fragments {
+template <int M, int N> struct Fragments {
   static constexpr int kCount = (M / kF) * (N / kF), kPerWarp = (kCount + kWarps - 1) / kWarps;
   Accumulator f[kPerWarp];
   __device__ __forceinline__ Fragments() {
@@ -147,9 +137,9 @@ struct Fragments {
 
 // Rows r0 + r (r < R) of a staged [R][ldc] f32 tile times `scale` into `part` of dqkv, for rows < T
 // and columns < D.
-template <int R, int kD, typename T>
-__device__ __forceinline__ void store_staged(const Geometry& g, const float* c, int ldc, T* dqkv, int part, int64_t b,
-                                             int64_t h, int64_t r0, float scale) {
+template <int R, int kD, typename T> __device__ __forceinline__ void store_staged(const Geometry& g, const float* c,
+                                                                                  int ldc, T* dqkv, int part, int64_t b,
+                                                                                  int64_t h, int64_t r0, float scale) {
   for (int e = int(threadIdx.x); e < R * kD; e += kBlock) {
     const int r = e / kD, d = e % kD;
     if (r0 + r < g.T && d < g.D) dqkv[g.qkv_at(b, r0 + r, h, part) + d] = T(c[r * ldc + d] * scale);
@@ -271,7 +261,7 @@ __global__ void flash_backward_kv_mma_kernel(Geometry g, const T* dy, const T* q
       delta_s[e] = in ? delta[g.lse_at(b, h, i0 + e)] : 0.0f;
     }
     __syncthreads();
-    product_to_shared<Bk, Bq, kD, wmma::row_major, wmma::col_major>(s_s, LF, ke, LH, qe, LH);   // k q^T
+    product_to_shared<Bk, Bq, kD, wmma::row_major, wmma::col_major>(s_s, LF, ke, LH, qe, LH);    // k q^T
     product_to_shared<Bk, Bq, kD, wmma::row_major, wmma::col_major>(dp_s, LF, ve, LH, dye, LH);  // v dy^T
     __syncthreads();
     float p[RM][CN], ds[RM][CN];
@@ -310,8 +300,8 @@ __global__ void flash_backward_kv_mma_kernel(Geometry g, const T* dy, const T* q
 
 // ---- dq: block = (b, h, tile of Bq query rows), Bk keys a step (query rows x key columns) ----
 template <typename T, int kD, int Bq, int Bk>
-__global__ void flash_backward_q_mma_kernel(Geometry g, const T* dy, const T* qkv, const float* lse,
-                                            const float* delta, T* dqkv) {
+__global__ void flash_backward_q_mma_kernel(Geometry g, const T* dy, const T* qkv, const float* lse, const float* delta,
+                                            T* dqkv) {
   using E = typename WmmaType<T>::type;
   constexpr int RM = Bq / kTY, CN = Bk / kTX;
   constexpr int LH = half_stride(kD), LF = float_stride(Bk), LP = half_stride(Bk), LO = float_stride(kD);
@@ -373,8 +363,7 @@ __global__ void flash_backward_q_mma_kernel(Geometry g, const T* dy, const T* qk
   store_staged<Bq, kD>(g, o_s, LO, dqkv, 0, b, h, i0, scale);
 }
 
-template <typename T, int kD>
-void forward(const Geometry& g, const void* qkv, void* y, void* lse) {
+template <typename T, int kD> void forward(const Geometry& g, const void* qkv, void* y, void* lse) {
   constexpr TileDims t = pick_tile<kD, Kernel::Forward>();
   launch_kernel(flash_forward_mma_kernel<T, kD, t.rows, t.cols>, blocks_of(g, t.rows), kBlock, g,
                 static_cast<const T*>(qkv), static_cast<T*>(y), static_cast<float*>(lse));
@@ -390,17 +379,19 @@ void backward(const Geometry& g, const void* dy, const void* qkv, const void* ls
                 lsep, deltap, static_cast<T*>(dqkv));
   TR_CUDA_CHECK_LAUNCH("flash_backward_kv_mma_kernel");
   constexpr TileDims q = pick_tile<kD, Kernel::Query>();
-  launch_kernel(flash_backward_q_mma_kernel<T, kD, q.rows, q.cols>, blocks_of(g, q.rows), kBlock, g, dyp, qkvp,
-                lsep, deltap, static_cast<T*>(dqkv));
+  launch_kernel(flash_backward_q_mma_kernel<T, kD, q.rows, q.cols>, blocks_of(g, q.rows), kBlock, g, dyp, qkvp, lsep,
+                deltap, static_cast<T*>(dqkv));
   TR_CUDA_CHECK_LAUNCH("flash_backward_q_mma_kernel");
 }
 
 // f<T>() for the 16-bit dtype t.
-template <typename F>
-void with_16bit(DType t, const char* op, F&& f) {
-  if (t == DType::BF16) f(BFloat16{});
-  else if (t == DType::F16) f(Half{});
-  else throw_dtype_unsupported(op, t);
+template <typename F> void with_16bit(DType t, const char* op, F&& f) {
+  if (t == DType::BF16)
+    f(BFloat16{});
+  else if (t == DType::F16)
+    f(Half{});
+  else
+    throw_dtype_unsupported(op, t);
 }
 
 }  // namespace
@@ -408,8 +399,7 @@ void with_16bit(DType t, const char* op, F&& f) {
 void launch_attention_mma(DType t, const attn::Geometry& g, const void* qkv, void* y, void* lse) {
   with_16bit(t, "attention_qkvpacked", [&](auto tag) {
     using T = decltype(tag);
-    with_head_bucket(g, "attention_qkvpacked",
-                     [&](auto kD) { forward<T, decltype(kD)::value>(g, qkv, y, lse); });
+    with_head_bucket(g, "attention_qkvpacked", [&](auto kD) { forward<T, decltype(kD)::value>(g, qkv, y, lse); });
   });
 }
 

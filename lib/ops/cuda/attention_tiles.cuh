@@ -16,8 +16,7 @@ constexpr size_t kSharedBudget = 48 * 1024;  // static shared memory of a block
 constexpr size_t align32(size_t n) { return (n + 31) / 32 * 32; }
 
 // The next shared array of `bytes` at `at` (32-byte aligned, as wmma's loads and stores need).
-template <typename P>
-__device__ __forceinline__ P* carve(unsigned char*& at, size_t bytes) {
+template <typename P> __device__ __forceinline__ P* carve(unsigned char*& at, size_t bytes) {
   P* p = reinterpret_cast<P*>(at);
   at += align32(bytes);
   return p;
@@ -40,8 +39,7 @@ __device__ __forceinline__ void load_rows(T* s, const T* src, int64_t ld, int64_
 
 // Max and sum over the TX lanes of a row (contiguous lanes of one warp, TX a power of 2 <= 32);
 // every lane gets the same bits.
-template <int TX, typename A>
-__device__ __forceinline__ A lanes_max(A v) {
+template <int TX, typename A> __device__ __forceinline__ A lanes_max(A v) {
 #pragma unroll
   for (int o = TX / 2; o > 0; o >>= 1) {
     const A w = __shfl_xor_sync(0xffffffffu, v, o);
@@ -49,8 +47,7 @@ __device__ __forceinline__ A lanes_max(A v) {
   }
   return v;
 }
-template <int TX, typename A>
-__device__ __forceinline__ A lanes_sum(A v) {
+template <int TX, typename A> __device__ __forceinline__ A lanes_sum(A v) {
 #pragma unroll
   for (int o = TX / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
@@ -75,9 +72,9 @@ __device__ __forceinline__ void store_rows(const Geometry& g, T* out, int part, 
 }
 
 // The backward's per-row statistics of query rows r0 .. r0 + RM - 1: lse and delta = dy . y, 0 past T.
-template <int RM, typename A>
-__device__ __forceinline__ void load_row_stats(const Geometry& g, int64_t b, int64_t h, int64_t r0, const A* lse,
-                                               const A* delta, A (&row_lse)[RM], A (&row_delta)[RM]) {
+template <int RM, typename A> __device__ __forceinline__ void load_row_stats(const Geometry& g, int64_t b, int64_t h,
+                                                                             int64_t r0, const A* lse, const A* delta,
+                                                                             A (&row_lse)[RM], A (&row_delta)[RM]) {
 #pragma unroll
   for (int a = 0; a < RM; ++a) {
     const bool in = r0 + a < g.T;
@@ -98,13 +95,15 @@ __device__ __forceinline__ BlockTile block_tile(const Geometry& g, int rows, boo
 }
 
 // f(kD) with kD the smallest head-dim bucket (std::integral_constant) that holds g.D.
-template <typename F>
-void with_head_bucket(const Geometry& g, const char* op, F&& f) {
+template <typename F> void with_head_bucket(const Geometry& g, const char* op, F&& f) {
   TR_CHECK(g.D <= attn::kMaxFlashHeadDim, op, " on CUDA: head dim ", g.D, " is larger than the kernels' ",
            attn::kMaxFlashHeadDim);
-  if (g.D <= 32) f(std::integral_constant<int, 32>{});
-  else if (g.D <= 64) f(std::integral_constant<int, 64>{});
-  else f(std::integral_constant<int, 128>{});
+  if (g.D <= 32)
+    f(std::integral_constant<int, 32>{});
+  else if (g.D <= 64)
+    f(std::integral_constant<int, 64>{});
+  else
+    f(std::integral_constant<int, 128>{});
 }
 
 }  // namespace tr::cuda::flash

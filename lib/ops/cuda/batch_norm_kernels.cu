@@ -30,14 +30,10 @@ __device__ __forceinline__ int64_t nc_offset(const BatchNormGeom& g, int64_t c, 
   return (n * g.C + c) * g.L + (j - n * g.L);
 }
 
-template <typename T>
-__device__ __forceinline__ double at(const T* p, int64_t i) {
-  return double(acc_t<T>(p[i]));
-}
+template <typename T> __device__ __forceinline__ double at(const T* p, int64_t i) { return double(acc_t<T>(p[i])); }
 
-template <typename T>
-__global__ void batch_norm_stats_kernel(BatchNormGeom g, const T* x, const T* w, const T* b, T* mean_out, T* var_out,
-                                        double* coef) {
+template <typename T> __global__ void batch_norm_stats_kernel(BatchNormGeom g, const T* x, const T* w, const T* b,
+                                                              T* mean_out, T* var_out, double* coef) {
   const int64_t c = blockIdx.x, M = g.N * g.L;
   double s = 0;
   for (int64_t j = threadIdx.x; j < M; j += blockDim.x) s += at(x, nc_offset(g, c, j));
@@ -56,15 +52,13 @@ __global__ void batch_norm_stats_kernel(BatchNormGeom g, const T* x, const T* w,
 }
 
 // alpha, beta of each channel from given statistics (one thread per channel)
-template <typename T>
-__global__ void batch_norm_coef_kernel(BatchNormGeom g, const T* w, const T* b, const T* mean, const T* var,
-                                       double* coef) {
+template <typename T> __global__ void batch_norm_coef_kernel(BatchNormGeom g, const T* w, const T* b, const T* mean,
+                                                             const T* var, double* coef) {
   for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < g.C; c += int64_t(blockDim.x) * gridDim.x)
     bn::affine_coefficients(at(w, c), at(b, c), at(mean, c), at(var, c), g.eps, &coef[2 * c], &coef[2 * c + 1]);
 }
 
-template <typename T>
-__global__ void batch_norm_affine_kernel(BatchNormGeom g, const T* x, T* y, const double* coef) {
+template <typename T> __global__ void batch_norm_affine_kernel(BatchNormGeom g, const T* x, T* y, const double* coef) {
   using A = acc_t<T>;
   const int64_t n = g.N * g.C * g.L;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(blockDim.x) * gridDim.x) {
@@ -73,9 +67,9 @@ __global__ void batch_norm_affine_kernel(BatchNormGeom g, const T* x, T* y, cons
   }
 }
 
-template <typename T>
-__global__ void batch_norm_grad_sums_kernel(BatchNormGeom g, const T* gy, const T* x, const T* w, const T* mean,
-                                            const T* var, T* gw, T* gb, double* coef) {
+template <typename T> __global__ void batch_norm_grad_sums_kernel(BatchNormGeom g, const T* gy, const T* x, const T* w,
+                                                                  const T* mean, const T* var, T* gw, T* gb,
+                                                                  double* coef) {
   const int64_t c = blockIdx.x, M = g.N * g.L;
   const double m = at(mean, c);
   double s_g = 0, s_gxmu = 0;
@@ -115,12 +109,13 @@ void launch_batch_norm(DType t, const BatchNormGeom& g, const void* x, const voi
   const int64_t n = g.N * g.C * g.L;
   TR_DISPATCH_FLOAT(t, "batch_norm", [&] {
     using T = scalar_t;
-    launch_kernel(batch_norm_stats_kernel<T>, unsigned(g.C), kStatThreads, g, static_cast<const T*>(x), static_cast<const T*>(w),
-                                                                static_cast<const T*>(b), static_cast<T*>(mean_out),
-                                                                static_cast<T*>(var_out), coef);
+    launch_kernel(batch_norm_stats_kernel<T>, unsigned(g.C), kStatThreads, g, static_cast<const T*>(x),
+                  static_cast<const T*>(w), static_cast<const T*>(b), static_cast<T*>(mean_out),
+                  static_cast<T*>(var_out), coef);
     TR_CUDA_CHECK_LAUNCH("batch_norm_stats_kernel");
     if (n == 0) return;
-    launch_kernel(batch_norm_affine_kernel<T>, grid_for(n), kThreads, g, static_cast<const T*>(x), static_cast<T*>(y), coef);
+    launch_kernel(batch_norm_affine_kernel<T>, grid_for(n), kThreads, g, static_cast<const T*>(x), static_cast<T*>(y),
+                  coef);
     TR_CUDA_CHECK_LAUNCH("batch_norm_affine_kernel");
   });
 }
@@ -131,13 +126,13 @@ void launch_batch_norm_backward(DType t, const BatchNormGeom& g, const void* gy,
   const int64_t n = g.N * g.C * g.L;
   TR_DISPATCH_FLOAT(t, "batch_norm_backward", [&] {
     using T = scalar_t;
-    launch_kernel(batch_norm_grad_sums_kernel<T>, unsigned(g.C), kStatThreads, 
-        g, static_cast<const T*>(gy), static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(mean),
-        static_cast<const T*>(var), static_cast<T*>(gw), static_cast<T*>(gb), coef);
+    launch_kernel(batch_norm_grad_sums_kernel<T>, unsigned(g.C), kStatThreads, g, static_cast<const T*>(gy),
+                  static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(mean),
+                  static_cast<const T*>(var), static_cast<T*>(gw), static_cast<T*>(gb), coef);
     TR_CUDA_CHECK_LAUNCH("batch_norm_grad_sums_kernel");
     if (n == 0) return;
-    launch_kernel(batch_norm_grad_input_kernel<T>, grid_for(n), kThreads, g, static_cast<const T*>(gy), static_cast<const T*>(x),
-                                                                static_cast<T*>(gx), coef);
+    launch_kernel(batch_norm_grad_input_kernel<T>, grid_for(n), kThreads, g, static_cast<const T*>(gy),
+                  static_cast<const T*>(x), static_cast<T*>(gx), coef);
     TR_CUDA_CHECK_LAUNCH("batch_norm_grad_input_kernel");
   });
 }
@@ -148,12 +143,12 @@ void launch_batch_norm_elemt(DType t, const BatchNormGeom& g, const void* x, con
   const int64_t n = g.N * g.C * g.L;
   TR_DISPATCH_FLOAT(t, "batch_norm_elemt", [&] {
     using T = scalar_t;
-    launch_kernel(batch_norm_coef_kernel<T>, grid_for(g.C), kThreads, g, static_cast<const T*>(w), static_cast<const T*>(b),
-                                                           static_cast<const T*>(mean), static_cast<const T*>(var),
-                                                           coef);
+    launch_kernel(batch_norm_coef_kernel<T>, grid_for(g.C), kThreads, g, static_cast<const T*>(w),
+                  static_cast<const T*>(b), static_cast<const T*>(mean), static_cast<const T*>(var), coef);
     TR_CUDA_CHECK_LAUNCH("batch_norm_coef_kernel");
     if (n == 0) return;
-    launch_kernel(batch_norm_affine_kernel<T>, grid_for(n), kThreads, g, static_cast<const T*>(x), static_cast<T*>(y), coef);
+    launch_kernel(batch_norm_affine_kernel<T>, grid_for(n), kThreads, g, static_cast<const T*>(x), static_cast<T*>(y),
+                  coef);
     TR_CUDA_CHECK_LAUNCH("batch_norm_affine_kernel");
   });
 }

@@ -57,12 +57,12 @@ class ConvDescriptors {
     TR_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y_));
     TR_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w_));
     TR_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv_));
-    TR_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NCHW, dt, as_int(x[0]), as_int(x[1]), as_int(x[2]),
-                                              as_int(x[3])));
-    TR_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_, CUDNN_TENSOR_NCHW, dt, as_int(y[0]), as_int(y[1]), as_int(y[2]),
-                                              as_int(y[3])));
-    TR_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_, dt, CUDNN_TENSOR_NCHW, as_int(w[0]), as_int(w[1]), as_int(w[2]),
-                                              as_int(w[3])));
+    TR_CUDNN_CHECK(
+        cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NCHW, dt, as_int(x[0]), as_int(x[1]), as_int(x[2]), as_int(x[3])));
+    TR_CUDNN_CHECK(
+        cudnnSetTensor4dDescriptor(y_, CUDNN_TENSOR_NCHW, dt, as_int(y[0]), as_int(y[1]), as_int(y[2]), as_int(y[3])));
+    TR_CUDNN_CHECK(
+        cudnnSetFilter4dDescriptor(w_, dt, CUDNN_TENSOR_NCHW, as_int(w[0]), as_int(w[1]), as_int(w[2]), as_int(w[3])));
     const Pair &s = a.ints("stride"), &p = a.ints("padding"), &d = a.ints("dilation");
     // f16/bf16 accumulate in f32 (the CPU widens to f32 too); f64 stays f64
     const cudnnDataType_t compute = t == DType::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
@@ -92,8 +92,7 @@ class ConvDescriptors {
 
 // The first usable algorithm of `perf` (sorted best first by cuDNN): status success, within the
 // deterministic set when asked for.
-template <typename Perf>
-Perf pick(const std::vector<Perf>& perf, int n, const char* op) {
+template <typename Perf> Perf pick(const std::vector<Perf>& perf, int n, const char* op) {
   for (int i = 0; i < n; ++i) {
     const Perf& p = perf[size_t(i)];
     if (p.status != CUDNN_STATUS_SUCCESS) continue;
@@ -135,7 +134,8 @@ struct BackwardData {
   }
   static cudnnStatus_t find(cudnnHandle_t h, const ConvDescriptors& d, const void* w, const void* dy, void* dx, int n,
                             int* got, Perf* perf, void* ws, size_t bytes) {
-    return cudnnFindConvolutionBackwardDataAlgorithmEx(h, d.w_, w, d.y_, dy, d.conv_, d.x_, dx, n, got, perf, ws, bytes);
+    return cudnnFindConvolutionBackwardDataAlgorithmEx(h, d.w_, w, d.y_, dy, d.conv_, d.x_, dx, n, got, perf, ws,
+                                                       bytes);
   }
 };
 struct BackwardFilter {
@@ -160,9 +160,9 @@ struct BackwardFilter {
 // (geometry, device, benchmark, deterministic): cuDNN's heuristic first choice that qualifies, or
 // with benchmark the fastest that cudnnFind* measures (on the call's own operands: the output is
 // overwritten by every trial and computed again by the caller).
-template <typename Dir>
-std::pair<typename Dir::Algo, size_t> choose(cudnnHandle_t h, const ConvDescriptors& d, const void* a, const void* b,
-                                             void* out, Device dev) {
+template <typename Dir> std::pair<typename Dir::Algo, size_t> choose(cudnnHandle_t h, const ConvDescriptors& d,
+                                                                     const void* a, const void* b, void* out,
+                                                                     Device dev) {
   using Key = std::tuple<decltype(ConvDescriptors::key_), int, bool, bool>;
   static std::mutex mu;
   static std::map<Key, std::pair<typename Dir::Algo, size_t>> cache;
@@ -179,7 +179,8 @@ std::pair<typename Dir::Algo, size_t> choose(cudnnHandle_t h, const ConvDescript
     size_t ws_bytes = 0;
     for (int i = 0; i < Dir::kCount; ++i) {
       size_t bytes = 0;
-      if (Dir::workspace(h, d, typename Dir::Algo(i), &bytes) == CUDNN_STATUS_SUCCESS) ws_bytes = std::max(ws_bytes, bytes);
+      if (Dir::workspace(h, d, typename Dir::Algo(i), &bytes) == CUDNN_STATUS_SUCCESS)
+        ws_bytes = std::max(ws_bytes, bytes);
     }
     Tensor ws = workspace(ws_bytes, dev);
     TR_CUDNN_CHECK(Dir::find(h, d, a, b, out, int(perf.size()), &n, perf.data(), ws.raw_data(), ws_bytes));
@@ -251,8 +252,8 @@ void conv2d_backward_weight_cuda(const Ins& in, Outs& out, const Attrs& a) {
   ConvDescriptors d(x.sizes(), gw.sizes(), gy.sizes(), t, a);
   auto [algo, bytes] = choose<BackwardFilter>(h, d, x.raw_data(), gy.raw_data(), gw.raw_data(), gw.device());
   Tensor ws = workspace(bytes, gw.device());
-  TR_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, kOne.ptr(t), d.x_, x.raw_data(), d.y_, gy.raw_data(), d.conv_,
-                                                algo, ws.raw_data(), bytes, kZero.ptr(t), d.w_, gw.raw_data()));
+  TR_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, kOne.ptr(t), d.x_, x.raw_data(), d.y_, gy.raw_data(), d.conv_, algo,
+                                                ws.raw_data(), bytes, kZero.ptr(t), d.w_, gw.raw_data()));
 }
 TR_REGISTER_KERNEL(conv2d_backward_weight, CUDA, conv2d_backward_weight_cuda);
 

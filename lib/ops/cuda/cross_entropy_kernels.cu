@@ -13,8 +13,7 @@ namespace {
 
 constexpr int kWarpRowMax = 1024;
 
-template <typename A>
-__device__ __forceinline__ ce::Stats<A> shfl_xor(const ce::Stats<A>& v, int o) {
+template <typename A> __device__ __forceinline__ ce::Stats<A> shfl_xor(const ce::Stats<A>& v, int o) {
   const unsigned all = 0xffffffffu;
   return {__shfl_xor_sync(all, v.m, o), __shfl_xor_sync(all, v.s, o), __shfl_xor_sync(all, v.sum_x, o),
           int64_t(__shfl_xor_sync(all, (long long)v.arg, o))};
@@ -22,8 +21,7 @@ __device__ __forceinline__ ce::Stats<A> shfl_xor(const ce::Stats<A>& v, int o) {
 
 // The row's state in every thread of its group: the warp (blockDim.x == 32) or the block
 // (blockDim.x == 256, blockDim.y == 1).
-template <typename A>
-__device__ __forceinline__ ce::Stats<A> group_merge(ce::Stats<A> v, ce::Stats<A>* smem) {
+template <typename A> __device__ __forceinline__ ce::Stats<A> group_merge(ce::Stats<A> v, ce::Stats<A>* smem) {
   for (int o = 16; o > 0; o >>= 1) v = ce::merge(v, shfl_xor(v, o));
   if (blockDim.x == 32) return v;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
@@ -41,7 +39,8 @@ __global__ void cross_entropy_kernel(CrossEntropyArgs a, acc_t<T>* loss, acc_t<T
   __shared__ ce::Stats<A> smem[kThreads / 32];
   const T* x = static_cast<const T*>(a.x);
   const int64_t V = a.V;
-  for (int64_t row = int64_t(blockIdx.x) * blockDim.y + threadIdx.y; row < a.N; row += int64_t(gridDim.x) * blockDim.y) {
+  for (int64_t row = int64_t(blockIdx.x) * blockDim.y + threadIdx.y; row < a.N;
+       row += int64_t(gridDim.x) * blockDim.y) {
     const T* xr = x + row * V;
     ce::Stats<A> st = ce::empty_stats<A>();
     for (int64_t k = threadIdx.x; k < V; k += blockDim.x) ce::push(st, A(xr[k]), k);
@@ -56,14 +55,14 @@ __global__ void cross_entropy_kernel(CrossEntropyArgs a, acc_t<T>* loss, acc_t<T
   }
 }
 
-template <typename T>
-__global__ void cross_entropy_backward_kernel(CrossEntropyArgs a, const acc_t<T>* gl, const acc_t<T>* gz,
-                                              const acc_t<T>* lse, T* dx) {
+template <typename T> __global__ void cross_entropy_backward_kernel(CrossEntropyArgs a, const acc_t<T>* gl,
+                                                                    const acc_t<T>* gz, const acc_t<T>* lse, T* dx) {
   using A = acc_t<T>;
   const T* x = static_cast<const T*>(a.x);
   const int64_t V = a.V;
   const A ls = A(a.label_smoothing);
-  for (int64_t row = int64_t(blockIdx.x) * blockDim.y + threadIdx.y; row < a.N; row += int64_t(gridDim.x) * blockDim.y) {
+  for (int64_t row = int64_t(blockIdx.x) * blockDim.y + threadIdx.y; row < a.N;
+       row += int64_t(gridDim.x) * blockDim.y) {
     const int64_t t = a.t[row];
     const A b = t == a.ignore_index ? A(0) : gl[row], g = b + gz[row], L = lse[row];
     const T* xr = x + row * V;

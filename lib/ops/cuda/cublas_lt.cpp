@@ -28,9 +28,10 @@ cublasLtHandle_t lt_handle(int device) {
 // Owners of the call's descriptors.
 struct MatmulDesc {
   cublasLtMatmulDesc_t d = nullptr;
-  ~MatmulDesc() { if (d) cublasLtMatmulDescDestroy(d); }
-  template <typename T>
-  void set(cublasLtMatmulDescAttributes_t attr, const T& v) {
+  ~MatmulDesc() {
+    if (d) cublasLtMatmulDescDestroy(d);
+  }
+  template <typename T> void set(cublasLtMatmulDescAttributes_t attr, const T& v) {
     TR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof(v)));
   }
 };
@@ -45,8 +46,7 @@ struct Preference {
   cublasLtMatmulPreference_t p = nullptr;
   Preference() { TR_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&p)); }
   ~Preference() { cublasLtMatmulPreferenceDestroy(p); }
-  template <typename T>
-  void set(cublasLtMatmulPreferenceAttributes_t attr, const T& v) {
+  template <typename T> void set(cublasLtMatmulPreferenceAttributes_t attr, const T& v) {
     TR_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(p, attr, &v, sizeof(v)));
   }
 };
@@ -90,7 +90,8 @@ bool lt_gemm(const Tensor& a, const Tensor& b, const Tensor& out, LtEpilogue e, 
   const cudaDataType_t ct = cuda_type(t);
   const bool tf32 = t == DType::F32 && backends::matmul().allow_tf32;
   MatmulDesc desc;
-  TR_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc.d, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  TR_CUBLAS_CHECK(
+      cublasLtMatmulDescCreate(&desc.d, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
   desc.set(CUBLASLT_MATMUL_DESC_TRANSA, A.op);
   desc.set(CUBLASLT_MATMUL_DESC_TRANSB, B.op);
   const cublasLtEpilogue_t epilogue = e == LtEpilogue::Bias       ? CUBLASLT_EPILOGUE_BIAS

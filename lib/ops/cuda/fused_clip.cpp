@@ -38,7 +38,8 @@ void total_norm_cuda(const Ins& in, Outs& out, const Attrs& a) {
   DeviceGuard g(in[0]);
   const Tables t = upload(in, in.size());
   const DType dt = in[0].dtype();
-  const Tensor partial = workspace(size_t(std::max<int64_t>(1, t.n_chunks)) * (dt == DType::F64 ? 8 : 4), in[0].device());
+  const Tensor partial =
+      workspace(size_t(std::max<int64_t>(1, t.n_chunks)) * (dt == DType::F64 ? 8 : 4), in[0].device());
   launch_fused_total_norm(dt, a.f("norm_type"), t.tensors, t.n, t.chunks, t.n_chunks, partial.raw_data(),
                           out[0].raw_data());
 }

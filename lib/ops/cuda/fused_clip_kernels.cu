@@ -11,8 +11,7 @@ namespace tr::cuda {
 namespace {
 
 // The block's combination of v (every thread's), valid in thread 0.
-template <typename A>
-__device__ A block_combine(A v, A p) {
+template <typename A> __device__ A block_combine(A v, A p) {
   __shared__ unsigned char raw[kThreads * sizeof(double)];
   A* s = reinterpret_cast<A*>(raw);
   s[threadIdx.x] = v;
@@ -38,9 +37,8 @@ __global__ void norm_partial_kernel(acc_t<T> p, const NormTensor* tensors, const
   if (threadIdx.x == 0) partial[blockIdx.x] = acc;
 }
 
-template <typename T>
-__global__ void norm_total_kernel(acc_t<T> p, const NormTensor* tensors, int64_t n, int64_t n_chunks,
-                                  const acc_t<T>* partial, T* total) {
+template <typename T> __global__ void norm_total_kernel(acc_t<T> p, const NormTensor* tensors, int64_t n,
+                                                        int64_t n_chunks, const acc_t<T>* partial, T* total) {
   using A = acc_t<T>;
   A acc = A(0);
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
@@ -54,8 +52,8 @@ __global__ void norm_total_kernel(acc_t<T> p, const NormTensor* tensors, int64_t
   if (threadIdx.x == 0) *total = T(clip_math::norm_finish(acc, p));
 }
 
-template <typename T>
-__global__ void clip_scale_kernel(acc_t<T> max_norm, const NormTensor* tensors, const NormChunk* chunks, const T* total) {
+template <typename T> __global__ void clip_scale_kernel(acc_t<T> max_norm, const NormTensor* tensors,
+                                                        const NormChunk* chunks, const T* total) {
   using A = acc_t<T>;
   const A coef = A(T(clip_math::clip_coef(A(*total), max_norm)));
   const NormChunk c = chunks[blockIdx.x];

@@ -6,9 +6,8 @@ namespace tr::cuda {
 
 namespace {
 
-template <typename T>
-__global__ void fused_sgd_kernel(optim_math::SgdScalars<acc_t<T>> s, const FusedTensor* tensors,
-                                 const FusedChunk* chunks) {
+template <typename T> __global__ void fused_sgd_kernel(optim_math::SgdScalars<acc_t<T>> s, const FusedTensor* tensors,
+                                                       const FusedChunk* chunks) {
   using A = acc_t<T>;
   const FusedChunk c = chunks[blockIdx.x];
   const FusedTensor& t = tensors[c.tensor];
@@ -16,11 +15,11 @@ __global__ void fused_sgd_kernel(optim_math::SgdScalars<acc_t<T>> s, const Fused
   const T* g = static_cast<const T*>(t.ptr[1]);
   T* buf = static_cast<T*>(t.ptr[2]);
   const int64_t end = c.start + kFusedChunk < t.numel ? c.start + kFusedChunk : t.numel;
-  for (int64_t k = c.start + threadIdx.x; k < end; k += blockDim.x) optim_math::sgd_at<A>(p, g, buf, t.first != 0, k, s);
+  for (int64_t k = c.start + threadIdx.x; k < end; k += blockDim.x)
+    optim_math::sgd_at<A>(p, g, buf, t.first != 0, k, s);
 }
 
-template <typename T>
-__global__ void fused_adam_kernel(const FusedTensor* tensors, const FusedChunk* chunks) {
+template <typename T> __global__ void fused_adam_kernel(const FusedTensor* tensors, const FusedChunk* chunks) {
   using A = acc_t<T>;
   const FusedChunk c = chunks[blockIdx.x];
   const FusedTensor& t = tensors[c.tensor];

@@ -58,8 +58,8 @@ void index_select_cuda(const Ins& in, Outs& out, const Attrs& a) {
   int64_t outer, inner;
   split_dims(x.sizes(), dim, outer, inner);
   IndexError err(out[0].device());
-  launch_index_select(x.element_size(), x.raw_data(), out[0].raw_data(), idx.data_ptr<int64_t>(), outer, n,
-                      idx.numel(), inner, err.ptr());
+  launch_index_select(x.element_size(), x.raw_data(), out[0].raw_data(), idx.data_ptr<int64_t>(), outer, n, idx.numel(),
+                      inner, err.ptr());
   err.check("index_select", idx, n, dim, false);
 }
 TR_REGISTER_KERNEL(index_select, CUDA, index_select_cuda);
@@ -85,8 +85,7 @@ TR_REGISTER_KERNEL(index_add, CUDA, index_add_cuda);
 
 // Geometry over the index's shape, with the strides of `x` (gather's input or scatter's output).
 IndexArgs index_args(const char* op, const Tensor& idx, const Tensor& x, const Tensor* src, int64_t dim) {
-  TR_CHECK(idx.dim() <= kMaxIndexDims, op, " on CUDA supports up to ", kMaxIndexDims, " dims, got shape ",
-           idx.sizes());
+  TR_CHECK(idx.dim() <= kMaxIndexDims, op, " on CUDA supports up to ", kMaxIndexDims, " dims, got shape ", idx.sizes());
   IndexArgs a;
   a.numel = idx.numel();
   a.bound = x.dim() ? x.size(dim) : 1;

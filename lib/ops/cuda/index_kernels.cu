@@ -53,9 +53,9 @@ __device__ __forceinline__ void atomic_add(uint8_t* p, uint8_t v) {
 }
 
 // out[o, j, i] = x[o, idx[j], i]; one thread per output element.
-template <typename U>
-__global__ void index_select_kernel(const U* x, U* out, const int64_t* idx, int64_t outer, int64_t n, int64_t m,
-                                    int64_t inner, unsigned long long* error) {
+template <typename U> __global__ void index_select_kernel(const U* x, U* out, const int64_t* idx, int64_t outer,
+                                                          int64_t n, int64_t m, int64_t inner,
+                                                          unsigned long long* error) {
   const int64_t total = outer * m * inner;
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += int64_t(blockDim.x) * gridDim.x) {
     const int64_t i = e % inner, row = e / inner, j = row % m, o = row / m;
@@ -65,9 +65,8 @@ __global__ void index_select_kernel(const U* x, U* out, const int64_t* idx, int6
 }
 
 // out[o, idx[j], i] += src[o, j, i]; one thread per source element.
-template <typename T>
-__global__ void index_add_kernel(T* out, const T* src, const int64_t* idx, int64_t outer, int64_t n, int64_t m,
-                                 int64_t inner, unsigned long long* error) {
+template <typename T> __global__ void index_add_kernel(T* out, const T* src, const int64_t* idx, int64_t outer,
+                                                       int64_t n, int64_t m, int64_t inner, unsigned long long* error) {
   const int64_t total = outer * m * inner;
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += int64_t(blockDim.x) * gridDim.x) {
     const int64_t i = e % inner, row = e / inner, j = row % m, o = row / m;
@@ -115,8 +114,7 @@ __global__ void scatter_add_kernel(IndexArgs a, T* out, const T* src, const int6
   }
 }
 
-template <typename F>
-void dispatch_size(size_t bytes, const char* name, const F& f) {
+template <typename F> void dispatch_size(size_t bytes, const char* name, const F& f) {
   switch (bytes) {
     case 1: f(uint8_t{}); break;
     case 2: f(uint16_t{}); break;
@@ -134,8 +132,8 @@ void launch_index_select(size_t elem_size, const void* x, void* out, const int64
   if (total == 0) return;
   dispatch_size(elem_size, "index_select", [&](auto u) {
     using U = decltype(u);
-    launch_kernel(index_select_kernel<U>, grid_for(total), kThreads, static_cast<const U*>(x), static_cast<U*>(out), idx, outer,
-                                                          n, m, inner, error);
+    launch_kernel(index_select_kernel<U>, grid_for(total), kThreads, static_cast<const U*>(x), static_cast<U*>(out),
+                  idx, outer, n, m, inner, error);
     TR_CUDA_CHECK_LAUNCH("index_select_kernel");
   });
 }
@@ -146,8 +144,7 @@ void launch_index_add(DType t, void* out, const void* src, const int64_t* idx, i
   if (total == 0) return;
   TR_DISPATCH_NUMERIC(t, "index_add", [&] {
     launch_kernel(index_add_kernel<scalar_t>, grid_for(total), kThreads, static_cast<scalar_t*>(out),
-                                                              static_cast<const scalar_t*>(src), idx, outer, n, m,
-                                                              inner, error);
+                  static_cast<const scalar_t*>(src), idx, outer, n, m, inner, error);
     TR_CUDA_CHECK_LAUNCH("index_add_kernel");
   });
 }
@@ -157,7 +154,8 @@ void launch_gather(size_t elem_size, const IndexArgs& a, const void* x, void* ou
   if (a.numel == 0) return;
   dispatch_size(elem_size, "gather", [&](auto u) {
     using U = decltype(u);
-    launch_kernel(gather_kernel<U>, grid_for(a.numel), kThreads, a, static_cast<const U*>(x), static_cast<U*>(out), idx, error);
+    launch_kernel(gather_kernel<U>, grid_for(a.numel), kThreads, a, static_cast<const U*>(x), static_cast<U*>(out), idx,
+                  error);
     TR_CUDA_CHECK_LAUNCH("gather_kernel");
   });
 }
@@ -167,7 +165,7 @@ void launch_scatter_add(DType t, const IndexArgs& a, void* out, const void* src,
   if (a.numel == 0) return;
   TR_DISPATCH_NUMERIC(t, "scatter_add", [&] {
     launch_kernel(scatter_add_kernel<scalar_t>, grid_for(a.numel), kThreads, a, static_cast<scalar_t*>(out),
-                                                                  static_cast<const scalar_t*>(src), idx, error);
+                  static_cast<const scalar_t*>(src), idx, error);
     TR_CUDA_CHECK_LAUNCH("scatter_add_kernel");
   });
 }

@@ -11,9 +11,9 @@
 
 namespace tr::cuda {
 
-constexpr int kMaxDims = 8;       // dims of one elementwise / reduction launch (after merging)
-constexpr int kMaxOperands = 4;   // output + up to 3 inputs (where)
-constexpr int kMaxIndexDims = 16; // gather / scatter_add
+constexpr int kMaxDims = 8;        // dims of one elementwise / reduction launch (after merging)
+constexpr int kMaxOperands = 4;    // output + up to 3 inputs (where)
+constexpr int kMaxIndexDims = 16;  // gather / scatter_add
 
 // N operands over one shape; operand 0 is the output. An input with ptr == nullptr is a host
 // scalar: `scalar` holds the raw bits of one element of its dtype (all strides 0).
@@ -84,10 +84,10 @@ struct ReduceArgs {
 };
 enum class ReduceOp : int32_t { Sum, Max, Min, VarMean, Var };
 struct ReduceOutputs {
-  void* values = nullptr;     // sum / amax / max_dim values / var (dtype of the op's output)
-  int64_t* indices = nullptr; // max_dim / argmax indices
-  double* mean = nullptr;     // VarMean writes, Var reads: per-output means in double
-  double correction = 0;      // Var: divide by max(0, K - correction)
+  void* values = nullptr;      // sum / amax / max_dim values / var (dtype of the op's output)
+  int64_t* indices = nullptr;  // max_dim / argmax indices
+  double* mean = nullptr;      // VarMean writes, Var reads: per-output means in double
+  double correction = 0;       // Var: divide by max(0, K - correction)
 };
 // Splits of K across blocks (1: one pass) and bytes of workspace the split pass needs.
 struct ReducePlan {
@@ -122,11 +122,11 @@ void launch_index_add(DType t, void* out, const void* src, const int64_t* idx, i
 struct IndexArgs {
   int ndim = 0;
   int dim = 0;
-  int64_t numel = 0;               // elements of index
-  int64_t bound = 0;               // size of self / x along dim
-  int64_t sizes[kMaxIndexDims] = {};    // index shape (index contiguous)
-  int64_t x_strides[kMaxIndexDims] = {};   // gather: x; scatter_add: out
-  int64_t src_strides[kMaxIndexDims] = {}; // scatter_add: src
+  int64_t numel = 0;                        // elements of index
+  int64_t bound = 0;                        // size of self / x along dim
+  int64_t sizes[kMaxIndexDims] = {};        // index shape (index contiguous)
+  int64_t x_strides[kMaxIndexDims] = {};    // gather: x; scatter_add: out
+  int64_t src_strides[kMaxIndexDims] = {};  // scatter_add: src
 };
 // out[p] = x[p with p[dim] = idx[p]] (out contiguous, shaped like idx)
 void launch_gather(size_t elem_size, const IndexArgs& a, const void* x, void* out, const int64_t* idx,

@@ -18,9 +18,19 @@ void layer_norm_rows(const Tensor& x_in, const Tensor& h_in, const Tensor& w_in,
   const Tensor x = x_in.contiguous(), w = w_in.contiguous(), b = b_in.contiguous();
   const Tensor h = h_in.defined() ? h_in.contiguous() : Tensor();
   const size_t o = h.defined() ? 1 : 0;
-  LayerNormArgs a{x.dtype(), out[o].dtype(), h.defined() ? h.dtype() : x.dtype(), x.size(0), x.size(1), eps,
-                  x.raw_data(), h.defined() ? h.raw_data() : nullptr, w.raw_data(), b.raw_data(),
-                  h.defined() ? out[0].raw_data() : nullptr, out[o].raw_data(), out[o + 1].raw_data(),
+  LayerNormArgs a{x.dtype(),
+                  out[o].dtype(),
+                  h.defined() ? h.dtype() : x.dtype(),
+                  x.size(0),
+                  x.size(1),
+                  eps,
+                  x.raw_data(),
+                  h.defined() ? h.raw_data() : nullptr,
+                  w.raw_data(),
+                  b.raw_data(),
+                  h.defined() ? out[0].raw_data() : nullptr,
+                  out[o].raw_data(),
+                  out[o + 1].raw_data(),
                   out[o + 2].raw_data()};
   launch_layer_norm(a);
 }
@@ -44,9 +54,20 @@ void layer_norm_backward_rows(const Ins& in, Outs& out) {
   const int64_t R = x.size(0), N = x.size(1);
   const int64_t chunks = (R + kLayerNormRowsPerPartial - 1) / kLayerNormRowsPerPartial;
   Tensor partial = workspace(size_t(std::max<int64_t>(1, 2 * N * chunks)) * sizeof(double), x.device());
-  LayerNormBackwardArgs a{x.dtype(), gy.dtype(), R, N, gy.raw_data(), x.raw_data(), w.raw_data(), m.raw_data(),
-                          rs.raw_data(), gs.defined() ? gs.raw_data() : nullptr, out[0].raw_data(),
-                          out.size() > 3 ? out[3].raw_data() : nullptr, out[1].raw_data(), out[2].raw_data(),
+  LayerNormBackwardArgs a{x.dtype(),
+                          gy.dtype(),
+                          R,
+                          N,
+                          gy.raw_data(),
+                          x.raw_data(),
+                          w.raw_data(),
+                          m.raw_data(),
+                          rs.raw_data(),
+                          gs.defined() ? gs.raw_data() : nullptr,
+                          out[0].raw_data(),
+                          out.size() > 3 ? out[3].raw_data() : nullptr,
+                          out[1].raw_data(),
+                          out[2].raw_data(),
                           static_cast<double*>(partial.raw_data())};
   launch_layer_norm_backward(a);
 }

@@ -1,7 +1,8 @@
 // CUDA kernels of native_layer_norm, _add_native_layer_norm and their backward over rows [R, N]:
 // one warp per row sums its statistics in double (mean, then squared deviations, as the CPU
-// kernel) and writes the row with ops/layer_norm_math.h (y and gy in the rows' or a low dtype); the weight and bias gradients sum over rows in two passes
-// (blocks of kLayerNormRowsPerPartial rows, then the blocks in order), so no atomics and a fixed order.
+// kernel) and writes the row with ops/layer_norm_math.h (y and gy in the rows' or a low dtype); the weight and bias
+// gradients sum over rows in two passes (blocks of kLayerNormRowsPerPartial rows, then the blocks in order), so no
+// atomics and a fixed order.
 #include "ops/cuda/loops.cuh"
 #include "ops/layer_norm_math.h"
 
@@ -85,7 +86,8 @@ __global__ void layer_norm_grad_partial_kernel(int64_t R, int64_t N, const G* gy
                                                const stat_t<T>* rstd, double* partial, int64_t chunks) {
   using A = acc_t<T>;
   const int64_t p = blockIdx.y;
-  const int64_t r0 = p * kLayerNormRowsPerPartial, r1 = r0 + kLayerNormRowsPerPartial < R ? r0 + kLayerNormRowsPerPartial : R;
+  const int64_t r0 = p * kLayerNormRowsPerPartial,
+                r1 = r0 + kLayerNormRowsPerPartial < R ? r0 + kLayerNormRowsPerPartial : R;
   for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < N; j += int64_t(blockDim.x) * gridDim.x) {
     double sw = 0, sb = 0;
     for (int64_t r = r0; r < r1; ++r) {
@@ -158,8 +160,8 @@ void launch_layer_norm_backward(const LayerNormBackwardArgs& a) {
       launch_kernel(layer_norm_grad_partial_kernel<T, G>, grid, kThreads, a.R, a.N, gy, x, pm, pr, a.partial, chunks);
       TR_CUDA_CHECK_LAUNCH("layer_norm_grad_partial_kernel");
     }
-    launch_kernel(layer_norm_grad_sum_kernel<T>, grid_for(a.N), kThreads, a.N, a.partial, chunks,
-                  static_cast<T*>(a.gw), static_cast<T*>(a.gb));
+    launch_kernel(layer_norm_grad_sum_kernel<T>, grid_for(a.N), kThreads, a.N, a.partial, chunks, static_cast<T*>(a.gw),
+                  static_cast<T*>(a.gb));
     TR_CUDA_CHECK_LAUNCH("layer_norm_grad_sum_kernel");
   });
 }

@@ -6,26 +6,26 @@
 #include <nccl.h>
 #include "core/error.h"
 
-#define TR_CUBLAS_CHECK(call)                                                                     \
-  do {                                                                                            \
-    cublasStatus_t tr_st_ = (call);                                                               \
-    if (tr_st_ != CUBLAS_STATUS_SUCCESS)                                                          \
-      throw ::tr::Error(::tr::str(#call, " failed at ", __FILE__, ":", __LINE__, ": ",            \
-                                  cublasGetStatusName(tr_st_), " (status ", int(tr_st_), ")")); \
+#define TR_CUBLAS_CHECK(call)                                                                                       \
+  do {                                                                                                              \
+    cublasStatus_t tr_st_ = (call);                                                                                 \
+    if (tr_st_ != CUBLAS_STATUS_SUCCESS)                                                                            \
+      throw ::tr::Error(::tr::str(#call, " failed at ", __FILE__, ":", __LINE__, ": ", cublasGetStatusName(tr_st_), \
+                                  " (status ", int(tr_st_), ")"));                                                  \
   } while (0)
 
-#define TR_CUDNN_CHECK(call)                                                                      \
-  do {                                                                                            \
-    cudnnStatus_t tr_st_ = (call);                                                                \
-    if (tr_st_ != CUDNN_STATUS_SUCCESS)                                                           \
-      throw ::tr::Error(::tr::str(#call, " failed at ", __FILE__, ":", __LINE__, ": ",            \
-                                  cudnnGetErrorString(tr_st_), " (status ", int(tr_st_), ")"));   \
+#define TR_CUDNN_CHECK(call)                                                                                        \
+  do {                                                                                                              \
+    cudnnStatus_t tr_st_ = (call);                                                                                  \
+    if (tr_st_ != CUDNN_STATUS_SUCCESS)                                                                             \
+      throw ::tr::Error(::tr::str(#call, " failed at ", __FILE__, ":", __LINE__, ": ", cudnnGetErrorString(tr_st_), \
+                                  " (status ", int(tr_st_), ")"));                                                  \
   } while (0)
 
-#define TR_NCCL_CHECK(call)                                                                       \
-  do {                                                                                            \
-    ncclResult_t tr_st_ = (call);                                                                 \
-    if (tr_st_ != ncclSuccess)                                                                    \
-      throw ::tr::Error(::tr::str(#call, " failed at ", __FILE__, ":", __LINE__, ": ",            \
-                                  ncclGetErrorString(tr_st_), " (result ", int(tr_st_), ")"));    \
+#define TR_NCCL_CHECK(call)                                                                                        \
+  do {                                                                                                             \
+    ncclResult_t tr_st_ = (call);                                                                                  \
+    if (tr_st_ != ncclSuccess)                                                                                     \
+      throw ::tr::Error(::tr::str(#call, " failed at ", __FILE__, ":", __LINE__, ": ", ncclGetErrorString(tr_st_), \
+                                  " (result ", int(tr_st_), ")"));                                                 \
   } while (0)

@@ -16,12 +16,12 @@
 #include "ops/cuda/launch.h"
 
 // Checks the launch that just happened (bad configuration, no device, missing kernel image).
-#define TR_CUDA_CHECK_LAUNCH(KERNEL_NAME)                                                               \
-  do {                                                                                                 \
-    cudaError_t tr_err_ = cudaGetLastError();                                                          \
-    if (tr_err_ != cudaSuccess)                                                                        \
-      throw ::tr::Error(::tr::str("launch of ", KERNEL_NAME, " failed at ", __FILE__, ":", __LINE__, \
-                                  ": ", cudaGetErrorString(tr_err_), " (error ", int(tr_err_), ")")); \
+#define TR_CUDA_CHECK_LAUNCH(KERNEL_NAME)                                                                  \
+  do {                                                                                                     \
+    cudaError_t tr_err_ = cudaGetLastError();                                                              \
+    if (tr_err_ != cudaSuccess)                                                                            \
+      throw ::tr::Error(::tr::str("launch of ", KERNEL_NAME, " failed at ", __FILE__, ":", __LINE__, ": ", \
+                                  cudaGetErrorString(tr_err_), " (error ", int(tr_err_), ")"));            \
   } while (0)
 
 namespace tr::cuda {
@@ -47,9 +47,8 @@ inline unsigned grid_for(int64_t n, int threads = kThreads) {
 
 // Offset of row-major linear index i in a geometry of `nd` dims (dims unrolled, so the
 // arrays stay in parameter space).
-template <int MaxD>
-__device__ __forceinline__ int64_t strided_offset(int64_t i, int nd, const int64_t (&sizes)[MaxD],
-                                                  const int64_t (&strides)[MaxD]) {
+template <int MaxD> __device__ __forceinline__ int64_t strided_offset(int64_t i, int nd, const int64_t (&sizes)[MaxD],
+                                                                      const int64_t (&strides)[MaxD]) {
   if (nd == 1) return i * strides[0];
   int64_t off = 0;
 #pragma unroll
@@ -102,8 +101,7 @@ __device__ __forceinline__ void elementwise_offsets(const ElementwiseArgs& a, in
 }
 
 // Input k at offset off: from memory, or the host scalar's bits when ptr is null.
-template <typename T>
-__device__ __forceinline__ T load_operand(const ElementwiseArgs& a, int k, int64_t off) {
+template <typename T> __device__ __forceinline__ T load_operand(const ElementwiseArgs& a, int k, int64_t off) {
   if (a.ptr[k] == nullptr) {
     T v;
     memcpy(static_cast<void*>(&v), &a.scalar[k], sizeof(T));  // T may be Half: bits, not a value
@@ -112,12 +110,10 @@ __device__ __forceinline__ T load_operand(const ElementwiseArgs& a, int k, int64
   return static_cast<const T*>(a.ptr[k])[off];
 }
 
-template <int K, typename... T>
-using nth_t = std::tuple_element_t<K, std::tuple<T...>>;
+template <int K, typename... T> using nth_t = std::tuple_element_t<K, std::tuple<T...>>;
 
 // out[i] = f(in0[i], in1[i], ...) over a broadcast, strided geometry (operand 0 is the output).
-template <typename F, typename Out, typename... In>
-__global__ void elementwise_kernel(ElementwiseArgs a, F f) {
+template <typename F, typename Out, typename... In> __global__ void elementwise_kernel(ElementwiseArgs a, F f) {
   constexpr int N = 1 + int(sizeof...(In));
   const int64_t step = int64_t(blockDim.x) * gridDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < a.numel; i += step) {

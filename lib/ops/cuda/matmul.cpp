@@ -90,9 +90,7 @@ void gemm(const Tensor& a, const Tensor& bm, const Tensor& out, int64_t batch) {
   }
 }
 
-void mm_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
-  gemm(in[0], in[1], out[0], 1);
-}
+void mm_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) { gemm(in[0], in[1], out[0], 1); }
 void bmm_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
   gemm(in[0], in[1], out[0], in[0].size(0));
 }

@@ -6,8 +6,7 @@ namespace tr::cuda {
 
 namespace {
 
-template <typename T>
-__global__ void int_gemm_kernel(IntGemmArgs g) {
+template <typename T> __global__ void int_gemm_kernel(IntGemmArgs g) {
   const T* a = static_cast<const T*>(g.a);
   const T* b = static_cast<const T*>(g.b);
   T* out = static_cast<T*>(g.out);

@@ -39,10 +39,11 @@ void binary(const char* name, BinaryOp op, DtypeSet s, const Ins& in, Outs& out,
   DeviceGuard g(out[0]);
   if (in[0].dtype() != in[1].dtype()) {  // f32 beside f16 / bf16 (OpDef::cuda_reads_mixed_floats)
     const auto f32_or_16bit = [](DType d) { return d == DType::F32 || d == DType::F16 || d == DType::BF16; };
-    TR_CHECK(t == DType::F32 && f32_or_16bit(in[0].dtype()) && f32_or_16bit(in[1].dtype()),
-             name, ": mixed inputs ", dtype_name(in[0].dtype()), " and ", dtype_name(in[1].dtype()),
+    TR_CHECK(t == DType::F32 && f32_or_16bit(in[0].dtype()) && f32_or_16bit(in[1].dtype()), name, ": mixed inputs ",
+             dtype_name(in[0].dtype()), " and ", dtype_name(in[1].dtype()),
              " must be float32 beside float16 or bfloat16");
-    for (auto& a : elementwise_args(out[0], {in[0], in[1]})) launch_binary_mixed(op, in[0].dtype(), in[1].dtype(), p, a);
+    for (auto& a : elementwise_args(out[0], {in[0], in[1]}))
+      launch_binary_mixed(op, in[0].dtype(), in[1].dtype(), p, a);
     return;
   }
   check_same_dtype(name, in, t);
@@ -71,10 +72,10 @@ void cast_into(const Tensor& out, const Tensor& in) {
 }
 
 // The table ops: params read from attrs `a` (and inputs `in`) on the host, as on the CPU.
-#define TR_UNARY_OP(NAME, OP, DTYPES, AUTOCAST, PARAMS, FORMULA, F32X8)                      \
-  void NAME##_forward_cuda(const Ins& in, Outs& out, const Attrs& a) {                       \
+#define TR_UNARY_OP(NAME, OP, DTYPES, AUTOCAST, PARAMS, FORMULA, F32X8)                       \
+  void NAME##_forward_cuda(const Ins& in, Outs& out, const Attrs& a) {                        \
     unary(#NAME, UnaryOp::OP, DtypeSet::DTYPES, in, out, PointwiseParams{TR_UNPAREN PARAMS}); \
-  }                                                                                          \
+  }                                                                                           \
   TR_REGISTER_KERNEL(NAME, CUDA, NAME##_forward_cuda);
 #include "ops/unary_ops.def"
 #define TR_BINARY_OP(NAME, OP, DTYPES, AUTOCAST, PARAMS, FORMULA)                               \
@@ -83,11 +84,11 @@ void cast_into(const Tensor& out, const Tensor& in) {
   }                                                                                             \
   TR_REGISTER_KERNEL(NAME, CUDA, NAME##_forward_cuda);
 #include "ops/binary_ops.def"
-#define TR_COMPARE_OP(NAME, OP, OPERATOR)                                                                  \
+#define TR_COMPARE_OP(NAME, OP, OPERATOR)                                                                      \
   void NAME##_forward_cuda(const Ins& in, Outs& out, const Attrs&) { compare(#NAME, CompareOp::OP, in, out); } \
   TR_REGISTER_KERNEL(NAME, CUDA, NAME##_forward_cuda);
 #include "ops/compare_ops.def"
-#define TR_PREDICATE_OP(NAME, OP, FORMULA)                                                          \
+#define TR_PREDICATE_OP(NAME, OP, FORMULA)                                                                  \
   void NAME##_forward_cuda(const Ins& in, Outs& out, const Attrs&) { predicate(PredicateOp::OP, in, out); } \
   TR_REGISTER_KERNEL(NAME, CUDA, NAME##_forward_cuda);
 #include "ops/predicate_ops.def"
@@ -134,8 +135,8 @@ TR_REGISTER_KERNEL(cast, CUDA, cast_cuda);
 void copy_cuda(const Ins& in, Outs&, const Attrs&) {
   const Tensor &dst = in[0], &src = in[1];
   if (dst.numel() == 0) return;
-  if (dst.dtype() == src.dtype() && src.device() == dst.device() && src.sizes() == dst.sizes() &&
-      dst.is_contiguous() && src.is_contiguous()) {
+  if (dst.dtype() == src.dtype() && src.device() == dst.device() && src.sizes() == dst.sizes() && dst.is_contiguous() &&
+      src.is_contiguous()) {
     DeviceGuard g(dst);
     TR_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), size_t(dst.numel()) * dst.element_size(),
                                   cudaMemcpyDeviceToDevice, 0));

@@ -14,7 +14,6 @@ namespace {
 using Ins = std::vector<Tensor>;
 using Outs = std::vector<Tensor>;
 
-
 void max_pool2d_cuda(const Ins& in, Outs& out, const Attrs& a) {
   DeviceGuard guard(out[0]);
   const Tensor x = in[0].contiguous();
@@ -31,9 +30,9 @@ void max_pool2d_backward_cuda(const Ins& in, Outs& out, const Attrs& a) {
   const Tensor gy = in[0].contiguous(), idx = in[1].contiguous();
   const Tensor& gx = out[0];
   const bool windows = a.has("kernel");
-  pool::Geom g = windows ? pool_geom(gx.sizes(), gy.sizes(), a)
-                         : pool::Geom{gx.size(0) * gx.size(1), gx.size(2), gx.size(3), gy.size(2), gy.size(3),
-                                      1, 1, 1, 1, 0, 0};
+  pool::Geom g =
+      windows ? pool_geom(gx.sizes(), gy.sizes(), a)
+              : pool::Geom{gx.size(0) * gx.size(1), gx.size(2), gx.size(3), gy.size(2), gy.size(3), 1, 1, 1, 1, 0, 0};
   Tensor err = windows ? Tensor() : error_word(gx.device());  // only the scatter checks indices
   launch_max_pool2d_backward(gy.dtype(), g, windows, gy.raw_data(), idx.data_ptr<int64_t>(), gx.raw_data(),
                              windows ? nullptr : static_cast<unsigned long long*>(err.raw_data()));

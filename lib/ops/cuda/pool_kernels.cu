@@ -16,8 +16,7 @@ __device__ __forceinline__ At at(int64_t i, int64_t h, int64_t w) {
   return {plane, rem / w, rem - (rem / w) * w};
 }
 
-template <typename T>
-__global__ void max_pool2d_kernel(pool::Geom g, const T* x, T* y, int64_t* idx) {
+template <typename T> __global__ void max_pool2d_kernel(pool::Geom g, const T* x, T* y, int64_t* idx) {
   const int64_t n = g.planes * g.OH * g.OW;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(blockDim.x) * gridDim.x) {
     const At o = at(i, g.OH, g.OW);
@@ -36,9 +35,8 @@ __global__ void max_pool2d_backward_gather_kernel(pool::Geom g, const T* gy, con
 }
 
 // One thread per plane: zero it, then add each output's gradient at its index, in output order.
-template <typename T>
-__global__ void max_pool2d_backward_scatter_kernel(pool::Geom g, const T* gy, const int64_t* idx, T* gx,
-                                                   unsigned long long* error) {
+template <typename T> __global__ void max_pool2d_backward_scatter_kernel(pool::Geom g, const T* gy, const int64_t* idx,
+                                                                         T* gx, unsigned long long* error) {
   const int64_t HW = g.H * g.W, P = g.OH * g.OW;
   for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < g.planes; p += int64_t(blockDim.x) * gridDim.x) {
     T* xp = gx + p * HW;
@@ -54,8 +52,7 @@ __global__ void max_pool2d_backward_scatter_kernel(pool::Geom g, const T* gy, co
   }
 }
 
-template <typename T>
-__global__ void avg_pool2d_kernel(pool::Geom g, bool cip, const T* x, T* y) {
+template <typename T> __global__ void avg_pool2d_kernel(pool::Geom g, bool cip, const T* x, T* y) {
   const int64_t n = g.planes * g.OH * g.OW;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(blockDim.x) * gridDim.x) {
     const At o = at(i, g.OH, g.OW);
@@ -63,8 +60,7 @@ __global__ void avg_pool2d_kernel(pool::Geom g, bool cip, const T* x, T* y) {
   }
 }
 
-template <typename T>
-__global__ void avg_pool2d_backward_kernel(pool::Geom g, bool cip, const T* gy, T* gx) {
+template <typename T> __global__ void avg_pool2d_backward_kernel(pool::Geom g, bool cip, const T* gy, T* gx) {
   const int64_t n = g.planes * g.H * g.W;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(blockDim.x) * gridDim.x) {
     const At x = at(i, g.H, g.W);
@@ -78,7 +74,8 @@ void launch_max_pool2d(DType t, const pool::Geom& g, const void* x, void* y, int
   const int64_t n = g.planes * g.OH * g.OW;
   if (n == 0) return;
   TR_DISPATCH_FLOAT(t, "max_pool2d", [&] {
-    launch_kernel(max_pool2d_kernel<scalar_t>, grid_for(n), kThreads, g, static_cast<const scalar_t*>(x), static_cast<scalar_t*>(y), idx);
+    launch_kernel(max_pool2d_kernel<scalar_t>, grid_for(n), kThreads, g, static_cast<const scalar_t*>(x),
+                  static_cast<scalar_t*>(y), idx);
     TR_CUDA_CHECK_LAUNCH("max_pool2d_kernel");
   });
 }
@@ -94,7 +91,8 @@ void launch_max_pool2d_backward(DType t, const pool::Geom& g, bool windows, cons
       launch_kernel(max_pool2d_backward_gather_kernel<scalar_t>, grid_for(n), kThreads, g, pgy, idx, pgx);
       TR_CUDA_CHECK_LAUNCH("max_pool2d_backward_gather_kernel");
     } else {
-      launch_kernel(max_pool2d_backward_scatter_kernel<scalar_t>, grid_for(g.planes), kThreads, g, pgy, idx, pgx, error);
+      launch_kernel(max_pool2d_backward_scatter_kernel<scalar_t>, grid_for(g.planes), kThreads, g, pgy, idx, pgx,
+                    error);
       TR_CUDA_CHECK_LAUNCH("max_pool2d_backward_scatter_kernel");
     }
   });
@@ -104,8 +102,8 @@ void launch_avg_pool2d(DType t, const pool::Geom& g, bool count_include_pad, con
   const int64_t n = g.planes * g.OH * g.OW;
   if (n == 0) return;
   TR_DISPATCH_FLOAT(t, "avg_pool2d", [&] {
-    launch_kernel(avg_pool2d_kernel<scalar_t>, grid_for(n), kThreads, g, count_include_pad, static_cast<const scalar_t*>(x),
-                                                 static_cast<scalar_t*>(y));
+    launch_kernel(avg_pool2d_kernel<scalar_t>, grid_for(n), kThreads, g, count_include_pad,
+                  static_cast<const scalar_t*>(x), static_cast<scalar_t*>(y));
     TR_CUDA_CHECK_LAUNCH("avg_pool2d_kernel");
   });
 }
@@ -114,8 +112,8 @@ void launch_avg_pool2d_backward(DType t, const pool::Geom& g, bool count_include
   const int64_t n = g.planes * g.H * g.W;
   if (n == 0) return;
   TR_DISPATCH_FLOAT(t, "avg_pool2d_backward", [&] {
-    launch_kernel(avg_pool2d_backward_kernel<scalar_t>, grid_for(n), kThreads, g, count_include_pad, static_cast<const scalar_t*>(gy),
-                                                          static_cast<scalar_t*>(gx));
+    launch_kernel(avg_pool2d_backward_kernel<scalar_t>, grid_for(n), kThreads, g, count_include_pad,
+                  static_cast<const scalar_t*>(gy), static_cast<scalar_t*>(gx));
     TR_CUDA_CHECK_LAUNCH("avg_pool2d_backward_kernel");
   });
 }

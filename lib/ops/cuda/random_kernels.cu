@@ -29,7 +29,8 @@ __global__ void random_kernel(T* out, int64_t n, uint64_t seed, uint64_t offset,
 void launch_random(RandomOp op, DType t, void* out, int64_t n, uint64_t seed, uint64_t offset, double p0, double p1) {
   if (n == 0) return;
   TR_DISPATCH_FLOAT(t, "random", [&] {
-    launch_kernel(random_kernel<scalar_t>, grid_for(n), kThreads, static_cast<scalar_t*>(out), n, seed, offset, op, p0, p1);
+    launch_kernel(random_kernel<scalar_t>, grid_for(n), kThreads, static_cast<scalar_t*>(out), n, seed, offset, op, p0,
+                  p1);
     TR_CUDA_CHECK_LAUNCH("random_kernel");
   });
 }

@@ -54,8 +54,12 @@ void sum_cuda(const Ins& in, Outs& out, const Attrs& a) {
   TR_CHECK(out[0].dtype() == want, "sum: output dtype ", dtype_name(out[0].dtype()), ", expected ", dtype_name(want));
   reduce(ReduceOp::Sum, in[0], a.ints("dims"), values(out[0]));
 }
-void amax_cuda(const Ins& in, Outs& out, const Attrs& a) { reduce(ReduceOp::Max, in[0], a.ints("dims"), values(out[0])); }
-void amin_cuda(const Ins& in, Outs& out, const Attrs& a) { reduce(ReduceOp::Min, in[0], a.ints("dims"), values(out[0])); }
+void amax_cuda(const Ins& in, Outs& out, const Attrs& a) {
+  reduce(ReduceOp::Max, in[0], a.ints("dims"), values(out[0]));
+}
+void amin_cuda(const Ins& in, Outs& out, const Attrs& a) {
+  reduce(ReduceOp::Min, in[0], a.ints("dims"), values(out[0]));
+}
 void max_dim_cuda(const Ins& in, Outs& out, const Attrs& a) {
   reduce(ReduceOp::Max, in[0], a.ints("dims"), both(out[0], out[1]));
 }

@@ -10,8 +10,7 @@ namespace tr::cuda {
 namespace {
 
 // sum: accumulated in double (floats) or int64 (integers and bool), as the CPU kernel.
-template <typename In>
-struct SumOp {
+template <typename In> struct SumOp {
   using A = acc_t<In>;
   using Acc = std::conditional_t<std::is_floating_point_v<A>, double, int64_t>;
   using Out = std::conditional_t<std::is_floating_point_v<A>, In, int64_t>;
@@ -24,13 +23,11 @@ struct SumOp {
 
 // max / min with the first index attaining it; NaN wins (the first NaN). The order is total,
 // so the result does not depend on how the reduction is split: it equals the CPU's serial scan.
-template <typename A>
-struct ValueIndex {
+template <typename A> struct ValueIndex {
   A val;
   int64_t idx;  // -1: empty
 };
-template <typename In>
-struct ExtremumOp {
+template <typename In> struct ExtremumOp {
   using A = acc_t<In>;
   using Acc = ValueIndex<A>;
   bool is_max;
@@ -56,8 +53,7 @@ struct ExtremumOp {
 };
 
 // var, pass 1: mean[o] = sum x / K in double.
-template <typename In>
-struct VarMeanOp {
+template <typename In> struct VarMeanOp {
   using A = acc_t<In>;
   using Acc = double;
   double* mean;
@@ -69,8 +65,7 @@ struct VarMeanOp {
 };
 
 // var, pass 2: out[o] = sum (x - mean[o])^2 / max(0, K - correction).
-template <typename In>
-struct VarOp {
+template <typename In> struct VarOp {
   using A = acc_t<In>;
   using Acc = double;
   const double* mean;
@@ -88,8 +83,7 @@ struct VarOp {
 // Block: blockDim.x * blockDim.y <= 256 threads. red_inner: x walks K, y walks outputs;
 // else x walks outputs (coalesced when the kept dims are innermost), y walks K.
 // blockIdx.y is the split of K this block reduces; with gridDim.y > 1 partials go to `partial`.
-template <typename In, typename Op>
-__global__ void reduce_kernel(ReduceArgs a, Op op, typename Op::Acc* partial) {
+template <typename In, typename Op> __global__ void reduce_kernel(ReduceArgs a, Op op, typename Op::Acc* partial) {
   using Acc = typename Op::Acc;
   __shared__ __align__(16) unsigned char smem[kThreads * sizeof(Acc)];
   Acc* buf = reinterpret_cast<Acc*>(smem);
@@ -116,8 +110,10 @@ __global__ void reduce_kernel(ReduceArgs a, Op op, typename Op::Acc* partial) {
       __syncthreads();
     }
     if (red_lane == 0 && o < a.M) {
-      if (splits == 1) op.write(o, buf[me]);
-      else partial[split * a.M + o] = buf[me];
+      if (splits == 1)
+        op.write(o, buf[me]);
+      else
+        partial[split * a.M + o] = buf[me];
     }
     __syncthreads();
   }
@@ -172,8 +168,7 @@ void run_reduce(const ReduceArgs& a, const ReducePlan& plan, void* workspace, co
   }
 }
 
-template <typename F>
-void dispatch_reduce(ReduceOp op, DType t, const F& f) {
+template <typename F> void dispatch_reduce(ReduceOp op, DType t, const F& f) {
   if (op == ReduceOp::VarMean || op == ReduceOp::Var) {
     TR_DISPATCH_FLOAT(t, "var", [&] { f(scalar_t{}); });
   } else {
@@ -181,8 +176,7 @@ void dispatch_reduce(ReduceOp op, DType t, const F& f) {
   }
 }
 
-template <typename In>
-size_t acc_size(ReduceOp op) {
+template <typename In> size_t acc_size(ReduceOp op) {
   switch (op) {
     case ReduceOp::Sum: return sizeof(typename SumOp<In>::Acc);
     case ReduceOp::Max:

@@ -83,7 +83,8 @@ void softmax_backward_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& o
   if (!softmax_args(y, out[0], dim, a)) {
     g = g.contiguous();
     y = y.contiguous();
-    TR_CHECK(softmax_args(y, out[0], dim, a), "softmax_backward: geometry of shape ", y.sizes(), " could not be merged");
+    TR_CHECK(softmax_args(y, out[0], dim, a), "softmax_backward: geometry of shape ", y.sizes(),
+             " could not be merged");
   }
   launch_softmax_backward(attrs.b("log"), y.dtype(), a, g.raw_data());
 }

@@ -12,8 +12,7 @@ constexpr int kWarpRowMax = 1024;
 
 // Reduction over the threads of a row group: the warp (blockDim.x == 32) or the whole block
 // (blockDim.x == 256, blockDim.y == 1). Every thread gets the result.
-template <typename A, typename F>
-__device__ __forceinline__ A group_reduce(A v, const F& f, A* smem) {
+template <typename A, typename F> __device__ __forceinline__ A group_reduce(A v, const F& f, A* smem) {
   for (int o = 16; o > 0; o >>= 1) v = f(v, __shfl_xor_sync(0xffffffffu, v, o));
   if (blockDim.x == 32) return v;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
@@ -25,17 +24,14 @@ __device__ __forceinline__ A group_reduce(A v, const F& f, A* smem) {
   return v;
 }
 
-template <typename A>
-struct MaxIgnoringNan {  // std::max(m, x) as the CPU loop uses it: a NaN x never replaces m
+template <typename A> struct MaxIgnoringNan {  // std::max(m, x) as the CPU loop uses it: a NaN x never replaces m
   __device__ A operator()(A a, A b) const { return (a < b) ? b : a; }
 };
-template <typename A>
-struct Plus {
+template <typename A> struct Plus {
   __device__ A operator()(A a, A b) const { return a + b; }
 };
 
-template <typename T>
-__global__ void softmax_kernel(SoftmaxArgs a, bool log) {
+template <typename T> __global__ void softmax_kernel(SoftmaxArgs a, bool log) {
   using A = acc_t<T>;
   __shared__ A smem[kThreads / 32];
   const T* in = static_cast<const T*>(a.in);
@@ -63,8 +59,7 @@ __global__ void softmax_kernel(SoftmaxArgs a, bool log) {
   }
 }
 
-template <typename T>
-__global__ void softmax_backward_kernel(SoftmaxArgs a, const T* grad, bool log) {
+template <typename T> __global__ void softmax_backward_kernel(SoftmaxArgs a, const T* grad, bool log) {
   using A = acc_t<T>;
   __shared__ A smem[kThreads / 32];
   const T* in = static_cast<const T*>(a.in);

@@ -21,9 +21,12 @@ uint64_t value_bits(double v, DType t) {
   uint64_t bits = 0;
   TR_DISPATCH_ALL(t, "fill_", [&] {
     scalar_t s;
-    if constexpr (std::is_same_v<scalar_t, bool>) s = static_cast<float>(v) != 0.0f;
-    else if constexpr (std::is_same_v<scalar_t, Half> || std::is_same_v<scalar_t, BFloat16>) s = scalar_t(static_cast<float>(v));
-    else s = static_cast<scalar_t>(v);
+    if constexpr (std::is_same_v<scalar_t, bool>)
+      s = static_cast<float>(v) != 0.0f;
+    else if constexpr (std::is_same_v<scalar_t, Half> || std::is_same_v<scalar_t, BFloat16>)
+      s = scalar_t(static_cast<float>(v));
+    else
+      s = static_cast<scalar_t>(v);
     std::memcpy(&bits, &s, sizeof(s));
   });
   return bits;
@@ -159,9 +162,12 @@ bool reduce_args(const Tensor& x, const Shape& dims, ReduceArgs& a) {
   // Lanes of a warp walk whichever side is contiguous in memory.
   const bool red_unit = a.red_ndim > 0 && a.red_strides[a.red_ndim - 1] == 1;
   const bool out_unit = a.out_ndim > 0 && a.out_strides[a.out_ndim - 1] == 1;
-  if (red_unit && a.K >= 16) a.red_inner = true;
-  else if (out_unit) a.red_inner = false;
-  else a.red_inner = a.K >= 32 || a.M == 1;
+  if (red_unit && a.K >= 16)
+    a.red_inner = true;
+  else if (out_unit)
+    a.red_inner = false;
+  else
+    a.red_inner = a.K >= 32 || a.M == 1;
   return true;
 }
 

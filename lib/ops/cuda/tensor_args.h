@@ -30,8 +30,7 @@ bool reduce_args(const Tensor& x, const Shape& dims, ReduceArgs& a);
 
 // The library handle of `device`, made by create() (with the device current) on first use and
 // kept for the life of the process (destroying it at exit could race the CUDA runtime's teardown).
-template <typename Handle, typename Create>
-Handle per_device_handle(int device, Create create) {
+template <typename Handle, typename Create> Handle per_device_handle(int device, Create create) {
   static std::mutex mu;
   static std::map<int, Handle> handles;
   std::lock_guard<std::mutex> lock(mu);
@@ -47,8 +46,7 @@ Tensor workspace(size_t bytes, Device device);
 
 // A multi-tensor launch's two tables (its tensors, then their chunks) on the device: one
 // workspace, filled by one staged copy (no host wait).
-template <typename A, typename B>
-struct DeviceTables {
+template <typename A, typename B> struct DeviceTables {
   Tensor buffer;  // owns both
   const A* a = nullptr;
   const B* b = nullptr;

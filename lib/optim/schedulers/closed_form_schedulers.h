@@ -10,16 +10,16 @@
 // What each of them overrides: torch's class name, the recursive and the closed form of the lrs,
 // and a state_dict with torch's keys (its hyperparameters beside LRScheduler's). Opens `private:`
 // for the hyperparameters that follow.
-#define TR_CLOSED_FORM_SCHEDULER(Class)                                \
- public:                                                               \
-  std::string type_name() const override { return #Class; }            \
-  nlohmann::json state_dict() const override;                          \
-  void load_state_dict(const nlohmann::json& s) override;              \
-                                                                       \
- protected:                                                            \
-  std::vector<double> get_lr() override;                               \
-  std::optional<std::vector<double>> closed_form_lr() const override;  \
-                                                                       \
+#define TR_CLOSED_FORM_SCHEDULER(Class)                               \
+ public:                                                              \
+  std::string type_name() const override { return #Class; }           \
+  nlohmann::json state_dict() const override;                         \
+  void load_state_dict(const nlohmann::json& s) override;             \
+                                                                      \
+ protected:                                                           \
+  std::vector<double> get_lr() override;                              \
+  std::optional<std::vector<double>> closed_form_lr() const override; \
+                                                                      \
  private:
 
 namespace tr::optim {

@@ -13,8 +13,8 @@ using json = nlohmann::json;
 
 ConstantLR::ConstantLR(Optimizer& opt, double factor, int64_t total_iters)
     : LRScheduler(opt), factor_(factor), total_iters_(total_iters) {
-  TR_CHECK(factor >= 0 && factor <= 1.0, "ConstantLR: constant multiplicative factor expected to be between 0 and 1, got ",
-           factor);
+  TR_CHECK(factor >= 0 && factor <= 1.0,
+           "ConstantLR: constant multiplicative factor expected to be between 0 and 1, got ", factor);
   initial_step();
 }
 

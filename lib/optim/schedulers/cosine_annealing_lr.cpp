@@ -28,11 +28,13 @@ std::vector<double> CosineAnnealingLR::get_lr() {
       r[i] = eta_min_ + (base_lrs_[i] - eta_min_) * (1 + std::cos(e * std::numbers::pi / T)) / 2;
   } else if ((last_epoch_ - 1 - T_max_) % (2 * T_max_) == 0) {
     // just past a minimum: the ratio below would be 0/0
-    for (size_t i = 0; i < r.size(); ++i) r[i] = r[i] + (base_lrs_[i] - eta_min_) * (1 - std::cos(std::numbers::pi / T)) / 2;
+    for (size_t i = 0; i < r.size(); ++i)
+      r[i] = r[i] + (base_lrs_[i] - eta_min_) * (1 - std::cos(std::numbers::pi / T)) / 2;
   } else {
     // lr_e - eta_min = (lr_{e-1} - eta_min) * (1 + cos(pi e / T)) / (1 + cos(pi (e-1) / T))
     for (double& v : r)
-      v = (1 + std::cos(std::numbers::pi * e / T)) / (1 + std::cos(std::numbers::pi * (e - 1) / T)) * (v - eta_min_) + eta_min_;
+      v = (1 + std::cos(std::numbers::pi * e / T)) / (1 + std::cos(std::numbers::pi * (e - 1) / T)) * (v - eta_min_) +
+          eta_min_;
   }
   return r;
 }

@@ -16,9 +16,9 @@ LambdaLR::LambdaLR(Optimizer& opt, const std::vector<std::string>& lambdas, Lamb
            " lr_lambdas (one per param group) or one for all, got ", lambdas.size());
   for (size_t g = 0; g < num_groups(); ++g) {
     const std::string& e = lambdas.size() == 1 ? lambdas[0] : lambdas[g];
-    std::string what = lambdas.size() == 1 ? std::string("LambdaLR: lambda")
-                                           : str("LambdaLR: lambda for param group ", g, " ('",
-                                                 opt.param_groups()[g].name, "')");
+    std::string what = lambdas.size() == 1
+                           ? std::string("LambdaLR: lambda")
+                           : str("LambdaLR: lambda for param group ", g, " ('", opt.param_groups()[g].name, "')");
     fns_.push_back({std::make_shared<LambdaExpr>(e, what), {}});
   }
   set_context(ctx);
@@ -114,7 +114,10 @@ std::unique_ptr<LRScheduler> build(const TomlTable& t, const SchedulerBuild& b) 
 
 }  // namespace
 
-TR_REGISTER_SCHEDULER("lambda", {build, "lambda = \"0.95^epoch\" (or one per param group; variables step, epoch, last_epoch, base_lr, total_steps, "
-           "total_epochs, steps_per_epoch, warmup_steps; helpers warmup(), cosine()), warmup_steps = 0"});
+TR_REGISTER_SCHEDULER(
+    "lambda",
+    {build,
+     "lambda = \"0.95^epoch\" (or one per param group; variables step, epoch, last_epoch, base_lr, total_steps, "
+     "total_epochs, steps_per_epoch, warmup_steps; helpers warmup(), cosine()), warmup_steps = 0"});
 
 }  // namespace tr::optim

@@ -1,4 +1,5 @@
-// LambdaLR: lr = base_lr * lambda(last_epoch), the lambda an expression of the run's step, epoch, ... (torch.optim.lr_scheduler.LambdaLR).
+// LambdaLR: lr = base_lr * lambda(last_epoch), the lambda an expression of the run's step, epoch, ...
+// (torch.optim.lr_scheduler.LambdaLR).
 #pragma once
 #include <functional>
 #include <memory>

@@ -21,7 +21,8 @@ std::vector<double> MultiStepLR::get_lr() {
   auto it = milestones_.find(last_epoch_);
   if (it == milestones_.end()) return group_lrs();
   std::vector<double> r;
-  for (size_t i = 0; i < num_groups(); ++i) r.push_back(group_lr(i) * std::pow(gamma_, static_cast<double>(it->second)));
+  for (size_t i = 0; i < num_groups(); ++i)
+    r.push_back(group_lr(i) * std::pow(gamma_, static_cast<double>(it->second)));
   return r;
 }
 

@@ -26,7 +26,10 @@ std::string momentum_key_of(const Optimizer& opt) {
 }  // namespace
 
 OneCycleLR::OneCycleLR(Optimizer& opt, OneCycleOptions o)
-    : LRScheduler(opt), total_steps_(o.total_steps), anneal_strategy_(o.anneal_strategy), cycle_momentum_(o.cycle_momentum) {
+    : LRScheduler(opt),
+      total_steps_(o.total_steps),
+      anneal_strategy_(o.anneal_strategy),
+      cycle_momentum_(o.cycle_momentum) {
   TR_CHECK(o.total_steps > 0, "OneCycleLR: expected a positive integer total_steps, got ", o.total_steps);
   const double pct = o.pct_start, total = static_cast<double>(o.total_steps);
   if (o.three_phase) {
@@ -84,8 +87,8 @@ std::vector<double> OneCycleLR::get_lr() {
     for (size_t i = 0; i < phases_.size(); ++i) {
       const Phase& ph = phases_[i];
       if (static_cast<double>(step_num) <= ph.end_step || i + 1 == phases_.size()) {
-        TR_CHECK(ph.end_step != start_step, "OneCycleLR: phase ", i, " has zero length (pct_start * total_steps = ",
-                 ph.end_step + 1, "); raise pct_start or total_steps");
+        TR_CHECK(ph.end_step != start_step, "OneCycleLR: phase ", i,
+                 " has zero length (pct_start * total_steps = ", ph.end_step + 1, "); raise pct_start or total_steps");
         double pct = (static_cast<double>(step_num) - start_step) / (ph.end_step - start_step);
         lr = anneal(g.at(ph.start_lr), g.at(ph.end_lr), pct);
         if (cycle_momentum_) momentum = anneal(g.at(ph.start_momentum), g.at(ph.end_momentum), pct);
@@ -130,9 +133,8 @@ void OneCycleLR::load_state_dict(const json& s) {
            use_beta1 ? "beta1" : "momentum", ", this optimizer's momentum is '", momentum_key_, "'");
   std::vector<Phase> phases;
   for (const json& p : field<json>(s, "_schedule_phases"))
-    phases.push_back({field<double>(p, "end_step"), field<std::string>(p, "start_lr"),
-                      field<std::string>(p, "end_lr"), field<std::string>(p, "start_momentum"),
-                      field<std::string>(p, "end_momentum")});
+    phases.push_back({field<double>(p, "end_step"), field<std::string>(p, "start_lr"), field<std::string>(p, "end_lr"),
+                      field<std::string>(p, "start_momentum"), field<std::string>(p, "end_momentum")});
   TR_CHECK(!phases.empty(), who, ".load_state_dict: _schedule_phases is empty");
   phases_ = std::move(phases);
 }
@@ -157,11 +159,12 @@ std::unique_ptr<LRScheduler> build(const TomlTable& t, const SchedulerBuild& b) 
 
 }  // namespace
 
-TR_REGISTER_SCHEDULER("onecycle", {build,
-                                   "max_lr (required; one or one per param group), total_steps (default: the run), "
-                                   "pct_start = 0.3, anneal_strategy = \"cos\" | \"linear\", cycle_momentum = true, "
-                                   "base_momentum = 0.85, max_momentum = 0.95, div_factor = 25, final_div_factor = 1e4, "
-                                   "three_phase = false; interval \"step\" by default",
-                                   "step"});
+TR_REGISTER_SCHEDULER("onecycle",
+                      {build,
+                       "max_lr (required; one or one per param group), total_steps (default: the run), "
+                       "pct_start = 0.3, anneal_strategy = \"cos\" | \"linear\", cycle_momentum = true, "
+                       "base_momentum = 0.85, max_momentum = 0.95, div_factor = 25, final_div_factor = 1e4, "
+                       "three_phase = false; interval \"step\" by default",
+                       "step"});
 
 }  // namespace tr::optim

@@ -1,4 +1,5 @@
-// OneCycleLR: warm up to max_lr, then anneal to min_lr over total_steps (momentum inversely) (torch.optim.lr_scheduler.OneCycleLR).
+// OneCycleLR: warm up to max_lr, then anneal to min_lr over total_steps (momentum inversely)
+// (torch.optim.lr_scheduler.OneCycleLR).
 #pragma once
 #include "optim/lr_scheduler.h"
 
@@ -20,9 +21,8 @@ struct OneCycleOptions {
 // lr: initial_lr = max_lr / div_factor -> max_lr -> min_lr = initial_lr / final_div_factor
 // (three_phase: initial_lr -> max_lr -> initial_lr -> min_lr), annealed by cos or linear.
 // With cycle_momentum the group option its optimizer's registration names as momentum_key (SGD:
-// "momentum", Adam: "beta1") moves inversely between max_momentum and base_momentum. Group options gain initial_lr, max_lr,
-// min_lr (and max_momentum, base_momentum), as torch's param groups do.
-// Stepping past total_steps is an error.
+// "momentum", Adam: "beta1") moves inversely between max_momentum and base_momentum. Group options gain initial_lr,
+// max_lr, min_lr (and max_momentum, base_momentum), as torch's param groups do. Stepping past total_steps is an error.
 class OneCycleLR : public LRScheduler {
  public:
   OneCycleLR(Optimizer& opt, OneCycleOptions o);

@@ -17,15 +17,18 @@ SequentialLR::SequentialLR(Optimizer& opt, std::vector<std::unique_ptr<LRSchedul
   TR_CHECK(!schedulers_.empty(), "SequentialLR: expects at least one scheduler");
   for (size_t i = 0; i < schedulers_.size(); ++i) {
     TR_CHECK(schedulers_[i], "SequentialLR: scheduler ", i, " is null");
-    TR_CHECK(&schedulers_[i]->optimizer() == &opt, "SequentialLR: expects all schedulers to belong to the same "
-             "optimizer, but got scheduler at index ", i, " to be different than the optimizer passed in");
+    TR_CHECK(&schedulers_[i]->optimizer() == &opt,
+             "SequentialLR: expects all schedulers to belong to the same "
+             "optimizer, but got scheduler at index ",
+             i, " to be different than the optimizer passed in");
     // torch would call step(0) on it (a TypeError) or _initial_step() (which it does not expect)
     TR_CHECK(!dynamic_cast<SequentialLR*>(schedulers_[i].get()), "SequentialLR: scheduler ", i,
              " is a SequentialLR; nesting is not supported");
   }
-  TR_CHECK(milestones_.size() == schedulers_.size() - 1, "SequentialLR: expects number of schedulers provided to be "
-           "one more than the number of milestone points, but got number of schedulers ", schedulers_.size(),
-           " and the number of milestones to be equal to ", milestones_.size());
+  TR_CHECK(milestones_.size() == schedulers_.size() - 1,
+           "SequentialLR: expects number of schedulers provided to be "
+           "one more than the number of milestone points, but got number of schedulers ",
+           schedulers_.size(), " and the number of milestones to be equal to ", milestones_.size());
   for (size_t i = 1; i < milestones_.size(); ++i)
     TR_CHECK(milestones_[i] > milestones_[i - 1], "SequentialLR: milestones must be increasing, got ", milestones_);
 
@@ -66,7 +69,8 @@ std::vector<double> SequentialLR::get_lr() { return group_lrs(); }
 json SequentialLR::state_dict() const {
   json children = json::array();
   for (auto& s : schedulers_) children.push_back(s->state_dict());
-  return json{{"_schedulers", children}, {"_milestones", milestones_}, {"last_epoch", last_epoch_}, {"_last_lr", last_lr_}};
+  return json{
+      {"_schedulers", children}, {"_milestones", milestones_}, {"last_epoch", last_epoch_}, {"_last_lr", last_lr_}};
 }
 
 void SequentialLR::load_state_dict(const json& s) {
@@ -78,8 +82,8 @@ void SequentialLR::load_state_dict(const json& s) {
   TR_CHECK(milestones.size() == milestones_.size(), who, ".load_state_dict: ", milestones.size(),
            " milestones, expected ", milestones_.size());
   auto last = field<std::vector<double>>(s, "_last_lr");
-  TR_CHECK(last.size() == num_groups(), who, ".load_state_dict: the state has ", last.size(), " param groups, the optimizer ",
-           num_groups());
+  TR_CHECK(last.size() == num_groups(), who, ".load_state_dict: the state has ", last.size(),
+           " param groups, the optimizer ", num_groups());
   last_epoch_ = field<int64_t>(s, "last_epoch");
   milestones_ = std::move(milestones);
   last_lr_ = std::move(last);
@@ -93,8 +97,8 @@ std::unique_ptr<LRScheduler> build(const TomlTable& t, const SchedulerBuild& b) 
   std::vector<int64_t> milestones = t.get_ints("milestones");
   if (children.empty()) t.fail("schedulers", "is empty");
   if (milestones.size() + 1 != children.size())
-    t.fail("milestones", str("has ", milestones.size(), " entries; expected one fewer than schedulers (",
-                             children.size() - 1, ")"));
+    t.fail("milestones",
+           str("has ", milestones.size(), " entries; expected one fewer than schedulers (", children.size() - 1, ")"));
   std::vector<std::unique_ptr<LRScheduler>> built;
   for (size_t i = 0; i < children.size(); ++i) {
     const TomlTable& c = children[i];

@@ -11,7 +11,8 @@ namespace tr::optim {
 
 using json = nlohmann::json;
 
-StepLR::StepLR(Optimizer& opt, int64_t step_size, double gamma) : LRScheduler(opt), step_size_(step_size), gamma_(gamma) {
+StepLR::StepLR(Optimizer& opt, int64_t step_size, double gamma)
+    : LRScheduler(opt), step_size_(step_size), gamma_(gamma) {
   TR_CHECK(step_size > 0, "StepLR: step_size must be positive, got ", step_size);
   initial_step();
 }
@@ -26,7 +27,8 @@ std::vector<double> StepLR::get_lr() {
 // base_lr * gamma ** (last_epoch // step_size)
 std::optional<std::vector<double>> StepLR::closed_form_lr() const {
   std::vector<double> r;
-  for (double b : base_lrs_) r.push_back(b * std::pow(gamma_, static_cast<double>(py_floordiv(last_epoch_, step_size_))));
+  for (double b : base_lrs_)
+    r.push_back(b * std::pow(gamma_, static_cast<double>(py_floordiv(last_epoch_, step_size_))));
   return r;
 }
 

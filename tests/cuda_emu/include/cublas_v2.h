@@ -42,16 +42,16 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
                            const float* alpha, const float* A, int lda, const float* B, int ldb, const float* beta,
                            float* C, int ldc);
 cublasStatus_t cublasDgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                           const double* alpha, const double* A, int lda, const double* B, int ldb,
-                           const double* beta, double* C, int ldc);
+                           const double* alpha, const double* A, int lda, const double* B, int ldb, const double* beta,
+                           double* C, int ldc);
 cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                                          int k, const float* alpha, const float* A, int lda, long long sa,
                                          const float* B, int ldb, long long sb, const float* beta, float* C, int ldc,
                                          long long sc, int batch);
 cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                                          int k, const double* alpha, const double* A, int lda, long long sa,
-                                         const double* B, int ldb, long long sb, const double* beta, double* C,
-                                         int ldc, long long sc, int batch);
+                                         const double* B, int ldb, long long sb, const double* beta, double* C, int ldc,
+                                         long long sc, int batch);
 cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                             const void* alpha, const void* A, cudaDataType_t at, int lda, const void* B,
                             cudaDataType_t bt, int ldb, const void* beta, void* C, cudaDataType_t ct, int ldc,

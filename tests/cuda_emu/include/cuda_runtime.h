@@ -141,8 +141,7 @@ int lane_id();
 
 inline void __syncthreads() { cuda_emu::block_barrier(); }
 
-template <typename T>
-T __shfl_xor_sync(unsigned /*mask*/, T v, int lane_mask, int width = 32) {
+template <typename T> T __shfl_xor_sync(unsigned /*mask*/, T v, int lane_mask, int width = 32) {
   static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>, "__shfl_xor_sync: value of at most 8 bytes");
   uint64_t bits = 0;
   std::memcpy(&bits, &v, sizeof(T));
@@ -154,8 +153,7 @@ T __shfl_xor_sync(unsigned /*mask*/, T v, int lane_mask, int width = 32) {
   std::memcpy(&r, &bits, sizeof(T));
   return r;
 }
-template <typename T>
-T __shfl_down_sync(unsigned /*mask*/, T v, unsigned delta, int width = 32) {
+template <typename T> T __shfl_down_sync(unsigned /*mask*/, T v, unsigned delta, int width = 32) {
   uint64_t bits = 0;
   std::memcpy(&bits, &v, sizeof(T));
   const int lane = cuda_emu::lane_id();
@@ -168,29 +166,21 @@ T __shfl_down_sync(unsigned /*mask*/, T v, unsigned delta, int width = 32) {
 }
 
 // Atomics: blocks may run on several host threads at once, so these are real atomics.
-template <typename T>
-T atomicAdd(T* p, T v) {
-  return std::atomic_ref<T>(*p).fetch_add(v);
-}
-template <typename T>
-T atomicCAS(T* p, T compare, T v) {
+template <typename T> T atomicAdd(T* p, T v) { return std::atomic_ref<T>(*p).fetch_add(v); }
+template <typename T> T atomicCAS(T* p, T compare, T v) {
   std::atomic_ref<T>(*p).compare_exchange_strong(compare, v);
   return compare;  // the old value, whether or not the exchange happened
 }
-template <typename T>
-T atomicMin(T* p, T v) {
+template <typename T> T atomicMin(T* p, T v) {
   std::atomic_ref<T> a(*p);
   T old = a.load();
-  while (v < old && !a.compare_exchange_weak(old, v)) {
-  }
+  while (v < old && !a.compare_exchange_weak(old, v)) {}
   return old;
 }
-template <typename T>
-T atomicMax(T* p, T v) {
+template <typename T> T atomicMax(T* p, T v) {
   std::atomic_ref<T> a(*p);
   T old = a.load();
-  while (v > old && !a.compare_exchange_weak(old, v)) {
-  }
+  while (v > old && !a.compare_exchange_weak(old, v)) {}
   return old;
 }
 inline float __uint_as_float(unsigned u) {
@@ -217,12 +207,10 @@ struct Launch {
 // Queues the launch on `stream` (of the current device); returns the launch error, if any.
 cudaError_t enqueue_launch(Launch* l, cudaStream_t stream);
 
-template <typename... P>
-struct LaunchOf : Launch {
+template <typename... P> struct LaunchOf : Launch {
   void (*fn)(P...);
   std::tuple<std::decay_t<P>...> args;
-  template <typename... A>
-  LaunchOf(void (*f)(P...), A&&... a) : fn(f), args(std::forward<A>(a)...) {}
+  template <typename... A> LaunchOf(void (*f)(P...), A&&... a) : fn(f), args(std::forward<A>(a)...) {}
   void run_thread() override { std::apply(fn, args); }
 };
 

@@ -100,9 +100,9 @@ cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d, in
 cudnnStatus_t cudnnSetConvolutionGroupCount(cudnnConvolutionDescriptor_t d, int groups);
 cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t d, cudnnMathType_t m);
 
-cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
-                                                     cudnnConvolutionDescriptor_t c, cudnnTensorDescriptor_t y,
-                                                     int requested, int* returned,
+cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t, cudnnTensorDescriptor_t x,
+                                                     cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t c,
+                                                     cudnnTensorDescriptor_t y, int requested, int* returned,
                                                      cudnnConvolutionFwdAlgoPerf_t* perf);
 cudnnStatus_t cudnnFindConvolutionForwardAlgorithmEx(cudnnHandle_t, cudnnTensorDescriptor_t x, const void* xp,
                                                      cudnnFilterDescriptor_t w, const void* wp,
@@ -148,8 +148,7 @@ cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithmEx(cudnnHandle_t, cudnn
                                                             cudnnConvolutionBwdFilterAlgoPerf_t* perf, void* ws,
                                                             size_t ws_bytes);
 cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t, cudnnTensorDescriptor_t x,
-                                                             cudnnTensorDescriptor_t dy,
-                                                             cudnnConvolutionDescriptor_t c,
+                                                             cudnnTensorDescriptor_t dy, cudnnConvolutionDescriptor_t c,
                                                              cudnnFilterDescriptor_t dw,
                                                              cudnnConvolutionBwdFilterAlgo_t a, size_t* bytes);
 cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void* alpha, cudnnTensorDescriptor_t x,

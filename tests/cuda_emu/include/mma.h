@@ -24,25 +24,14 @@ enum layout_t { mem_row_major, mem_col_major };
 
 namespace detail {
 // rows x cols of the tile a fragment holds
-template <typename Use, int M, int N, int K>
-struct Shape;
-template <int M, int N, int K>
-struct Shape<matrix_a, M, N, K> {
-  static constexpr int rows = M, cols = K;
-};
-template <int M, int N, int K>
-struct Shape<matrix_b, M, N, K> {
-  static constexpr int rows = K, cols = N;
-};
-template <int M, int N, int K>
-struct Shape<accumulator, M, N, K> {
-  static constexpr int rows = M, cols = N;
-};
+template <typename Use, int M, int N, int K> struct Shape;
+template <int M, int N, int K> struct Shape<matrix_a, M, N, K> { static constexpr int rows = M, cols = K; };
+template <int M, int N, int K> struct Shape<matrix_b, M, N, K> { static constexpr int rows = K, cols = N; };
+template <int M, int N, int K> struct Shape<accumulator, M, N, K> { static constexpr int rows = M, cols = N; };
 }  // namespace detail
 
 // x[r cols + c] is element (r, c) of the tile.
-template <typename Use, int M, int N, int K, typename T, typename Layout = void>
-struct fragment {
+template <typename Use, int M, int N, int K, typename T, typename Layout = void> struct fragment {
   static constexpr int rows = detail::Shape<Use, M, N, K>::rows, cols = detail::Shape<Use, M, N, K>::cols;
   static constexpr int num_elements = rows * cols;
   T x[num_elements];

@@ -2,7 +2,8 @@
 // a shared file mapping named by the unique id, non-blocking initialisation and collectives
 // (AllReduce, Broadcast, AllGather) queued on a stream, which complete when every rank has posted
 // its part (a rank that never posts leaves its peers' streams pending, as on GPUs), and
-// ncclCommAbort, which ends a communicator's pending collectives without waiting for the device. Reductions run over the ranks in rank order, so every rank gets the same bits.
+// ncclCommAbort, which ends a communicator's pending collectives without waiting for the device. Reductions run over
+// the ranks in rank order, so every rank gets the same bits.
 #pragma once
 #include <cuda_runtime.h>
 
