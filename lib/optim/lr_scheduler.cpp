@@ -1,5 +1,6 @@
 // LRScheduler: initial lr bookkeeping, the step counters, torch's order check and the base state.
 #include "optim/lr_scheduler.h"
+#include <type_traits>
 
 namespace tr::optim {
 
@@ -78,8 +79,11 @@ void LRScheduler::do_step(std::optional<int64_t> epoch) {
 }
 
 json LRScheduler::state_dict() const {
-  return json{
-      {"last_epoch", last_epoch_}, {"base_lrs", base_lrs_}, {"_last_lr", last_lr_}, {"_step_count", step_count_}};
+  json s{{"last_epoch", last_epoch_}, {"base_lrs", base_lrs_}, {"_last_lr", last_lr_}, {"_step_count", step_count_}};
+  // state_fields() hands out the members to read or write; here they are only read
+  for (const StateField& f : const_cast<LRScheduler*>(this)->state_fields())
+    std::visit([&](auto* v) { s[f.key] = *v; }, f.value);
+  return s;
 }
 
 void LRScheduler::load_state_dict(const json& s) {
@@ -91,6 +95,8 @@ void LRScheduler::load_state_dict(const json& s) {
   step_count_ = field<int64_t>(s, "_step_count");
   base_lrs_ = std::move(base);
   last_lr_ = std::move(last);
+  for (const StateField& f : state_fields())
+    std::visit([&](auto* v) { *v = field<std::remove_pointer_t<decltype(v)>>(s, f.key); }, f.value);
 }
 
 }  // namespace tr::optim

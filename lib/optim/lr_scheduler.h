@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 #include "core/error.h"
 #include "optim/json_field.h"
@@ -69,10 +70,21 @@ class LRScheduler {
   const std::string& interval() const { return interval_; }
   virtual void set_interval(const std::string& interval);
 
+  // torch's state_dict: last_epoch, base_lrs, _last_lr, _step_count and the scheduler's own
+  // numbers (state_fields()); a scheduler with state of another form overrides these two.
   virtual nlohmann::json state_dict() const;
   virtual void load_state_dict(const nlohmann::json& s);
 
  protected:
+  // One number of a scheduler's own state: torch's state_dict key and the member that holds it.
+  struct StateField {
+    const char* key;
+    std::variant<double*, int64_t*> value;
+  };
+  // The scheduler's own numbers (its hyperparameters: StepLR's step_size and gamma), which
+  // state_dict writes and load_state_dict reads beside LRScheduler's keys.
+  virtual std::vector<StateField> state_fields() { return {}; }
+
   // Records initial_lr / base_lrs. Subclasses call initial_step() at the end of their constructor
   // (a base constructor cannot call the subclass's get_lr()).
   explicit LRScheduler(Optimizer& opt);

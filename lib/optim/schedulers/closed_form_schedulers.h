@@ -8,17 +8,16 @@
 #include "optim/lr_scheduler.h"
 
 // What each of them overrides: torch's class name, the recursive and the closed form of the lrs,
-// and a state_dict with torch's keys (its hyperparameters beside LRScheduler's). Opens `private:`
-// for the hyperparameters that follow.
+// and its hyperparameters as state_dict fields with torch's keys. Opens `private:` for the
+// hyperparameters that follow.
 #define TR_CLOSED_FORM_SCHEDULER(Class)                               \
  public:                                                              \
   std::string type_name() const override { return #Class; }           \
-  nlohmann::json state_dict() const override;                         \
-  void load_state_dict(const nlohmann::json& s) override;             \
                                                                       \
  protected:                                                           \
   std::vector<double> get_lr() override;                              \
   std::optional<std::vector<double>> closed_form_lr() const override; \
+  std::vector<StateField> state_fields() override;                    \
                                                                       \
  private:
 
@@ -38,6 +37,7 @@ class ConstantLR : public LRScheduler {
 class CosineAnnealingLR : public LRScheduler {
  public:
   CosineAnnealingLR(Optimizer& opt, int64_t T_max, double eta_min = 0.0);
+  void load_state_dict(const nlohmann::json& s) override;  // and checks T_max
   TR_CLOSED_FORM_SCHEDULER(CosineAnnealingLR)
   int64_t T_max_;
   double eta_min_;
@@ -64,6 +64,8 @@ class LinearLR : public LRScheduler {
 class MultiStepLR : public LRScheduler {
  public:
   MultiStepLR(Optimizer& opt, const std::vector<int64_t>& milestones, double gamma = 0.1);
+  nlohmann::json state_dict() const override;  // and the milestones
+  void load_state_dict(const nlohmann::json& s) override;
   TR_CLOSED_FORM_SCHEDULER(MultiStepLR)
   std::map<int64_t, int64_t> milestones_;  // milestone -> count
   double gamma_;
@@ -73,6 +75,7 @@ class MultiStepLR : public LRScheduler {
 class StepLR : public LRScheduler {
  public:
   StepLR(Optimizer& opt, int64_t step_size, double gamma = 0.1);
+  void load_state_dict(const nlohmann::json& s) override;  // and checks step_size
   TR_CLOSED_FORM_SCHEDULER(StepLR)
   int64_t step_size_;
   double gamma_;

@@ -37,17 +37,8 @@ std::optional<std::vector<double>> ConstantLR::closed_form_lr() const {
   return r;
 }
 
-json ConstantLR::state_dict() const {
-  json s = LRScheduler::state_dict();
-  s["factor"] = factor_;
-  s["total_iters"] = total_iters_;
-  return s;
-}
-
-void ConstantLR::load_state_dict(const json& s) {
-  LRScheduler::load_state_dict(s);
-  factor_ = field<double>(s, "factor");
-  total_iters_ = field<int64_t>(s, "total_iters");
+std::vector<LRScheduler::StateField> ConstantLR::state_fields() {
+  return {{"factor", &factor_}, {"total_iters", &total_iters_}};
 }
 
 namespace {

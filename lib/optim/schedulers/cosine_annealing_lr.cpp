@@ -46,17 +46,12 @@ std::optional<std::vector<double>> CosineAnnealingLR::closed_form_lr() const {
   return r;
 }
 
-json CosineAnnealingLR::state_dict() const {
-  json s = LRScheduler::state_dict();
-  s["T_max"] = T_max_;
-  s["eta_min"] = eta_min_;
-  return s;
+std::vector<LRScheduler::StateField> CosineAnnealingLR::state_fields() {
+  return {{"T_max", &T_max_}, {"eta_min", &eta_min_}};
 }
 
 void CosineAnnealingLR::load_state_dict(const json& s) {
   LRScheduler::load_state_dict(s);
-  T_max_ = field<int64_t>(s, "T_max");
-  eta_min_ = field<double>(s, "eta_min");
   TR_CHECK(T_max_ > 0, "CosineAnnealingLR.load_state_dict: T_max must be positive, got ", T_max_);
 }
 

@@ -26,16 +26,7 @@ std::optional<std::vector<double>> ExponentialLR::closed_form_lr() const {
   return r;
 }
 
-json ExponentialLR::state_dict() const {
-  json s = LRScheduler::state_dict();
-  s["gamma"] = gamma_;
-  return s;
-}
-
-void ExponentialLR::load_state_dict(const json& s) {
-  LRScheduler::load_state_dict(s);
-  gamma_ = field<double>(s, "gamma");
-}
+std::vector<LRScheduler::StateField> ExponentialLR::state_fields() { return {{"gamma", &gamma_}}; }
 
 namespace {
 

@@ -45,19 +45,8 @@ std::optional<std::vector<double>> LinearLR::closed_form_lr() const {
   return r;
 }
 
-json LinearLR::state_dict() const {
-  json s = LRScheduler::state_dict();
-  s["start_factor"] = start_factor_;
-  s["end_factor"] = end_factor_;
-  s["total_iters"] = total_iters_;
-  return s;
-}
-
-void LinearLR::load_state_dict(const json& s) {
-  LRScheduler::load_state_dict(s);
-  start_factor_ = field<double>(s, "start_factor");
-  end_factor_ = field<double>(s, "end_factor");
-  total_iters_ = field<int64_t>(s, "total_iters");
+std::vector<LRScheduler::StateField> LinearLR::state_fields() {
+  return {{"start_factor", &start_factor_}, {"end_factor", &end_factor_}, {"total_iters", &total_iters_}};
 }
 
 namespace {

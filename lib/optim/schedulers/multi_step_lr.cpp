@@ -41,14 +41,14 @@ json MultiStepLR::state_dict() const {
   json m = json::object();
   for (auto& [k, c] : milestones_) m[std::to_string(k)] = c;
   s["milestones"] = m;
-  s["gamma"] = gamma_;
   return s;
 }
+
+std::vector<LRScheduler::StateField> MultiStepLR::state_fields() { return {{"gamma", &gamma_}}; }
 
 void MultiStepLR::load_state_dict(const json& s) {
   LRScheduler::load_state_dict(s);
   auto m = field<std::map<std::string, int64_t>>(s, "milestones");
-  gamma_ = field<double>(s, "gamma");
   milestones_.clear();
   for (auto& [k, c] : m) {
     try {

@@ -32,17 +32,10 @@ std::optional<std::vector<double>> StepLR::closed_form_lr() const {
   return r;
 }
 
-json StepLR::state_dict() const {
-  json s = LRScheduler::state_dict();
-  s["step_size"] = step_size_;
-  s["gamma"] = gamma_;
-  return s;
-}
+std::vector<LRScheduler::StateField> StepLR::state_fields() { return {{"step_size", &step_size_}, {"gamma", &gamma_}}; }
 
 void StepLR::load_state_dict(const json& s) {
   LRScheduler::load_state_dict(s);
-  step_size_ = field<int64_t>(s, "step_size");
-  gamma_ = field<double>(s, "gamma");
   TR_CHECK(step_size_ > 0, "StepLR.load_state_dict: step_size must be positive, got ", step_size_);
 }
 
