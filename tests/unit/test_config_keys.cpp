@@ -12,12 +12,6 @@
 #include <set>
 #include <sstream>
 #include "config/run_config.h"
-#include "core/registry.h"
-#include "data/dataset_registry.h"
-#include "data/transforms.h"
-#include "nn/loss.h"
-#include "optim/optimizer_registry.h"
-#include "optim/scheduler_registry.h"
 #include "unit/error_of.h"
 
 using namespace tr;
@@ -89,25 +83,6 @@ std::pair<size_t, size_t> between(const std::string& text, const std::string& be
   b += begin.size();
   size_t e = text.find(end, b);
   return {b, e};
-}
-
-// A registry's entries as docs/config.md lists them, one "- `name`: its keys" line each, from
-// their registrations' doc lines (what `trainer list <kind>` prints).
-template <typename T, typename Doc> std::string registry_list(Doc doc) {
-  std::string r;
-  for (const auto& [name, e] : Registry<T>::get().all()) r += "- `" + name + "`: " + doc(e) + "\n";
-  return r;
-}
-
-// The registries docs/config.md lists, by the name in their <!-- registry: ... --> markers.
-std::vector<std::pair<std::string, std::string>> registry_lists() {
-  return {
-      {"optimizers", registry_list<optim::OptimizerType>([](auto& e) { return e.doc(); })},
-      {"schedulers", registry_list<optim::SchedulerType>([](auto& e) { return e.doc; })},
-      {"datasets", registry_list<data::DatasetType>([](auto& e) { return e.doc; })},
-      {"transforms", registry_list<data::TransformType>([](auto& e) { return e.doc; })},
-      {"losses", registry_list<nn::LossType>([](auto& e) { return e.doc; })},
-  };
 }
 
 }  // namespace
@@ -203,24 +178,6 @@ TEST_CASE("config keys: docs/config.md's key tables are the declarations'", "[co
     REQUIRE(b != std::string::npos);
     REQUIRE(e != std::string::npos);
     // on a difference: the table to paste, or TRAINER_WRITE_CONFIG_DOCS=1 to write it
-    CHECK(text.substr(b, e - b) == expected);
-  }
-  if (writing()) std::ofstream(path, std::ios::binary) << text;
-}
-
-// A new optimizer, scheduler, dataset, transform or loss is listed by its registration alone: the
-// lists are written from the registries (TRAINER_WRITE_CONFIG_DOCS=1), never by hand.
-TEST_CASE("config keys: docs/config.md's lists of registered types are the registries'", "[config]") {
-  const std::string path = kRepo + "/docs/config.md";
-  std::string text = read_file(path);
-  REQUIRE(!text.empty());
-  for (const auto& [kind, expected] : registry_lists()) {
-    INFO("docs/config.md, the list of " << kind);
-    const std::string begin = "<!-- registry: " + kind + " -->\n", end = "<!-- /registry -->";
-    auto [b, e] = between(text, begin, end);
-    if (writing() && b != std::string::npos && e != std::string::npos) text.replace(b, e - b, expected);
-    REQUIRE(b != std::string::npos);
-    REQUIRE(e != std::string::npos);
     CHECK(text.substr(b, e - b) == expected);
   }
   if (writing()) std::ofstream(path, std::ios::binary) << text;
