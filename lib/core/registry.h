@@ -72,7 +72,8 @@ template <typename T> class Registry {
 
 // Registers one entry at static-initialisation time (a namespace-scope `static const` object).
 // Each kind wraps it in a macro (TR_REGISTER_LAYER, TR_REGISTER_OPTIMIZER, ...) that names the
-// object after the line: TR_REGISTRY_CONCAT(tr_loss_registrar_, __LINE__).
+// object by a counter, unique within a translation unit (unity builds join files): for example
+// TR_REGISTRY_CONCAT(tr_loss_registrar_, __COUNTER__).
 template <typename T> struct Registrar {
   Registrar(const char* name, T entry) { Registry<T>::get().add(name, std::move(entry)); }
 };

@@ -42,8 +42,8 @@ struct DatasetType {
   static constexpr const char* kRegistryKind = "dataset";
 };
 
-#define TR_REGISTER_DATASET(NAME, ...)                                                                       \
-  static const ::tr::Registrar<::tr::data::DatasetType> TR_REGISTRY_CONCAT(tr_dataset_registrar_, __LINE__)( \
+#define TR_REGISTER_DATASET(NAME, ...)                                                                          \
+  static const ::tr::Registrar<::tr::data::DatasetType> TR_REGISTRY_CONCAT(tr_dataset_registrar_, __COUNTER__)( \
       NAME, __VA_ARGS__)
 
 }  // namespace tr::data

@@ -49,7 +49,7 @@ namespace {
 
 // The crop's size must be the model's input size; fill is in pixel units in [0, 1] and goes
 // through the dataset's normalisation like the pixels (torchvision pads before Normalize).
-TransformPtr build(const TomlTable& t, const TransformContext& ctx) {
+TransformPtr build_random_crop(const TomlTable& t, const TransformContext& ctx) {
   std::vector<int64_t> size;
   if (t.has("size")) size = t.get_pair("size", {});
   const int64_t padding = t.get_int("padding", 0);
@@ -66,7 +66,7 @@ TransformPtr build(const TomlTable& t, const TransformContext& ctx) {
 
 }  // namespace
 
-TR_REGISTER_TRANSFORM("random_crop", {build,
+TR_REGISTER_TRANSFORM("random_crop", {build_random_crop,
                                       "padding = 0, size (default and only value: the input's [H, W]), "
                                       "fill = 0.0 (pixel units in [0, 1], normalised like the pixels)"});
 

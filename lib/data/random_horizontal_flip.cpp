@@ -28,7 +28,7 @@ std::string RandomHorizontalFlip::describe() const { return str("RandomHorizonta
 
 namespace {
 
-TransformPtr build(const TomlTable& t, const TransformContext& ctx) {
+TransformPtr build_random_horizontal_flip(const TomlTable& t, const TransformContext& ctx) {
   const double p = t.get_float("p", 0.5);
   if (!(p >= 0 && p <= 1)) t.fail("p", "must be in [0, 1]");
   expect_image_samples(t, ctx, "random_horizontal_flip");
@@ -37,6 +37,6 @@ TransformPtr build(const TomlTable& t, const TransformContext& ctx) {
 
 }  // namespace
 
-TR_REGISTER_TRANSFORM("random_horizontal_flip", {build, "p = 0.5"});
+TR_REGISTER_TRANSFORM("random_horizontal_flip", {build_random_horizontal_flip, "p = 0.5"});
 
 }  // namespace tr::data

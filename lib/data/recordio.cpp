@@ -3,22 +3,15 @@
 #include <charconv>
 #include <cstring>
 #include "core/error.h"
+#include "core/little_endian.h"
 
 namespace tr::data {
 
 namespace {
 
-uint32_t le32(const uint8_t* p) {
-  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
-}
-
-void put32(std::vector<uint8_t>& out, uint32_t v) {
-  for (int k = 0; k < 4; ++k) out.push_back(uint8_t(v >> (8 * k)));
-}
-
 void put_part(std::vector<uint8_t>& out, uint32_t cflag, const uint8_t* p, uint32_t n) {
-  put32(out, kRecordIOMagic);
-  put32(out, cflag << 29U | n);
+  put_le32(out, kRecordIOMagic);
+  put_le32(out, cflag << 29U | n);
   out.insert(out.end(), p, p + n);
 }
 
@@ -47,7 +40,7 @@ std::vector<uint8_t> read_record(const uint8_t* data, size_t size, uint64_t offs
       if (end) *end = at;
       return out;
     }
-    put32(out, kRecordIOMagic);  // the word the writer split at
+    put_le32(out, kRecordIOMagic);  // the word the writer split at
   }
 }
 

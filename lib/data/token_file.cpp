@@ -1,25 +1,14 @@
 #include "data/token_file.h"
 #include <cstring>
 #include "core/error.h"
+#include "core/little_endian.h"
 
 namespace tr::data {
-
-namespace {
-
-int32_t le32(const uint8_t* p) {
-  return int32_t(uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24);
-}
-
-void put32(std::vector<uint8_t>& out, uint32_t v) {
-  for (int k = 0; k < 4; ++k) out.push_back(uint8_t(v >> (8 * k)));
-}
-
-}  // namespace
 
 TokenFileView parse_token_file(const uint8_t* bytes, size_t size, const std::string& path, const std::string& format) {
   TR_CHECK(format == "auto" || format == "nanogpt" || format == "llmc", "token file ", path, ": format '", format,
            "' is not one of auto, nanogpt, llmc");
-  const bool llmc_magic = size >= 4 && le32(bytes) == kLlmcMagic;
+  const bool llmc_magic = size >= 4 && int32_t(le32(bytes)) == kLlmcMagic;
   const std::string f = format == "auto" ? (llmc_magic ? "llmc" : "nanogpt") : format;
   TokenFileView v;
   v.format = f;
@@ -34,9 +23,9 @@ TokenFileView parse_token_file(const uint8_t* bytes, size_t size, const std::str
   }
   TR_CHECK(size >= kLlmcHeaderBytes, "token file ", path, ": ", size, " bytes is shorter than llm.c's ",
            kLlmcHeaderBytes, "-byte header");
-  TR_CHECK(llmc_magic, "token file ", path, ": the header's magic is ", le32(bytes), ", llm.c's is ", kLlmcMagic,
-           " (format = \"llmc\"; a nanoGPT file has no header: format = \"nanogpt\")");
-  const int32_t version = le32(bytes + 4), count = le32(bytes + 8);
+  TR_CHECK(llmc_magic, "token file ", path, ": the header's magic is ", int32_t(le32(bytes)), ", llm.c's is ",
+           kLlmcMagic, " (format = \"llmc\"; a nanoGPT file has no header: format = \"nanogpt\")");
+  const int32_t version = int32_t(le32(bytes + 4)), count = int32_t(le32(bytes + 8));
   TR_CHECK(version == 1 || version == 2, "token file ", path, ": llm.c header version ", version,
            " is not 1 (uint16 tokens) or 2 (uint32 tokens)");
   TR_CHECK(count >= 0, "token file ", path, ": the header's token count ", count, " is negative");
@@ -59,14 +48,14 @@ std::vector<uint8_t> write_token_file(const std::vector<uint32_t>& tokens, const
   if (format == "llmc") {
     TR_CHECK(tokens.size() <= size_t(INT32_MAX), "write_token_file: ", tokens.size(),
              " tokens exceed llm.c's int32 count");
-    put32(out, uint32_t(kLlmcMagic));
-    put32(out, uint32_t(llmc_version));
-    put32(out, uint32_t(tokens.size()));
+    put_le32(out, uint32_t(kLlmcMagic));
+    put_le32(out, uint32_t(llmc_version));
+    put_le32(out, uint32_t(tokens.size()));
     out.resize(kLlmcHeaderBytes, 0);
   }
   if (llmc_version == 2) {
     out.reserve(out.size() + tokens.size() * 4);
-    for (uint32_t t : tokens) put32(out, t);
+    for (uint32_t t : tokens) put_le32(out, t);
     return out;
   }
   out.reserve(out.size() + tokens.size() * 2);

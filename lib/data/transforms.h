@@ -41,8 +41,8 @@ struct TransformType {
   static constexpr const char* kRegistryKind = "transform";
 };
 
-#define TR_REGISTER_TRANSFORM(NAME, ...)                                                                         \
-  static const ::tr::Registrar<::tr::data::TransformType> TR_REGISTRY_CONCAT(tr_transform_registrar_, __LINE__)( \
+#define TR_REGISTER_TRANSFORM(NAME, ...)                                                                            \
+  static const ::tr::Registrar<::tr::data::TransformType> TR_REGISTRY_CONCAT(tr_transform_registrar_, __COUNTER__)( \
       NAME, __VA_ARGS__)
 
 // The transforms a [data] table lists under `transforms` (none without the key), in order.

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 #include "core/error.h"
+#include "core/little_endian.h"
 #include "distributed/tcp_store.h"
 
 namespace tr::distributed::store_io {
@@ -45,9 +46,7 @@ inline void put_keys(Bytes& b, const std::vector<std::string>& keys) {
   put_u32(b, uint32_t(keys.size()));
   for (const auto& k : keys) put_str(b, k);
 }
-inline uint32_t le32(const uint8_t* p) {
-  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
-}
+using ::tr::le32;
 
 // A malformed or oversized message: the connection that sent it is closed (and logged).
 struct ProtocolError : std::runtime_error {

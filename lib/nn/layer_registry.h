@@ -60,12 +60,13 @@ class TieCollector {
   TieCollector* outer_;
 };
 
-#define TR_REGISTER_LAYER(TYPE, DOC, FN) \
-  static const ::tr::Registrar<::tr::nn::LayerType> TR_REGISTRY_CONCAT(tr_layer_registrar_, __LINE__)(TYPE, {FN, DOC})
+#define TR_REGISTER_LAYER(TYPE, DOC, FN)                                                                       \
+  static const ::tr::Registrar<::tr::nn::LayerType> TR_REGISTRY_CONCAT(tr_layer_registrar_, __COUNTER__)(TYPE, \
+                                                                                                         {FN, DOC})
 // A container whose `checkpoint = true` applies to each of its children (LayerType::checkpoint_each_child).
-#define TR_REGISTER_CONTAINER_LAYER(TYPE, DOC, FN)                                                          \
-  static const ::tr::Registrar<::tr::nn::LayerType> TR_REGISTRY_CONCAT(tr_layer_registrar_, __LINE__)(TYPE, \
-                                                                                                      {FN, DOC, true})
+#define TR_REGISTER_CONTAINER_LAYER(TYPE, DOC, FN)                                                        \
+  static const ::tr::Registrar<::tr::nn::LayerType> TR_REGISTRY_CONCAT(tr_layer_registrar_, __COUNTER__)( \
+      TYPE, {FN, DOC, true})
 
 // Errors raised while building a layer: "<file:line:col>: layer 3 (conv2d): <msg>".
 [[noreturn]] void layer_error(const TomlTable& t, const std::string& msg);

@@ -39,7 +39,8 @@ struct LossType {
   static constexpr const char* kRegistryKind = "loss";
 };
 
-#define TR_REGISTER_LOSS(NAME, ...) \
-  static const ::tr::Registrar<::tr::nn::LossType> TR_REGISTRY_CONCAT(tr_loss_registrar_, __LINE__)(NAME, __VA_ARGS__)
+#define TR_REGISTER_LOSS(NAME, ...)                                                                          \
+  static const ::tr::Registrar<::tr::nn::LossType> TR_REGISTRY_CONCAT(tr_loss_registrar_, __COUNTER__)(NAME, \
+                                                                                                       __VA_ARGS__)
 
 }  // namespace tr::nn

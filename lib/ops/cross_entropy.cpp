@@ -15,7 +15,7 @@ namespace tr {
 
 namespace {
 
-DType stat_dtype(DType t) { return t == DType::F64 ? DType::F64 : DType::F32; }
+DType cross_entropy_stat_dtype(DType t) { return t == DType::F64 ? DType::F64 : DType::F32; }
 
 void check_rows(const char* op, const Tensor& x, const Tensor& t) {
   TR_CHECK(x.dim() == 2 && is_floating(x.dtype()), op, ": expected floating logits [N, V], got ", dtype_name(x.dtype()),
@@ -33,12 +33,12 @@ TR_REGISTER_OP(cross_entropy_rows) {
   d.infer = [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<TensorSpec> {
     check_rows("cross_entropy_rows", in[0], in[1]);
     const Shape n{in[0].size(0)};
-    const DType st = stat_dtype(in[0].dtype());
+    const DType st = cross_entropy_stat_dtype(in[0].dtype());
     return {{n, st}, {n, st}, {n, DType::Bool}};
   };
   d.backward = [](const BackwardContext& c) -> std::vector<Tensor> {
     const Tensor &x = c.inputs[0], &t = c.inputs[1], &lse = c.outputs[1];
-    const DType st = stat_dtype(x.dtype());
+    const DType st = cross_entropy_stat_dtype(x.dtype());
     const Tensor gl = c.grads[0].to(st), gz = c.grads[1].to(st);
     if (!GradMode::is_enabled())
       return {dispatch1("cross_entropy_rows_backward", {gl, gz, x, t, lse.detach()}, c.attrs), Tensor()};
@@ -61,7 +61,7 @@ TR_REGISTER_OP(cross_entropy_rows_backward) {
     const char* op = "cross_entropy_rows_backward";
     const Tensor &x = in[2], &t = in[3];
     check_rows(op, x, t);
-    const DType st = stat_dtype(x.dtype());
+    const DType st = cross_entropy_stat_dtype(x.dtype());
     for (int i : {0, 1, 4})
       TR_CHECK(in[size_t(i)].sizes() == Shape{x.size(0)} && in[size_t(i)].dtype() == st, op,
                ": the row gradients and lse must be [", x.size(0), "] of ", dtype_name(st), ", got ",

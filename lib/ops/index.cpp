@@ -12,7 +12,6 @@ void check_index(const Tensor& idx, const char* op) {
   TR_CHECK(idx.dtype() == DType::I64 || idx.dtype() == DType::I32, op, ": index must be an int64 or int32 tensor, got ",
            dtype_name(idx.dtype()));
 }
-const Tensor& G(const BackwardContext& c) { return c.grads[0]; }
 
 }  // namespace
 

@@ -8,7 +8,6 @@
 namespace tr {
 
 namespace {
-std::vector<TensorSpec> no_outputs(const std::vector<Tensor>&, const Attrs&) { return {}; }
 
 void check_inplace_autograd(const Tensor& self, const char* op) {
   TR_CHECK(!(self.is_leaf() && self.requires_grad()), op, ": a leaf Variable that requires grad (shape ", self.sizes(),

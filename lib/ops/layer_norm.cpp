@@ -22,7 +22,7 @@ namespace tr {
 namespace {
 
 // mean and rstd are kept in f32 for f16 / bf16 rows (their compute type), else in x's dtype.
-DType stat_dtype(DType t) { return t == DType::F16 || t == DType::BF16 ? DType::F32 : t; }
+DType layer_norm_stat_dtype(DType t) { return t == DType::F16 || t == DType::BF16 ? DType::F32 : t; }
 
 // x: floating rows [R, N]; each of `per_column` (weight, bias) [N] of x's dtype.
 void check_rows(const char* op, const Tensor& x, std::initializer_list<const Tensor*> per_column) {
@@ -50,8 +50,8 @@ void check_backward(const char* op, const std::vector<Tensor>& in) {
            op, ": grad_output (", dtype_name(gy.dtype()), ", shape ", gy.sizes(), ") does not match the input (",
            dtype_name(x.dtype()), ", shape ", x.sizes(), ")");
   for (int i : {3, 4})
-    TR_CHECK(in[size_t(i)].sizes() == Shape{x.size(0)} && in[size_t(i)].dtype() == stat_dtype(x.dtype()), op,
-             ": mean and rstd must be [", x.size(0), "] of ", dtype_name(stat_dtype(x.dtype())));
+    TR_CHECK(in[size_t(i)].sizes() == Shape{x.size(0)} && in[size_t(i)].dtype() == layer_norm_stat_dtype(x.dtype()), op,
+             ": mean and rstd must be [", x.size(0), "] of ", dtype_name(layer_norm_stat_dtype(x.dtype())));
 }
 
 // create_graph: the backward's formulas as differentiable ops, the statistics recomputed from x so
@@ -75,7 +75,7 @@ TR_REGISTER_OP(native_layer_norm) {
   d.infer = [](const std::vector<Tensor>& in, const Attrs& a) -> std::vector<TensorSpec> {
     check_rows("native_layer_norm", in[0], {&in[1], &in[2]});
     const Shape r{in[0].size(0)};
-    const DType st = stat_dtype(in[0].dtype());
+    const DType st = layer_norm_stat_dtype(in[0].dtype());
     return {{in[0].sizes(), out_dtype("native_layer_norm", in[0], a)}, {r, st}, {r, st}};
   };
   d.backward = [](const BackwardContext& c) -> std::vector<Tensor> {
@@ -105,7 +105,7 @@ TR_REGISTER_OP(_add_native_layer_norm) {
              ", shape ", h.sizes(), ") must have x's shape ", x.sizes(), " and its dtype ", dtype_name(x.dtype()),
              " or the result's ", dtype_name(yt));
     const Shape r{x.size(0)};
-    const DType st = stat_dtype(x.dtype());
+    const DType st = layer_norm_stat_dtype(x.dtype());
     return {{x.sizes(), x.dtype()}, {x.sizes(), yt}, {r, st}, {r, st}};
   };
   d.backward = [](const BackwardContext& c) -> std::vector<Tensor> {

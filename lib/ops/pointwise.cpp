@@ -64,9 +64,6 @@ void predicate(OpDef& d, int n) {
   d.pointwise = false;
 }
 
-const Tensor& G(const BackwardContext& c) { return c.grads[0]; }
-const Shape& in_shape(const BackwardContext& c, int i) { return c.input_specs[i].sizes; }
-
 // The backward of a table op and what it keeps of the forward (registered with the op's line):
 //   TR_BACKWARD(exp, Keeps::Outputs) { return {G(c) * c.outputs[0]}; }
 #define TR_BACKWARD(NAME, KEEPS)        \

@@ -9,7 +9,6 @@
 namespace tr {
 
 namespace {
-std::vector<TensorSpec> no_outputs(const std::vector<Tensor>&, const Attrs&) { return {}; }
 Generator& gen_or_default(Generator* g) { return g ? *g : default_generator(); }
 
 Attrs stream_attrs(Generator* g, int64_t n, Attrs a) {

@@ -51,8 +51,6 @@ Tensor unsqueeze_reduced(const Tensor& g, const Shape& in_sizes, const Attrs& a)
   return reshape(g, reduced_shape(in_sizes, a.ints("dims"), true));
 }
 
-const Tensor& G(const BackwardContext& c) { return c.grads[0]; }
-
 }  // namespace
 
 TR_REGISTER_OP(sum) {

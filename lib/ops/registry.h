@@ -29,7 +29,13 @@ struct BackwardContext {
   const std::vector<bool>& needs_input_grad;
 };
 
+// What backward formulas read most: the gradient of the first output, and input i's shape.
+inline const Tensor& G(const BackwardContext& c) { return c.grads[0]; }
+inline const Shape& in_shape(const BackwardContext& c, int i = 0) { return c.input_specs[size_t(i)].sizes; }
+
 using InferFn = std::vector<TensorSpec> (*)(const std::vector<Tensor>& in, const Attrs& a);
+// the InferFn of ops that write into their inputs and return nothing (copy_, fill_, the random fills)
+inline std::vector<TensorSpec> no_outputs(const std::vector<Tensor>&, const Attrs&) { return {}; }
 using KernelFn = void (*)(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& a);
 using ViewFn = Tensor (*)(const Tensor& in, const Attrs& a);
 using BackwardFn = std::vector<Tensor> (*)(const BackwardContext& ctx);

@@ -71,9 +71,6 @@ std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides, cons
   return ns;
 }
 
-const Tensor& G(const BackwardContext& c) { return c.grads[0]; }
-const Shape& in_shape(const BackwardContext& c) { return c.input_specs[0].sizes; }
-
 void view_op(OpDef& d, ViewFn fn, BackwardFn bw) {
   d.kind = OpKind::View;
   d.view = fn;

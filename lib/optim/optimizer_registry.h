@@ -66,8 +66,8 @@ struct OptimizerType {
   std::string doc() const;  // one line: every key with its default
 };
 
-#define TR_REGISTER_OPTIMIZER(NAME, ...)                                                                          \
-  static const ::tr::Registrar<::tr::optim::OptimizerType> TR_REGISTRY_CONCAT(tr_optimizer_registrar_, __LINE__)( \
+#define TR_REGISTER_OPTIMIZER(NAME, ...)                                                                             \
+  static const ::tr::Registrar<::tr::optim::OptimizerType> TR_REGISTRY_CONCAT(tr_optimizer_registrar_, __COUNTER__)( \
       NAME, __VA_ARGS__)
 
 // The hyperparameters of optimizer `type` (a registered name) that `t` sets, checked against their

@@ -49,8 +49,8 @@ struct SchedulerType {
   static constexpr const char* kRegistryKind = "scheduler";
 };
 
-#define TR_REGISTER_SCHEDULER(NAME, ...)                                                                          \
-  static const ::tr::Registrar<::tr::optim::SchedulerType> TR_REGISTRY_CONCAT(tr_scheduler_registrar_, __LINE__)( \
+#define TR_REGISTER_SCHEDULER(NAME, ...)                                                                             \
+  static const ::tr::Registrar<::tr::optim::SchedulerType> TR_REGISTRY_CONCAT(tr_scheduler_registrar_, __COUNTER__)( \
       NAME, __VA_ARGS__)
 
 // The scheduler of a [scheduler] table, its interval() set: the training loop calls step() after

@@ -6,6 +6,8 @@
 #include "core/error.h"
 #include "data/csv_table.h"
 
+namespace test_csv_table {
+
 using namespace tr;
 using namespace tr::data;
 
@@ -35,3 +37,5 @@ TEST_CASE("CSV tables: every prefix and random bytes stay inside the buffer", "[
     parse_exact(s, s.size());
   }
 }
+
+}  // namespace test_csv_table

@@ -6,6 +6,8 @@
 #include "core/error.h"
 #include "data/image_decode.h"
 
+namespace test_image_decode {
+
 using namespace tr;
 using namespace tr::data;
 
@@ -30,3 +32,5 @@ TEST_CASE("image decoding: prefixes and flipped bytes of PNG and JPEG files stay
     }
   }
 }
+
+}  // namespace test_image_decode

@@ -5,6 +5,8 @@
 #include "core/error.h"
 #include "data/recordio.h"
 
+namespace test_recordio_format {
+
 using namespace tr;
 using namespace tr::data;
 
@@ -36,3 +38,5 @@ TEST_CASE("RecordIO: every prefix, every offset and random bytes stay inside the
     } catch (const Error&) {}
   }
 }
+
+}  // namespace test_recordio_format

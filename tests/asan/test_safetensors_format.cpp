@@ -12,6 +12,8 @@
 #include "io/checksum.h"
 #include "io/safetensors_format.h"
 
+namespace test_safetensors_format {
+
 using namespace tr::io;
 using namespace tr::io::safetensors;
 using Catch::Matchers::Contains;
@@ -367,3 +369,5 @@ TEST_CASE("checksum: zlib CRC-32, streamed over files", "[safetensors_format][ch
   CHECK(checksum_file(dir.write("empty.bin", "")).crc32 == 0);
   CHECK_THROWS_WITH(checksum_file((dir.path / "absent").string()), Contains("absent"));
 }
+
+}  // namespace test_safetensors_format

@@ -5,6 +5,8 @@
 #include "core/error.h"
 #include "data/token_file.h"
 
+namespace test_token_file_format {
+
 using namespace tr;
 using namespace tr::data;
 
@@ -39,3 +41,5 @@ TEST_CASE("token files: every prefix and random bytes stay inside the buffer", "
     parse_exact(b, b.size(), "auto");
   }
 }
+
+}  // namespace test_token_file_format

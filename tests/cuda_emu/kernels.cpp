@@ -31,13 +31,13 @@ namespace ctx = boost::context;
 
 constexpr size_t kStack = 128 * 1024;
 
-enum class State { Ready, AtBlockBarrier, AtWarpBarrier, Done };
+enum class FiberState { Ready, AtBlockBarrier, AtWarpBarrier, Done };
 
 struct Fiber {
   ctx::fiber self;  // the suspended thread, resumed by the scheduler
   ctx::fiber sink;  // the scheduler, resumed by the thread when it waits or ends
   unsigned char* stack = nullptr;
-  State state = State::Ready;
+  FiberState state = FiberState::Ready;
   uint3 idx{};
 };
 
@@ -108,14 +108,14 @@ bool run_block_fibers(Launch* l, unsigned n) {
       } catch (...) {
         if (!r.error) r.error = std::current_exception();
       }
-      f.state = State::Done;
+      f.state = FiberState::Done;
       return std::move(f.sink);
     });
   }
   unsigned live = n;
   while (live > 0) {
     for (unsigned t = 0; t < n; ++t) {
-      if (fibers[t].state != State::Ready) continue;
+      if (fibers[t].state != FiberState::Ready) continue;
       r.current = int(t);
       threadIdx = fibers[t].idx;
       fibers[t].self = std::move(fibers[t].self).resume();
@@ -123,9 +123,9 @@ bool run_block_fibers(Launch* l, unsigned n) {
     live = 0;
     unsigned at_block = 0;
     for (auto& f : fibers) {
-      if (f.state == State::Done) continue;
+      if (f.state == FiberState::Done) continue;
       ++live;
-      at_block += f.state == State::AtBlockBarrier;
+      at_block += f.state == FiberState::AtBlockBarrier;
     }
     if (live == 0) break;
     bool released = false;
@@ -133,20 +133,20 @@ bool run_block_fibers(Launch* l, unsigned n) {
     for (unsigned w = 0; w * 32 < n; ++w) {
       unsigned waiting = 0, alive = 0;
       for (unsigned t = w * 32; t < std::min(n, w * 32 + 32); ++t) {
-        if (fibers[t].state == State::Done) continue;
+        if (fibers[t].state == FiberState::Done) continue;
         ++alive;
-        waiting += fibers[t].state == State::AtWarpBarrier;
+        waiting += fibers[t].state == FiberState::AtWarpBarrier;
       }
       if (alive == 0 || waiting != alive) continue;
       for (unsigned t = w * 32; t < std::min(n, w * 32 + 32); ++t) {
         r.published[t] = r.slots[t];
-        if (fibers[t].state == State::AtWarpBarrier) fibers[t].state = State::Ready;
+        if (fibers[t].state == FiberState::AtWarpBarrier) fibers[t].state = FiberState::Ready;
       }
       released = true;
     }
     if (!released && at_block == live) {
       for (auto& f : fibers)
-        if (f.state == State::AtBlockBarrier) f.state = State::Ready;
+        if (f.state == FiberState::AtBlockBarrier) f.state = FiberState::Ready;
       released = true;
     }
     if (!released) {
@@ -303,7 +303,7 @@ void block_barrier() {
   BlockRun* r = running;
   r->barrier_seen = true;
   Fiber& f = (*r->fibers)[size_t(r->current)];
-  f.state = State::AtBlockBarrier;
+  f.state = FiberState::AtBlockBarrier;
   suspend(f);
 }
 
@@ -319,7 +319,7 @@ uint64_t warp_exchange(uint64_t bits, int src) {
   const int me = r->current;
   r->slots[size_t(me)] = bits;
   Fiber& f = (*r->fibers)[size_t(me)];
-  f.state = State::AtWarpBarrier;
+  f.state = FiberState::AtWarpBarrier;
   suspend(f);
   const int warp_base = me / 32 * 32;
   return r->published[size_t(warp_base + src)];

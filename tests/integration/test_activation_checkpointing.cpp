@@ -3,6 +3,8 @@
 // and under bf16 autocast.
 #include "integration/cli_harness.h"
 
+namespace test_activation_checkpointing {
+
 using namespace it;
 
 TEST_CASE("activation checkpointing: gpt_char with dropout gives the same losses and weights, bit for bit",
@@ -53,3 +55,5 @@ TEST_CASE("activation checkpointing: gpt_char with dropout gives the same losses
   CHECK_THAT(bad.out, Contains("activation_checkpointing") && Contains("blocks"));
   fs::remove_all(d);
 }
+
+}  // namespace test_activation_checkpointing

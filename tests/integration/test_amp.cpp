@@ -5,6 +5,8 @@
 #include <cstring>
 #include "integration/cli_harness.h"
 
+namespace test_amp {
+
 using namespace it;
 
 namespace {
@@ -151,3 +153,5 @@ TEST_CASE("amp: fp16 with accumulation (4 x 32) and clipping follows one batch o
   CHECK(na.size() == la.size() - size_t(sa.back()));  // no norm on skipped steps
   CHECK(nb.size() == na.size());
 }
+
+}  // namespace test_amp

@@ -7,6 +7,8 @@
 #include "integration/cli_harness.h"
 #include "integration/cuda_devices.h"
 
+namespace test_async_checkpoint {
+
 using namespace it;
 
 namespace {
@@ -233,3 +235,5 @@ TEST_CASE("cuda: async checkpoints of a run on the device: pinned copies, the by
         5);  // 5, 10, 15, 16 (the epoch's end), final
   CHECK(strip_timing(read(d / "sync/syn/metrics.jsonl")) == strip_timing(read(d / "async/syn/metrics.jsonl")));
 }
+
+}  // namespace test_async_checkpoint

@@ -6,6 +6,8 @@
 #include <cstring>
 #include "integration/cli_harness.h"
 
+namespace test_checkpoint {
+
 using namespace it;
 
 TEST_CASE("resume is exact: synthetic data, dropout, AdamW, cosine, stops anywhere", "[integration][checkpoint]") {
@@ -362,3 +364,5 @@ TEST_CASE("a checkpoint that cannot be written: exit status 4 naming it and the 
                           Contains("cannot write checkpoint step_15 of run ro"));
   }
 }
+
+}  // namespace test_checkpoint

@@ -1,6 +1,8 @@
 // Integration tests: the real trainer binary on real data, each in a fresh directory.
 #include "integration/cli_harness.h"
 
+namespace test_cli {
+
 using namespace it;
 
 TEST_CASE("summary prints every layer with its output shape and the totals", "[integration]") {
@@ -257,3 +259,5 @@ TEST_CASE("TR_SGEMM and TR_CPU_ISA pick kernels: info names them, a bad value is
   CHECK(isa.code != 0);
   CHECK_THAT(isa.out, Contains("TR_CPU_ISA=sse: expected avx2 or avx512"));
 }
+
+}  // namespace test_cli

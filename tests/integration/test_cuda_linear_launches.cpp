@@ -11,6 +11,8 @@
 #include "integration/cuda_devices.h"
 #include "integration/emulator_counts.h"
 
+namespace test_cuda_linear_launches {
+
 using namespace it;
 
 namespace {
@@ -110,3 +112,5 @@ TEST_CASE("cuda launches: a linear layer is one kernel forward and two backward 
   CHECK(composite.forward == 2.0);
   CHECK(composite.backward == 3.0);
 }
+
+}  // namespace test_cuda_linear_launches

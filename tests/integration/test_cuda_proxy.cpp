@@ -13,6 +13,8 @@
 #include "integration/cuda_devices.h"
 #include "integration/emulator_counts.h"
 
+namespace test_cuda_proxy {
+
 using namespace it;
 
 namespace {
@@ -150,3 +152,5 @@ TEST_CASE("cuda proxy: launches, host waits and device memory of a GPT-2 trainin
   hold("DDP: launches of the step phase per rank", ddp.range("step").launches(), 9);
   hold("DDP: host waits per step and rank", ddp.total.host_waits, 0);
 }
+
+}  // namespace test_cuda_proxy

@@ -14,6 +14,8 @@
 #include "integration/safetensors_file.h"
 #include "integration/tiny_gpt2.h"
 
+namespace test_cuda_runs {
+
 using namespace it;
 
 namespace {
@@ -224,3 +226,5 @@ TEST_CASE("cuda: device errors are one clear message", "[cuda][integration]") {
     CHECK_THAT(pinned.out, Contains("would put all 2 ranks of this node on one GPU"));
   }
 }
+
+}  // namespace test_cuda_runs

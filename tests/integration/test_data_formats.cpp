@@ -2,6 +2,8 @@
 // reader's run on the same bytes (configs/gpt_char_tokens.toml against gpt_char.toml).
 #include "integration/cli_harness.h"
 
+namespace test_data_formats {
+
 using namespace it;
 
 TEST_CASE("tokens: packed fortunes train gpt_char exactly as the text reader does", "[integration][tokens]") {
@@ -127,3 +129,5 @@ TEST_CASE("image_folder: trains from PNG and JPEG files, a folder packed as Reco
   CHECK(b.code != 0);
   CHECK_THAT(b.out, Contains("bad/cat/x.png") && Contains("PNG"));
 }
+
+}  // namespace test_data_formats

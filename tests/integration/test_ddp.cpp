@@ -4,6 +4,8 @@
 #include <cmath>
 #include "integration/cli_harness.h"
 
+namespace test_ddp {
+
 using namespace it;
 
 namespace {
@@ -327,3 +329,5 @@ TEST_CASE("a rank stuck inside a collective: the hang watchdog names it, every r
   Result left = shell(d, "pgrep -f 'run.name=han[g]' | wc -l");
   CHECK(left.out == "0\n");
 }
+
+}  // namespace test_ddp

@@ -6,6 +6,8 @@
 #include "integration/safetensors_file.h"
 #include "integration/tiny_gpt2.h"
 
+namespace test_gpt2 {
+
 using namespace it;
 
 namespace {
@@ -132,3 +134,5 @@ TEST_CASE("gpt2: tokens_per_step and micro_batch_size size the accumulation as l
   CHECK(both.code != 0);
   CHECK_THAT(both.out, Contains("tokens_per_step") && Contains("not both"));
 }
+
+}  // namespace test_gpt2

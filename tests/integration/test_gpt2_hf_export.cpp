@@ -8,6 +8,8 @@
 #include "integration/cli_harness.h"
 #include "integration/safetensors_file.h"
 
+namespace test_gpt2_hf_export {
+
 using namespace it;
 
 namespace {
@@ -69,3 +71,5 @@ TEST_CASE("export --format gpt2_hf gives back transformers' save_pretrained dire
   CHECK_THAT(lonely.out, Contains("no run config at") && Contains("n_head"));
   CHECK(trainer(d, "export runs/hf/checkpoints/final out3 --format onnx").code != 0);
 }
+
+}  // namespace test_gpt2_hf_export

@@ -4,6 +4,8 @@
 #include <sstream>
 #include "integration/cli_harness.h"
 
+namespace test_kinds {
+
 using namespace it;
 
 namespace {
@@ -159,3 +161,5 @@ TEST_CASE("a checkpoint written before [loss] existed resumes exactly", "[integr
   CHECK(c.code != 0);
   CHECK_THAT(c.out, Contains("loss.label_smoothing: (absent) -> 0.1"));
 }
+
+}  // namespace test_kinds

@@ -6,6 +6,8 @@
 #include "integration/cli_harness.h"
 #include "integration/cuda_devices.h"
 
+namespace test_nccl_hang {
+
 using namespace it;
 
 namespace {
@@ -73,3 +75,5 @@ TEST_CASE("nccl: a rank that never joins a collective is named, every rank abort
   CHECK(shell(d, "pgrep -f 'run.name=ncclhan[g]' | wc -l").out == "0\n");
   CHECK(shell(d, "ls | grep -c tr-cuda-emu-nccl").out == "0\n");  // no communicator file left
 }
+
+}  // namespace test_nccl_hang

@@ -8,6 +8,8 @@
 #include <sstream>
 #include "integration/netns_impaired.h"
 
+namespace test_netns_netem {
+
 using namespace it;
 
 namespace {
@@ -110,3 +112,5 @@ TEST_CASE("two nodes on a bad network (2 ms +- 1 ms, 0.5% loss) equal a clean li
        << bad_step / clean_step << "x)";
   WARN(cost.str());
 }
+
+}  // namespace test_netns_netem

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include "integration/netns_nodes.h"
 
+namespace test_netns_nodes {
+
 using namespace it;
 
 namespace {
@@ -350,3 +352,5 @@ TEST_CASE("an address the other nodes cannot reach: named with the way to choose
                         Contains("--bind-addr ADDR") && Contains("TRAINER_SOCKET_IFNAME"));
   CHECK_THAT(read(d / "node1.log"), Contains("node 1: the round failed on another node"));
 }
+
+}  // namespace test_netns_nodes

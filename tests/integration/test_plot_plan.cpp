@@ -3,6 +3,8 @@
 // real binary.
 #include "integration/cli_harness.h"
 
+namespace test_plot_plan {
+
 using namespace it;
 
 namespace {
@@ -98,3 +100,5 @@ TEST_CASE("plan: the memory estimate is within 20% of a run's measured peak (fmn
   CHECK(state[1] == Approx(state[0] / 2).epsilon(0.1));
   CHECK(state[2] == state[1]);
 }
+
+}  // namespace test_plot_plan

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include "integration/cli_harness.h"
 
+namespace test_sample {
+
 using namespace it;
 
 namespace {
@@ -216,3 +218,5 @@ TEST_CASE("sample on cuda: the CPU's greedy and seeded text", "[cuda][integratio
   }
   fs::remove_all(d);
 }
+
+}  // namespace test_sample

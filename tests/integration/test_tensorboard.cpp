@@ -9,6 +9,8 @@
 #include "integration/cli_harness.h"
 #include "io/protobuf_wire.h"
 
+namespace test_tensorboard {
+
 using namespace it;
 
 namespace {
@@ -130,3 +132,5 @@ TEST_CASE("tensorboard: histograms without the event file are a config error", "
   CHECK(r.code != 0);
   CHECK_THAT(r.out, Contains("histograms_every") && Contains("tensorboard = true"));
 }
+
+}  // namespace test_tensorboard

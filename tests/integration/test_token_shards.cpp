@@ -4,6 +4,8 @@
 // end; a changed shard set, a damaged shard and a token outside the vocabulary are one error each.
 #include "integration/cli_harness.h"
 
+namespace test_token_shards {
+
 using namespace it;
 
 namespace {
@@ -117,3 +119,5 @@ TEST_CASE("token shards: gpt_char trains on a glob of mixed shards and resumes e
              Contains("token file shards/train_003.bin: token 300 is ") &&
                  Contains("outside the model's vocabulary of 256 (at byte " + std::to_string(1024 + 300 * 4)));
 }
+
+}  // namespace test_token_shards

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include "integration/cli_harness.h"
 
+namespace test_tokenizer_pack {
+
 using namespace it;
 
 namespace {
@@ -187,3 +189,5 @@ TEST_CASE("pack --tokenizer: bad arguments are one error", "[integration][tokens
   CHECK_THAT(e.out, Contains("leave the train or the val split empty"));
   CHECK(!fs::exists(d / "out"));
 }
+
+}  // namespace test_tokenizer_pack

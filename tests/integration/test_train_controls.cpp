@@ -5,6 +5,8 @@
 #include <vector>
 #include "integration/cli_harness.h"
 
+namespace test_train_controls {
+
 using namespace it;
 
 TEST_CASE("three parameter groups on fmnist_cnn: one lr per group per step", "[integration][optim]") {
@@ -210,3 +212,5 @@ TEST_CASE("[train] nonfinite: stop names the op and layer and saves the batch, s
   CHECK(warn.code == 0);
   CHECK_THAT(warn.out, Contains("nonfinite = \"warn\""));
 }
+
+}  // namespace test_train_controls

@@ -4,6 +4,8 @@
 #include <cmath>
 #include "integration/cli_harness.h"
 
+namespace test_zero {
+
 using namespace it;
 
 namespace {
@@ -184,3 +186,5 @@ TEST_CASE("resume matrix: 1 rank, 2 ranks unsharded, 2 ranks shard = gradients r
     }
   }
 }
+
+}  // namespace test_zero

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 #include "distributed/process_group.h"
+#include "unit/temp_dir.h"
 
 namespace fork_ranks {
 
@@ -88,20 +89,6 @@ class FileStore : public Store {
   }
   fs::path dir_;
   std::atomic<uint64_t> seq_{0};
-};
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int n = 0;
-    path = fs::temp_directory_path() / ("trainer_test_pg_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
 };
 
 // In a child: a failed expectation is an Error (Catch's assertions do not cross fork()).

@@ -26,6 +26,8 @@
 #include "unit/error_of.h"
 #include "unit/temp_dir.h"
 
+namespace test_activation_checkpoint {
+
 using namespace tr;
 using Catch::Matchers::Contains;
 using tr::test::error_of;
@@ -396,3 +398,5 @@ TEST_CASE("run config: [model] activation_checkpointing is \"none\" or \"blocks\
              Contains("run.toml: [model]") && Contains("no") && Contains("checkpoint = true"));
   CHECK(nn::apply_activation_checkpointing(lin, "none", "run.toml: [model]") == 0);
 }
+
+}  // namespace test_activation_checkpoint

@@ -15,6 +15,8 @@
 #include "ops/ops.h"
 #include "ops/registry.h"
 
+namespace test_addmm {
+
 using namespace tr;
 using namespace tr::test;
 
@@ -156,3 +158,5 @@ TR_OP_CASE("addmm", "linear over [B, T, C]", ({randn64({2, 3, 4}, 283), randn64(
            [](const Inputs& x) { return Outputs{linear(x[0], x[1], x[2])}; });
 TR_OP_CASE("addmm_relu", "linear_relu", ({randn64({4, 3}, 286), randn64({6, 3}, 287), randn64({6}, 288)}),
            [](const Inputs& x) { return Outputs{linear_relu(x[0], x[1], x[2])}; });
+
+}  // namespace test_addmm

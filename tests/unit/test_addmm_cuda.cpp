@@ -11,6 +11,8 @@
 #include "ops/ops.h"
 #include "unit/require_gpu.h"
 
+namespace test_addmm_cuda {
+
 using namespace tr;
 
 namespace {
@@ -189,3 +191,5 @@ TEST_CASE("addmm on CUDA: with fusion off, the composite agrees with the fused o
   check_near("grad w", composite.gw.to(kCPU), fused.gw, 1e-5, 1e-5);
   check_near("grad b", composite.gb.to(kCPU), fused.gb, 1e-5, 1e-5);
 }
+
+}  // namespace test_addmm_cuda

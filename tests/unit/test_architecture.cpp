@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+namespace test_architecture {
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -131,3 +133,5 @@ TEST_CASE("architecture: the include check fails on a forbidden include", "[arch
   CHECK(check_includes(t, "nn", "lib/nn/x.cpp", "#  include \"train/trainer.h\"\n").size() == 1);
   CHECK(check_includes(t, "nn", "lib/nn/x.cpp", "#include \"misc/x.h\"\n")[0].find("no floor") != std::string::npos);
 }
+
+}  // namespace test_architecture

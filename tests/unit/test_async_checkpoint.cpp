@@ -20,6 +20,8 @@
 #include "unit/require_gpu.h"
 #include "unit/temp_dir.h"
 
+namespace test_async_checkpoint {
+
 using namespace tr;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
@@ -258,3 +260,5 @@ TEST_CASE("CheckpointStaging copies device tensors into page-locked host memory"
   CHECK(s.files[0].tensors[1].second.tolist() == host.transpose(0, 1).contiguous().tolist());
   CHECK(s.files[0].tensors[2].second.tolist() == host.tolist());
 }
+
+}  // namespace test_async_checkpoint

@@ -18,6 +18,8 @@
 #include "ops/ops.h"
 #include "ops/registry.h"
 
+namespace test_attention_op {
+
 using namespace tr;
 using namespace tr::test;
 using Catch::Matchers::Contains;
@@ -372,3 +374,5 @@ TEST_CASE("attention_qkvpacked under bf16 autocast: the fused op in f32", "[atte
   CHECK(allclose(y, attention_qkvpacked(qb.to(DType::F32), 2, true), 1e-6, 1e-6));
   CHECK(allclose(y, ref, 5e-2, 5e-2));
 }
+
+}  // namespace test_attention_op

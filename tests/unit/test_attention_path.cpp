@@ -9,6 +9,8 @@
 #include "unit/error_of.h"
 #include "unit/temp_dir.h"
 
+namespace test_attention_path {
+
 using namespace tr;
 using Catch::Matchers::Contains;
 
@@ -79,3 +81,5 @@ TEST_CASE("[run] attention: the run setup applies it", "[attention][config]") {
   CHECK(backends::fusion().attention == backends::AttentionPath::Auto);
   CHECK(backends::fused_attention(DeviceType::CPU));
 }
+
+}  // namespace test_attention_path

@@ -11,6 +11,8 @@
 #include "core/grad_mode.h"
 #include "ops/ops.h"
 
+namespace test_autocast {
+
 using namespace tr;
 using json = nlohmann::json;
 
@@ -147,3 +149,5 @@ TEST_CASE("autocast: a small network equals torch 1.13's CPU autocast (bfloat16)
     check_close(p.grad(), f.at("grads").at(name), 5e-2, 1e-2);
   }
 }
+
+}  // namespace test_autocast

@@ -10,6 +10,8 @@
 #include "autograd/node.h"
 #include "ops/ops.h"
 
+namespace test_autograd {
+
 using namespace tr;
 using Catch::Matchers::Contains;
 
@@ -307,3 +309,5 @@ TEST_CASE("post-accumulate-grad hooks see the accumulated gradient, once per bac
   Tensor nonleaf = w * 2.0;
   CHECK_THROWS_WITH(register_post_accumulate_grad_hook(nonleaf, [](Tensor&) {}), Catch::Contains("leaf"));
 }
+
+}  // namespace test_autograd

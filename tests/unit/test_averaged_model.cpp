@@ -9,6 +9,8 @@
 #include "optim/sgd.h"
 #include "toml/toml_table.h"
 
+namespace test_averaged_model {
+
 using namespace tr;
 using json = nlohmann::json;
 using Catch::Matchers::Contains;
@@ -132,3 +134,5 @@ TEST_CASE("AveragedModel: running statistics are averaged, counters copied, erro
   CHECK_THROWS_WITH(optim::AveragedModel(other, *model, 0.9), Contains("AveragedModel") && Contains("parameters"));
   CHECK_THROWS_WITH(optim::AveragedModel(tiny_model(), *model, 1.0), Contains("decay must be in [0, 1)"));
 }
+
+}  // namespace test_averaged_model

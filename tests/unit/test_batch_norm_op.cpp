@@ -8,6 +8,8 @@
 #include "ops/ops.h"
 #include "ops/registry.h"
 
+namespace test_batch_norm_op {
+
 using namespace tr;
 using namespace tr::test;
 
@@ -202,3 +204,5 @@ TR_OP_CASE("batch_norm_elemt", "NC through batch_norm(training=false)",
              Tensor rv = tensor({0.5, 1.5, 2.0}).to(DType::F64).to(x[0].device());
              return Outputs{batch_norm(x[0], rm, rv, x[1], x[2], false).output};
            });
+
+}  // namespace test_batch_norm_op

@@ -11,6 +11,8 @@
 #include "ops/factories.h"
 #include "ops/ops.h"
 
+namespace test_bf16_vector {
+
 using namespace tr;
 
 namespace {
@@ -139,3 +141,5 @@ TEST_CASE("softmax rows with a causal mask's -inf and exponents in the denormal 
     }
   }
 }
+
+}  // namespace test_bf16_vector

@@ -5,6 +5,8 @@
 #include "unit/error_of.h"
 #include "distributed/bind_address.h"
 
+namespace test_bind_address {
+
 using namespace tr;
 using namespace tr::distributed;
 using Catch::Matchers::Contains;
@@ -75,3 +77,5 @@ TEST_CASE("bind address: an explicit address passes through, one that cannot be 
   CHECK_THAT(test::error_of([] { choose_bind_address("127.0.0.1", "not-an-address"); }),
              Contains("the bind address 'not-an-address'"));
 }
+
+}  // namespace test_bind_address

@@ -9,6 +9,8 @@
 #include "ops/cpu/blas_info.h"
 #include "ops/cpu/sgemm.h"
 
+namespace test_blas_info {
+
 TEST_CASE("OpenBLAS uses AVX2 or AVX-512 kernels on a CPU that has them", "[blas]") {
   __builtin_cpu_init();
   if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) {
@@ -67,3 +69,5 @@ TEST_CASE("sgemm: oneDNN and OpenBLAS compute the same products", "[blas]") {
     }
   }
 }
+
+}  // namespace test_blas_info

@@ -13,6 +13,8 @@
 #include "ops/ops.h"
 #include "unit/require_gpu.h"
 
+namespace test_caching_allocator {
+
 using namespace tr;
 
 namespace {
@@ -508,3 +510,5 @@ TEST_CASE("cuda caching allocator: repeated steps of tensors of many sizes reser
   }
   CHECK(reserved[1] == reserved[4]);
 }
+
+}  // namespace test_caching_allocator

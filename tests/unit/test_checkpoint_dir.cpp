@@ -17,6 +17,8 @@
 #include "io/checksum.h"
 #include "io/safetensors.h"
 
+namespace test_checkpoint_dir {
+
 using namespace tr;
 using namespace tr::io;
 using Catch::Matchers::Contains;
@@ -433,3 +435,5 @@ TEST_CASE("checkpoint: a writer SIGKILLed at random moments never breaks the new
   CHECK(kills >= 20);
   CHECK(committed_ever > 0);
 }
+
+}  // namespace test_checkpoint_dir

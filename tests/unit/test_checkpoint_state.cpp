@@ -5,6 +5,8 @@
 #include "core/error.h"
 #include "train/checkpoint_state.h"
 
+namespace test_checkpoint_state {
+
 using namespace tr;
 using namespace tr::train;
 using Catch::Matchers::Contains;
@@ -91,3 +93,5 @@ TEST_CASE("CheckpointState: a damaged state.json names the file and the key", "[
           j.erase("best");
         }) == "(no error)");
 }
+
+}  // namespace test_checkpoint_state

@@ -14,6 +14,8 @@
 #include "config/run_config.h"
 #include "unit/error_of.h"
 
+namespace test_config_keys {
+
 using namespace tr;
 using Catch::Matchers::Contains;
 
@@ -204,3 +206,5 @@ TEST_CASE("config keys: the run_config fuzz dictionary holds every declared key"
   REQUIRE(e != std::string::npos);
   CHECK(text.substr(b, e - b) == expected);
 }
+
+}  // namespace test_config_keys

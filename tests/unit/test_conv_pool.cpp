@@ -9,15 +9,17 @@
 #include "ops/ops.h"
 #include "ops/registry.h"
 
-using namespace tr;
-using namespace tr::test;
-
 // The reference loops of lib/ops/cpu/conv.cpp (outputs pre-allocated with the op's shape).
 namespace tr::cpu {
 void conv2d_forward_naive(const Tensor& x, const Tensor& w, const Tensor& y, const Attrs& a);
 void conv2d_backward_input_naive(const Tensor& gy, const Tensor& w, const Tensor& gx, const Attrs& a);
 void conv2d_backward_weight_naive(const Tensor& gy, const Tensor& x, const Tensor& gw, const Attrs& a);
 }  // namespace tr::cpu
+
+namespace test_conv_pool {
+
+using namespace tr;
+using namespace tr::test;
 
 namespace {
 
@@ -638,3 +640,5 @@ TR_OP_CASE("avg_pool2d_backward", "count_include_pad", ({randn64({2, 3, 3, 3}, 2
 TR_OP_CASE("avg_pool2d_backward", "exclude padding, uneven", ({randn64({2, 3, 6, 3}, 221)}), [](const Inputs& x) {
   return avg_bw(x, {2, 3}, {1, 2}, {1, 1}, false, {2, 3, 5, 6});
 });
+
+}  // namespace test_conv_pool

@@ -16,6 +16,8 @@
 #include "train/run_loss.h"
 #include "unit/require_gpu.h"
 
+namespace test_cross_entropy_op {
+
 using namespace tr;
 using namespace tr::test;
 using Catch::Matchers::Contains;
@@ -325,3 +327,5 @@ TEST_CASE("cross_entropy on CUDA: bf16 logits under autocast, within bf16 roundi
   CHECK(close(r.grad.to(kCPU), exact.grad, 1.0 / 200, 1e-9));
   CHECK(equal(r.correct.to(kCPU), argmax(x, 1) == t));
 }
+
+}  // namespace test_cross_entropy_op

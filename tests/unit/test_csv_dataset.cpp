@@ -10,6 +10,8 @@
 #include "data/dataset_registry.h"
 #include "unit/temp_dir.h"
 
+namespace test_csv_dataset {
+
 using namespace tr;
 using namespace tr::data;
 using Catch::Matchers::Contains;
@@ -119,3 +121,5 @@ TEST_CASE("dataset = csv: the builder's split, schema checks and state", "[data]
   CHECK_THROWS_WITH(build("target = 'species'\nfeatures = ['sepal length']\n", {2}),
                     Contains("gives 1 inputs, but the model expects per-sample input [2]"));
 }
+
+}  // namespace test_csv_dataset

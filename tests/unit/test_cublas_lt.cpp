@@ -15,6 +15,8 @@
 #include "ops/ops.h"
 #include "unit/require_gpu.h"
 
+namespace test_cublas_lt {
+
 using namespace tr;
 
 namespace {
@@ -133,3 +135,5 @@ TEST_CASE("cuBLASLt: the BIAS, BGRADA, BGRADB and GELU_AUX_BIAS epilogues as the
   }
   TR_CUBLAS_CHECK(cublasLtDestroy(h));
 }
+
+}  // namespace test_cublas_lt

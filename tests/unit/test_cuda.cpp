@@ -26,6 +26,8 @@
 #include "ops/ops.h"
 #include "ops/registry.h"
 
+namespace test_cuda {
+
 using namespace tr;
 
 namespace {
@@ -1400,3 +1402,5 @@ TEST_CASE("exact-size caching allocator: the CPU allocator keeps statistics too"
   }
   CHECK(memory_stats(kCPU).allocated == before.allocated);
 }
+
+}  // namespace test_cuda

@@ -4,6 +4,8 @@
 #include "ops/ops.h"
 #include "unit/require_gpu.h"
 
+namespace test_cuda_mixed_floats {
+
 using namespace tr;
 
 TEST_CASE("cuda: binary ops on f32 beside bf16 / f16 equal the CPU's cast-then-op, gradients in each dtype", "[gpu]") {
@@ -37,3 +39,5 @@ TEST_CASE("cuda: binary ops on f32 beside bf16 / f16 equal the CPU's cast-then-o
     CHECK(max(abs(x.grad().to(kCPU) - xc.grad())).item() == 0.0);
   }
 }
+
+}  // namespace test_cuda_mixed_floats

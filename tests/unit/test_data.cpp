@@ -13,6 +13,9 @@
 #include "data/sampler.h"
 #include "data/synthetic_dataset.h"
 #include "data/text_dataset.h"
+#include "unit/temp_dir.h"
+
+namespace test_data {
 
 using namespace tr;
 using namespace tr::data;
@@ -26,22 +29,6 @@ std::shared_ptr<const IdxDataset> fmnist_train() {
   static auto ds = std::make_shared<const IdxDataset>(IdxDataset::fashion_mnist(true));
   return ds;
 }
-
-// A fresh directory under the system temp dir, removed with the object.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int n = 0;
-    path = fs::temp_directory_path() / ("trainer_test_data_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 std::vector<uint8_t> be32(uint32_t v) { return {uint8_t(v >> 24), uint8_t(v >> 16), uint8_t(v >> 8), uint8_t(v)}; }
 // An IDX file: magic, sizes, then `data_bytes` bytes (i % 251), gzipped unless `plain`.
@@ -686,3 +673,5 @@ TEST_CASE("DataLoader: ranks of a world together see the batches of one process"
   CHECK(std::vector<int64_t>(mine.begin(), mine.begin() + 50) == lb[0].indices);
   CHECK(lb[2].indices.size() == 50u);
 }
+
+}  // namespace test_data

@@ -6,6 +6,8 @@
 #include "data/synthetic_dataset.h"
 #include "ops/ops.h"
 
+namespace test_dataset_storage {
+
 using namespace tr;
 
 TEST_CASE("dataset_storage: a CPU tensor the allocator does not count", "[data][memory]") {
@@ -31,3 +33,5 @@ TEST_CASE("datasets keep their samples outside the allocator: a synthetic set of
   CHECK(memory_allocated(kCPU) == before);
   CHECK(ds.get(3).input.sizes() == Shape{256});  // a sample is an ordinary tensor
 }
+
+}  // namespace test_dataset_storage

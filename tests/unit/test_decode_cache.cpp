@@ -13,6 +13,8 @@
 #include "unit/env_guard.h"
 #include "unit/temp_dir.h"
 
+namespace test_decode_cache {
+
 using namespace tr;
 using namespace tr::data;
 using Catch::Matchers::Contains;
@@ -231,3 +233,5 @@ TEST_CASE("decode cache: the default directory follows TRAINER_CACHE_DIR, XDG_CA
   env.set("TRAINER_CACHE_DIR", "/mine");
   CHECK(DecodeCache::default_dir() == "/mine");
 }
+
+}  // namespace test_decode_cache

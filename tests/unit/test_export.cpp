@@ -10,6 +10,8 @@
 #include "nn/model_file.h"
 #include "ops/ops.h"
 
+namespace test_export {
+
 using namespace tr;
 
 TEST_CASE("exported weights give PyTorch's logits", "[checkpoint][export]") {
@@ -36,3 +38,5 @@ TEST_CASE("exported weights give PyTorch's logits", "[checkpoint][export]") {
       CHECK(logits.select(0, i).select(0, j).item() == Approx(want).epsilon(1e-5).margin(1e-6));
     }
 }
+
+}  // namespace test_export

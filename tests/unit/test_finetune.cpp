@@ -14,6 +14,8 @@
 #include "train/trainer.h"
 #include "unit/temp_dir.h"
 
+namespace test_finetune {
+
 using namespace tr;
 using Catch::Matchers::Contains;
 
@@ -127,3 +129,5 @@ TEST_CASE("fine-tuning with frozen features: those weights stay bit-identical to
       CHECK(equal(now, v));  // frozen
   }
 }
+
+}  // namespace test_finetune

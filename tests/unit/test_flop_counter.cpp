@@ -5,6 +5,8 @@
 #include "ops/flop_counter.h"
 #include "ops/ops.h"
 
+namespace test_flop_counter {
+
 using namespace tr;
 
 TEST_CASE("FlopCounter counts matrix products and convolutions", "[flops]") {
@@ -43,3 +45,5 @@ TEST_CASE("FlopCounter: a linear layer's training step is forward + both gradien
   linear(x2, w, Tensor()).sum().backward();
   CHECK(c.flops() - before == 3 * (2.0 * 16 * 32 * 8));
 }
+
+}  // namespace test_flop_counter

@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 #include "core/format_bytes.h"
 
+namespace test_format_bytes {
+
 using tr::format_bytes;
 
 TEST_CASE("format_bytes: the largest unit that keeps the value at least 1, or a fixed one", "[core]") {
@@ -16,3 +18,5 @@ TEST_CASE("format_bytes: the largest unit that keeps the value at least 1, or a 
   CHECK(format_bytes(512 * 1024, 1, "MiB") == "0.5 MiB");
   CHECK(format_bytes(3.0 * (1 << 30), 1, "MiB") == "3072.0 MiB");
 }
+
+}  // namespace test_format_bytes

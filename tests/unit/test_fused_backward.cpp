@@ -9,6 +9,8 @@
 #include "ops/ops.h"
 #include "ops/registry.h"
 
+namespace test_fused_backward {
+
 using namespace tr;
 using namespace tr::test;
 
@@ -115,3 +117,5 @@ TR_OP_CASE("softmax_backward", "softmax, last dim", ({randn64({3, 5}, 280), rand
            [](const Inputs& x) { return Outputs{softmax_backward(x[0], softmax(x[1], 1), 1, false)}; });
 TR_OP_CASE("softmax_backward", "log_softmax, dim 0", ({randn64({4, 3}, 282), randn64({4, 3}, 283)}),
            [](const Inputs& x) { return Outputs{softmax_backward(x[0], log_softmax(x[1], 0), 0, true)}; });
+
+}  // namespace test_fused_backward

@@ -7,6 +7,8 @@
 #include "op_cases.h"
 #include "unit/require_gpu.h"
 
+namespace test_fused_cast {
+
 using namespace tr;
 using namespace tr::test;
 
@@ -76,3 +78,5 @@ TEST_CASE("cuda: _fused_cast and precast_parameters equal the CPU's casts", "[gp
   for (size_t i = 0; i < c.size(); ++i)  // on one device, with and without: bit for bit
     CHECK(max(abs(cast(c[i], DType::F64) - cast(b[i], DType::F64))).to(kCPU).item() == 0.0);
 }
+
+}  // namespace test_fused_cast

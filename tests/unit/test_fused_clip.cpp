@@ -9,6 +9,8 @@
 #include "optim/clip_grad.h"
 #include "unit/require_gpu.h"
 
+namespace test_fused_clip {
+
 using namespace tr;
 
 namespace {
@@ -120,3 +122,5 @@ TEST_CASE("cuda: clip_grad_norm_tensor keeps the norm on the device and clips as
   backends::fusion().enabled = true;
   CHECK_FALSE(optim::clip_grad_norm_tensor({randn({2})}, 1.0).defined());  // no gradients
 }
+
+}  // namespace test_fused_clip

@@ -8,6 +8,8 @@
 #include "ops/cpu/onednn_matmul.h"
 #include "ops/ops.h"
 
+namespace test_gemm_bf16 {
+
 using namespace tr;
 
 TEST_CASE("bf16 GEMM (vdpbf16ps) equals f32 sgemm on the bf16 values", "[ops][bf16]") {
@@ -75,3 +77,5 @@ TEST_CASE("oneDNN's matmul primitive equals f32 sgemm on the same values", "[ops
     }
   }
 }
+
+}  // namespace test_gemm_bf16

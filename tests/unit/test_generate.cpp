@@ -19,6 +19,8 @@
 #include "unit/fixtures.h"
 #include "unit/require_gpu.h"
 
+namespace test_generate {
+
 using namespace tr;
 using Catch::Matchers::Contains;
 using tr::test::error_of;
@@ -269,3 +271,5 @@ TEST_CASE("generate on CUDA: the CPU's greedy tokens and logits", "[generate][gp
   Generator g1(5), g2(5);
   CHECK(nn::generate(*gpu64.net, {4, 5}, o, g1) == nn::generate(*cpu64.net, {4, 5}, o, g2));
 }
+
+}  // namespace test_generate

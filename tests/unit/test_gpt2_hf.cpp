@@ -21,6 +21,8 @@
 #include "unit/error_of.h"
 #include "unit/temp_dir.h"
 
+namespace test_gpt2_hf {
+
 using namespace tr;
 using Catch::Matchers::Contains;
 using tr::test::error_of;
@@ -413,3 +415,5 @@ TEST_CASE("gpt2_hf init: OpenAI's 124M configuration, weights regenerated, gives
   CHECK(d.max_rel < 1e-5);
   CHECK(lse.bad == 0);
 }
+
+}  // namespace test_gpt2_hf

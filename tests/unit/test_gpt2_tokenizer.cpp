@@ -13,6 +13,8 @@
 #include "unit/fixtures.h"
 #include "unit/temp_dir.h"
 
+namespace test_gpt2_tokenizer {
+
 using namespace tr;
 using namespace tr::data;
 using Catch::Matchers::Contains;
@@ -290,3 +292,5 @@ TEST_CASE("write_token_file: llm.c version 2 holds uint32 tokens and reads back"
   CHECK_THAT(test::error_of([] { write_token_file({1}, "llmc", 3); }), Contains("llm.c version 3"));
   CHECK_THAT(test::error_of([] { write_token_file({65536}, "llmc"); }), Contains("does not fit uint16"));
 }
+
+}  // namespace test_gpt2_tokenizer

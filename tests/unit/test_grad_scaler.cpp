@@ -14,6 +14,8 @@
 #include "optim/clip_grad.h"
 #include "optim/sgd.h"
 
+namespace test_grad_scaler {
+
 using namespace tr;
 using amp::GradScaler;
 using amp::GradScalerOptions;
@@ -286,3 +288,5 @@ TEST_CASE("GradScaler: state_dict round trip, a disabled scaler is the identity"
   off.load_state_dict(s);  // ignored when disabled
   CHECK(off.get_scale() == 1.0);
 }
+
+}  // namespace test_grad_scaler

@@ -7,6 +7,8 @@
 #include "distributed/hash_store.h"
 #include "distributed/process_group.h"
 
+namespace test_hang_watchdog {
+
 using namespace tr::distributed;
 using Catch::Matchers::Contains;
 
@@ -87,3 +89,5 @@ TEST_CASE("hang watchdog: a rank's first status is in the store before its first
   const Bytes b = kept->get("w/status/0");
   CHECK_THAT(std::string(b.begin(), b.end()), Contains(R"("rank":0)") && Contains(R"("seq":1)"));
 }
+
+}  // namespace test_hang_watchdog

@@ -13,6 +13,8 @@
 #include "data/recordio_dataset.h"
 #include "unit/temp_dir.h"
 
+namespace test_image_folder {
+
 using namespace tr;
 using namespace tr::data;
 using Catch::Matchers::Contains;
@@ -128,3 +130,5 @@ TEST_CASE("RecordIO records holding PNG and JPEG images decode as the image fold
   for (int64_t k = 0; k < 2; ++k) CHECK(equal(d.get(k).input, f.get(k).input));
   CHECK_THAT(d.describe(), Contains("2 decoded from PNG or JPEG"));
 }
+
+}  // namespace test_image_folder

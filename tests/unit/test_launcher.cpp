@@ -23,6 +23,8 @@
 #include "distributed/env.h"
 #include "distributed/launcher.h"
 
+namespace test_launcher {
+
 using namespace tr;
 using namespace tr::distributed;
 using Catch::Matchers::Contains;
@@ -355,3 +357,5 @@ TEST_CASE("launch: ranks of this binary rendezvous through the launcher's store"
   CHECK_THAT(r.out, Contains("child rank 0 of 3 joined") && Contains("[rank 1] child rank 1 of 3 joined") &&
                         Contains("[rank 2] child rank 2 of 3 joined"));
 }
+
+}  // namespace test_launcher

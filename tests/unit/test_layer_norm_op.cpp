@@ -10,6 +10,8 @@
 #include "ops/ops.h"
 #include "ops/registry.h"
 
+namespace test_layer_norm_op {
+
 using namespace tr;
 using namespace tr::test;
 using Catch::Matchers::Contains;
@@ -167,3 +169,5 @@ TEST_CASE("_add_native_layer_norm: argument errors name the op and the dtypes", 
                {{"eps", 1e-5}, {"out_dtype", int64_t(DType::BF16)}}),
       Contains("out_dtype") && Contains("float64"));
 }
+
+}  // namespace test_layer_norm_op

@@ -36,6 +36,8 @@
 #include "nn/layers/max_pool2d.h"
 #include "ops/ops.h"
 
+namespace test_layers {
+
 using json = nlohmann::json;
 using namespace tr;
 using tr::test::error_of;
@@ -865,3 +867,5 @@ TEST_CASE("layers: outputs, gradients and running stats equal PyTorch's (layer_f
   }
   CHECK(layers_seen.size() == 17);
 }
+
+}  // namespace test_layers

@@ -19,6 +19,8 @@
 #include "optim/schedulers/sequential_lr.h"
 #include "optim/sgd.h"
 
+namespace test_lr_scheduler {
+
 using json = nlohmann::json;
 using namespace tr;
 using namespace tr::optim;
@@ -446,3 +448,5 @@ TEST_CASE("OneCycleLR: stepping past total_steps is an error", "[scheduler]") {
   o.max_lr = {1.0, 2.0, 3.0};
   CHECK_THROWS_WITH(OneCycleLR(*opt, o), Contains("expected 2 values for max_lr"));
 }
+
+}  // namespace test_lr_scheduler

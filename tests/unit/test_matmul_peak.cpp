@@ -7,6 +7,8 @@
 #include "train/mfu.h"
 #include "unit/temp_dir.h"
 
+namespace test_matmul_peak {
+
 using namespace tr;
 using Catch::Matchers::Contains;
 
@@ -37,3 +39,5 @@ TEST_CASE("matmul peak: measured once per machine, then read back", "[mfu]") {
   // no file to keep it in: measured by the run
   CHECK_FALSE(train::matmul_peak(kCPU, DType::F32, "").cached);
 }
+
+}  // namespace test_matmul_peak

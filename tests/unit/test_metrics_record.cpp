@@ -5,6 +5,8 @@
 #include "io/metrics_sink.h"
 #include "train/metrics_record.h"
 
+namespace test_metrics_record {
+
 using namespace tr;
 
 TEST_CASE("MetricsRecord: fields in order, numbers as metrics.jsonl writes them", "[train][metrics]") {
@@ -28,3 +30,5 @@ TEST_CASE("MetricsRecord: non-finite numbers as words that parse_metrics_record 
   CHECK(std::isnan(io::metrics_number(j["loss"])));
   CHECK(io::metrics_number(j["b"]) == -INFINITY);
 }
+
+}  // namespace test_metrics_record

@@ -4,6 +4,8 @@
 #include "io/metrics_sink.h"
 #include "unit/temp_dir.h"
 
+namespace test_metrics_sink {
+
 using namespace tr;
 
 TEST_CASE("JsonlMetricsSink: one record a line, a resume keeps the checkpoint's lines and appends", "[metrics]") {
@@ -39,3 +41,5 @@ TEST_CASE("JsonlMetricsSink: one record a line, a resume keeps the checkpoint's 
   sink.write("{\"a\":1}");
   CHECK(sink.records() == 1);
 }
+
+}  // namespace test_metrics_sink

@@ -11,11 +11,12 @@
 #include "unit/fork_ranks.h"
 #include "unit/require_gpu.h"
 
+namespace test_nccl_abort {
+
 using namespace tr;
 using namespace tr::distributed;
 using Catch::Matchers::Contains;
 using fork_ranks::FileStore;
-using fork_ranks::TempDir;
 using ms = std::chrono::milliseconds;
 
 TEST_CASE("nccl: a collective one rank never joins stays pending until abort() ends it", "[dist][gpu]") {
@@ -71,3 +72,5 @@ TEST_CASE("nccl: a collective one rank never joins stays pending until abort() e
   CHECK_THROWS_WITH(pg.allreduce(t), Contains("was not run: an earlier collective failed"));
   pg.abort("again");  // a second abort is harmless
 }
+
+}  // namespace test_nccl_abort

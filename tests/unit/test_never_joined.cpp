@@ -4,6 +4,8 @@
 #include "distributed/hang_watchdog.h"
 #include "distributed/never_joined.h"
 
+namespace test_never_joined {
+
 using namespace tr::distributed;
 using Catch::Matchers::Contains;
 
@@ -60,3 +62,5 @@ TEST_CASE("hang watchdog report: names the rank that never joined the collective
       HangWatchdog::report({status(0, 0, 0), status(1, 0, 0)}, 3.0, "step 25", 1000.0, {false, false});
   CHECK_THAT(g, !Contains("never joined"));
 }
+
+}  // namespace test_never_joined

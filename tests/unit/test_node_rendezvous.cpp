@@ -6,6 +6,8 @@
 #include "distributed/node_rendezvous.h"
 #include "distributed/tcp_store.h"
 
+namespace test_node_rendezvous {
+
 using namespace tr::distributed;
 using Catch::Matchers::Contains;
 using std::chrono::milliseconds;
@@ -67,3 +69,5 @@ TEST_CASE("node rendezvous: a node that never joins is named, a lost store says 
   CHECK_FALSE(n0->failed(0));  // out of reach: not a failure of the round (the ranks find out)
   CHECK_THROWS_WITH(n0->fail(0), Contains("does not answer: node 0, which serves it, is lost or cut off"));
 }
+
+}  // namespace test_node_rendezvous

@@ -5,6 +5,8 @@
 #include "ops/ops.h"
 #include "ops/registry.h"
 
+namespace test_non_finite {
+
 using namespace tr;
 using Catch::Matchers::Contains;
 
@@ -51,3 +53,5 @@ TEST_CASE("NonFiniteOpCheck: the first op that makes an inf or NaN from finite i
   NonFiniteOpCheck::set_enabled(false);
   CHECK_NOTHROW(exp(x));
 }
+
+}  // namespace test_non_finite

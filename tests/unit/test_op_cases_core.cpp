@@ -4,6 +4,8 @@
 #include "op_cases.h"
 #include "ops/registry.h"
 
+namespace test_op_cases_core {
+
 using namespace tr;
 using namespace tr::test;
 
@@ -173,3 +175,5 @@ TR_OP_CASE("cat", "dim 1 three inputs", ({randn64({2, 1}, 97), randn64({2, 3}, 9
 TR_OP_CASE("cat", "stack", ({randn64({2, 3}, 100), randn64({2, 3}, 101)}), [](const Inputs& x) {
   return Outputs{stack({x[0], x[1]}, 1) * 1.5};
 });
+
+}  // namespace test_op_cases_core

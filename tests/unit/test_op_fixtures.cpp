@@ -17,6 +17,8 @@
 #include "core/rng.h"
 #include "ops/ops.h"
 
+namespace test_op_fixtures {
+
 using json = nlohmann::json;
 using namespace tr;
 
@@ -456,3 +458,5 @@ TEST_CASE("the same seed gives the same numbers, another seed or a later draw ot
   Generator m1(11), m2(11);
   CHECK(equal(dropout_mask(ones({500}), 0.4, &m1), dropout_mask(ones({500}), 0.4, &m2)));
 }
+
+}  // namespace test_op_fixtures

@@ -7,6 +7,8 @@
 #include "op_cases.h"
 #include "ops/registry.h"
 
+namespace test_op_registry {
+
 using namespace tr;
 using namespace tr::test;
 
@@ -63,3 +65,5 @@ TEST_CASE("gradcheck and gradgradcheck of every registered case on CUDA", "[grad
   TR_REQUIRE_GPU();
   gradcheck_cases(Device(DeviceType::CUDA, 0));
 }
+
+}  // namespace test_op_registry

@@ -23,6 +23,8 @@
 #include "ops/fused_optim.h"
 #include <functional>
 
+namespace test_optim {
+
 using json = nlohmann::json;
 using namespace tr;
 using Catch::Matchers::Contains;
@@ -860,3 +862,5 @@ TEST_CASE("optim: the fused SGD and Adam steps equal the composite of pointwise 
     }
   }
 }
+
+}  // namespace test_optim

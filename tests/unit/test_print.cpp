@@ -12,6 +12,8 @@
 #include "core/cuda_hooks.h"
 #include "ops/ops.h"
 
+namespace test_print {
+
 using namespace tr;
 using json = nlohmann::json;
 
@@ -121,3 +123,5 @@ TEST_CASE("undefined tensor and printing does not change the tensor", "[print]")
   CHECK(x.version() == v);
   CHECK(x.tolist() == std::vector<double>{0, 1, 2, 3, 4, 5});
 }
+
+}  // namespace test_print

@@ -4,6 +4,8 @@
 #include <thread>
 #include "train/process_clock.h"
 
+namespace test_process_clock {
+
 TEST_CASE("seconds_since_process_start counts from this process's start", "[train]") {
   const double a = tr::train::seconds_since_process_start();
   CHECK(a > 0.0);
@@ -13,3 +15,5 @@ TEST_CASE("seconds_since_process_start counts from this process's start", "[trai
   CHECK(b - a >= 0.029);
   CHECK(b - a < 5.0);
 }
+
+}  // namespace test_process_clock

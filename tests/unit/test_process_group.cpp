@@ -32,6 +32,8 @@
 #include "distributed/tcp_store.h"
 #include "unit/fork_ranks.h"
 
+namespace test_process_group {
+
 using namespace tr;
 using namespace tr::distributed;
 namespace fs = std::filesystem;
@@ -547,3 +549,5 @@ TEST_CASE("nccl process group on CUDA tensors", "[dist][gpu]") {
     CHECK(errors[size_t(r)].empty());
   }
 }
+
+}  // namespace test_process_group

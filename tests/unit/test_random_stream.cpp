@@ -8,6 +8,8 @@
 #include "ops/ops.h"
 #include "ops/registry.h"
 
+namespace test_random_stream {
+
 using namespace tr;
 
 namespace {
@@ -57,3 +59,5 @@ TEST_CASE("dropout_mask: the keep threshold is exact at p = k / 2^53 boundaries"
   CHECK(dispatch1("dropout_mask", {like}, stream(seed, off, {{"p", u0}})).item() > 0.0);
   CHECK(dispatch1("dropout_mask", {like}, stream(seed, off, {{"p", std::nextafter(u0, 1.0)}})).item() == 0.0);
 }
+
+}  // namespace test_random_stream

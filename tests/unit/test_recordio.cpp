@@ -10,6 +10,8 @@
 #include "data/recordio_dataset.h"
 #include "unit/temp_dir.h"
 
+namespace test_recordio {
+
 using namespace tr;
 using namespace tr::data;
 using Catch::Matchers::Contains;
@@ -104,3 +106,5 @@ TEST_CASE("RecordIO: all 60,000 Fashion-MNIST training images round-trip exactly
     REQUIRE(equal(x.target, y.target));
   }
 }
+
+}  // namespace test_recordio

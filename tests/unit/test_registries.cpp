@@ -21,6 +21,8 @@
 #include "train/run_loss.h"
 #include "unit/temp_dir.h"
 
+namespace test_registries {
+
 using namespace tr;
 using Catch::Matchers::Contains;
 using tr::test::error_of;
@@ -300,3 +302,5 @@ TEST_CASE("config_diff: keys an earlier version wrote or lacked do not block a r
   c = config::diff_configs(saved, now_adam, &source);
   CHECK(c.size() == 2);  // betas and type
 }
+
+}  // namespace test_registries

@@ -10,6 +10,8 @@
 #include <fstream>
 #include "io/safetensors.h"
 
+namespace test_safetensors {
+
 using namespace tr;
 using namespace tr::io;
 using Catch::Matchers::Contains;
@@ -207,3 +209,5 @@ TEST_CASE("safetensors: save refuses what the format cannot say", "[safetensors]
   CHECK_THROWS_WITH(save_safetensors(path, {{"u", Tensor()}}), Contains("'u' is undefined"));
   CHECK_THROWS_WITH(save_safetensors(dir.file("no/dir/x.safetensors"), {{"a", ones({1})}}), Contains("cannot write"));
 }
+
+}  // namespace test_safetensors

@@ -9,6 +9,8 @@
 #include "nn/sampling.h"
 #include "unit/error_of.h"
 
+namespace test_sampling {
+
 using namespace tr;
 using Catch::Matchers::Contains;
 using tr::nn::SamplingOptions;
@@ -125,3 +127,5 @@ TEST_CASE("sampling: bad options and non-finite logits are errors that name them
   CHECK_THAT(error_of([&] { nn::next_token_probs({1.0, NAN}, {1.0, 0, 1.0}); }), Contains("logit of token 1 is nan"));
   CHECK_THAT(error_of([&] { nn::next_token_probs({}, {1.0, 0, 1.0}); }), Contains("no logits"));
 }
+
+}  // namespace test_sampling

@@ -25,6 +25,8 @@
 #include "distributed/hash_store.h"
 #include "distributed/tcp_store.h"
 
+namespace test_tcp_store {
+
 using namespace tr;
 using namespace tr::distributed;
 using Catch::Matchers::Contains;
@@ -703,3 +705,5 @@ TEST_CASE("connect_store: for ranks started by hand, rank 0 hosts the store", "[
   for (auto& t : ts) t.join();
   CHECK(failures == 0);
 }
+
+}  // namespace test_tcp_store

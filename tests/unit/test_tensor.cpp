@@ -8,6 +8,8 @@
 #include "ops/init.h"
 #include "ops/ops.h"
 
+namespace test_tensor {
+
 using namespace tr;
 using Catch::Matchers::Contains;
 
@@ -286,3 +288,5 @@ TEST_CASE("memory statistics track current and peak bytes", "[tensor][allocator]
   reset_max_memory_allocated(kCPU);
   CHECK(max_memory_allocated(kCPU) == memory_allocated(kCPU));
 }
+
+}  // namespace test_tensor

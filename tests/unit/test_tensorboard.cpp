@@ -12,6 +12,8 @@
 #include "io/tensorboard.h"
 #include "temp_dir.h"
 
+namespace test_tensorboard {
+
 using namespace tr;
 using namespace tr::io;
 namespace fs = std::filesystem;
@@ -190,3 +192,5 @@ TEST_CASE("SummaryWriter resumed at a step keeps one file and no step twice", "[
   { SummaryWriter w(d.path.string()); }
   CHECK(read_tf_records(event_file_in(d.path)).size() == 1);
 }
+
+}  // namespace test_tensorboard

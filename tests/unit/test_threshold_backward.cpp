@@ -6,6 +6,8 @@
 #include "ops/ops.h"
 #include "ops/registry.h"
 
+namespace test_threshold_backward {
+
 using namespace tr;
 using namespace tr::test;
 
@@ -40,3 +42,5 @@ TR_OP_CASE("threshold_backward", "mask of a fixed output", ({randn64({3, 4}, 260
   Tensor y = randn64({3, 4}, 261, false).to(x[0].device());
   return Outputs{dispatch1("threshold_backward", {x[0], y}, {{"threshold", 0.1}})};
 });
+
+}  // namespace test_threshold_backward

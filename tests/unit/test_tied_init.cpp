@@ -16,6 +16,8 @@
 #include "ops/ops.h"
 #include "optim/param_groups.h"
 
+namespace test_tied_init {
+
 using namespace tr;
 using Catch::Matchers::Contains;
 using tr::test::error_of;
@@ -378,3 +380,5 @@ TEST_CASE("GPT-2 model files: OpenAI's parameter counts, nanoGPT's names, GPT-2'
     CHECK(p("transformer.ln_f", "bias").abs().max().item() == 0.0);
   }
 }
+
+}  // namespace test_tied_init

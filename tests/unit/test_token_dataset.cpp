@@ -9,6 +9,8 @@
 #include "data/token_file.h"
 #include "unit/temp_dir.h"
 
+namespace test_token_dataset {
+
 using namespace tr;
 using namespace tr::data;
 using Catch::Matchers::Contains;
@@ -110,3 +112,5 @@ TEST_CASE("TokenDataset: strided and overlapping windows, the vocabulary check, 
   o.paths = {tmp / "none.bin"};
   CHECK_THROWS_WITH(TokenDataset(o), Contains("none.bin"));
 }
+
+}  // namespace test_token_dataset

@@ -19,6 +19,8 @@
 #include "data/token_file.h"
 #include "unit/temp_dir.h"
 
+namespace test_token_shards {
+
 using namespace tr;
 using namespace tr::data;
 using Catch::Matchers::Contains;
@@ -345,3 +347,5 @@ TEST_CASE("data state: a changed shard set is named shard by shard", "[data][tok
   CHECK_THAT(data_state_change(json{{"mean", {1.0}}}, json{{"mean", {2.0}}}),
              Contains("the training data gives other statistics than the checkpoint's") && Contains("[2.0]"));
 }
+
+}  // namespace test_token_shards

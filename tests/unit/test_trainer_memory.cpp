@@ -8,6 +8,8 @@
 #include "train/trainer.h"
 #include "unit/temp_dir.h"
 
+namespace test_trainer_memory {
+
 using namespace tr;
 
 TEST_CASE("evaluate() leaves no cached CPU blocks behind", "[train][allocator]") {
@@ -26,3 +28,5 @@ TEST_CASE("evaluate() leaves no cached CPU blocks behind", "[train][allocator]")
   m = memory_stats(kCPU);
   CHECK(m.reserved == m.allocated);
 }
+
+}  // namespace test_trainer_memory

@@ -27,6 +27,8 @@
 #include "ops/autocast.h"
 #include "ops/ops.h"
 
+namespace test_transformer {
+
 using json = nlohmann::json;
 using namespace tr;
 using Catch::Matchers::Contains;
@@ -801,3 +803,5 @@ TEST_CASE("transformer modules equal PyTorch (nanoGPT) on the fixtures", "[layer
 TEST_CASE("losses equal PyTorch on the fixtures", "[layers][transformer][fixtures][losses]") {
   run_all(fixtures().at("losses"), run_loss_case, "loss");
 }
+
+}  // namespace test_transformer

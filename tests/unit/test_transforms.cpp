@@ -9,6 +9,8 @@
 #include "data/random_horizontal_flip.h"
 #include "data/transforms.h"
 
+namespace test_transforms {
+
 using namespace tr;
 using namespace tr::data;
 
@@ -170,3 +172,5 @@ TEST_CASE("DataLoader transforms: the same batches with workers and across ranks
     CHECK(changed > 0);
   }
 }
+
+}  // namespace test_transforms

@@ -15,6 +15,8 @@
 #include "optim/adam.h"
 #include "optim/optimizer_state.h"
 
+namespace test_zero {
+
 using namespace fork_ranks;
 
 namespace {
@@ -138,3 +140,5 @@ TEST_CASE("ZeRO-1/2 on 3 ranks: DDP's bits, unused parameters, the gathered and 
   });
   require_all_ok(res);
 }
+
+}  // namespace test_zero

@@ -32,16 +32,16 @@ template <typename F> void for_planes(const Geom& g, const F& f) {
 // One output row of 2x2 windows inside the plane x (no padding or dilation), rows r0 / W and the
 // next: y[ow] = the max of x[r0 + ow SW + {0, 1, W, W + 1}] and idx[ow] its flat position; the
 // first maximum, a NaN replacing any number (the general loop's rule). Branch-free selects over
-// chunks of kChunk outputs with a fixed trip count: rows are short (OW = 14 or 7 in a 28x28 CNN),
+// chunks of kPoolChunk outputs with a fixed trip count: rows are short (OW = 14 or 7 in a 28x28 CNN),
 // and a variable-length vector loop would leave most outputs to its branchy scalar remainder.
-constexpr int kChunk = 16;
+constexpr int kPoolChunk = 16;
 template <typename T>
 void max_pool_row_2x2(const T* x, int64_t r0, int64_t W, int64_t SW, int64_t OW, T* y, int64_t* idx) {
   using A = acc_t<T>;
   const T *x0 = x + r0, *x1 = x0 + W;
-  for (int64_t ow0 = 0; ow0 < OW; ow0 += kChunk) {
-    const int64_t n = std::min<int64_t>(kChunk, OW - ow0);
-    A t[4][kChunk] = {};  // the four taps of each window: (0, 0), (0, 1), (1, 0), (1, 1)
+  for (int64_t ow0 = 0; ow0 < OW; ow0 += kPoolChunk) {
+    const int64_t n = std::min<int64_t>(kPoolChunk, OW - ow0);
+    A t[4][kPoolChunk] = {};  // the four taps of each window: (0, 0), (0, 1), (1, 0), (1, 1)
     for (int64_t k = 0; k < n; ++k) {
       const int64_t w0 = (ow0 + k) * SW;
       t[0][k] = A(x0[w0]);
@@ -49,10 +49,10 @@ void max_pool_row_2x2(const T* x, int64_t r0, int64_t W, int64_t SW, int64_t OW,
       t[2][k] = A(x1[w0]);
       t[3][k] = A(x1[w0 + 1]);
     }
-    A best[kChunk];
-    int32_t tap[kChunk];
+    A best[kPoolChunk];
+    int32_t tap[kPoolChunk];
 #pragma omp simd
-    for (int k = 0; k < kChunk; ++k) {
+    for (int k = 0; k < kPoolChunk; ++k) {
       A b = t[0][k];
       int32_t a = 0;
       for (int q = 1; q < 4; ++q) {

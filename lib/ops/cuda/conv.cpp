@@ -43,7 +43,7 @@ cudnnDataType_t cudnn_type(DType t) {
   }
 }
 
-int as_int(int64_t v) {
+int cudnn_int(int64_t v) {
   TR_CHECK(v >= 0 && v <= INT32_MAX, "conv2d on CUDA: size ", v, " exceeds cuDNN's 32-bit range");
   return int(v);
 }
@@ -57,18 +57,19 @@ class ConvDescriptors {
     TR_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y_));
     TR_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w_));
     TR_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv_));
-    TR_CUDNN_CHECK(
-        cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NCHW, dt, as_int(x[0]), as_int(x[1]), as_int(x[2]), as_int(x[3])));
-    TR_CUDNN_CHECK(
-        cudnnSetTensor4dDescriptor(y_, CUDNN_TENSOR_NCHW, dt, as_int(y[0]), as_int(y[1]), as_int(y[2]), as_int(y[3])));
-    TR_CUDNN_CHECK(
-        cudnnSetFilter4dDescriptor(w_, dt, CUDNN_TENSOR_NCHW, as_int(w[0]), as_int(w[1]), as_int(w[2]), as_int(w[3])));
+    TR_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NCHW, dt, cudnn_int(x[0]), cudnn_int(x[1]),
+                                              cudnn_int(x[2]), cudnn_int(x[3])));
+    TR_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_, CUDNN_TENSOR_NCHW, dt, cudnn_int(y[0]), cudnn_int(y[1]),
+                                              cudnn_int(y[2]), cudnn_int(y[3])));
+    TR_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_, dt, CUDNN_TENSOR_NCHW, cudnn_int(w[0]), cudnn_int(w[1]),
+                                              cudnn_int(w[2]), cudnn_int(w[3])));
     const Pair &s = a.ints("stride"), &p = a.ints("padding"), &d = a.ints("dilation");
     // f16/bf16 accumulate in f32 (the CPU widens to f32 too); f64 stays f64
     const cudnnDataType_t compute = t == DType::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
-    TR_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv_, as_int(p[0]), as_int(p[1]), as_int(s[0]), as_int(s[1]),
-                                                   as_int(d[0]), as_int(d[1]), CUDNN_CROSS_CORRELATION, compute));
-    TR_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv_, as_int(a.i("groups"))));
+    TR_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv_, cudnn_int(p[0]), cudnn_int(p[1]), cudnn_int(s[0]),
+                                                   cudnn_int(s[1]), cudnn_int(d[0]), cudnn_int(d[1]),
+                                                   CUDNN_CROSS_CORRELATION, compute));
+    TR_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv_, cudnn_int(a.i("groups"))));
     // f32: FMA only unless TF32 is allowed; f16/bf16 always on tensor cores
     const bool f32_exact = t == DType::F32 && !backends::cudnn().allow_tf32;
     TR_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_, f32_exact ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
@@ -218,7 +219,7 @@ void conv2d_cuda(const Ins& in, Outs& out, const Attrs& a) {
     const Tensor b = in[2].contiguous();
     cudnnTensorDescriptor_t bd = nullptr;
     TR_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bd));
-    cudnnStatus_t st = cudnnSetTensor4dDescriptor(bd, CUDNN_TENSOR_NCHW, cudnn_type(t), 1, as_int(b.numel()), 1, 1);
+    cudnnStatus_t st = cudnnSetTensor4dDescriptor(bd, CUDNN_TENSOR_NCHW, cudnn_type(t), 1, cudnn_int(b.numel()), 1, 1);
     if (st == CUDNN_STATUS_SUCCESS)
       st = cudnnAddTensor(h, kOne.ptr(t), bd, b.raw_data(), kOne.ptr(t), d.y_, y.raw_data());
     cudnnDestroyTensorDescriptor(bd);

@@ -15,7 +15,7 @@ namespace {
 using Ins = std::vector<Tensor>;
 using Outs = std::vector<Tensor>;
 
-struct Tables {
+struct ClipTables {
   Tensor buffer;
   const NormTensor* tensors = nullptr;
   const NormChunk* chunks = nullptr;
@@ -23,7 +23,7 @@ struct Tables {
 };
 
 // The tables of tensors ts[0, n) on the device.
-Tables upload(const Ins& ts, size_t n) {
+ClipTables upload_clip_tables(const Ins& ts, size_t n) {
   std::vector<NormTensor> tt;
   std::vector<NormChunk> cs;
   for (size_t i = 0; i < n; ++i) {
@@ -36,7 +36,7 @@ Tables upload(const Ins& ts, size_t n) {
 
 void total_norm_cuda(const Ins& in, Outs& out, const Attrs& a) {
   DeviceGuard g(in[0]);
-  const Tables t = upload(in, in.size());
+  const ClipTables t = upload_clip_tables(in, in.size());
   const DType dt = in[0].dtype();
   const Tensor partial =
       workspace(size_t(std::max<int64_t>(1, t.n_chunks)) * (dt == DType::F64 ? 8 : 4), in[0].device());
@@ -47,7 +47,7 @@ TR_REGISTER_KERNEL(_fused_total_norm, CUDA, total_norm_cuda);
 
 void clip_scale_cuda(const Ins& in, Outs&, const Attrs& a) {
   DeviceGuard g(in[0]);
-  const Tables t = upload(in, in.size() - 1);
+  const ClipTables t = upload_clip_tables(in, in.size() - 1);
   launch_fused_clip_scale(in[0].dtype(), a.f("max_norm"), t.tensors, t.chunks, t.n_chunks, in.back().raw_data());
 }
 TR_REGISTER_KERNEL(_fused_clip_scale_, CUDA, clip_scale_cuda);

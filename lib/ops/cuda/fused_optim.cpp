@@ -16,14 +16,14 @@ using Ins = std::vector<Tensor>;
 using Outs = std::vector<Tensor>;
 
 // The tables of one launch, on the device: FusedTensor[n] then FusedChunk[chunks].
-struct Tables {
+struct OptimTables {
   Tensor buffer;
   const FusedTensor* tensors = nullptr;
   const FusedChunk* chunks = nullptr;
   int64_t n_chunks = 0;
 };
 
-Tables upload(const std::vector<FusedTensor>& ts, Device dev) {
+OptimTables upload_optim_tables(const std::vector<FusedTensor>& ts, Device dev) {
   std::vector<FusedChunk> cs;
   for (size_t i = 0; i < ts.size(); ++i)
     for (int64_t s = 0; s < ts[i].numel; s += kFusedChunk) cs.push_back({int32_t(i), s});
@@ -53,7 +53,7 @@ void fused_sgd_cuda(const Ins& in, Outs&, const Attrs& a) {
     size_t k = 0;
     for (size_t i = 0; i < n; ++i)
       if (in[i].dtype() == dt) ts[k++].first = int32_t(first[i]);
-    Tables t = upload(ts, in[0].device());
+    OptimTables t = upload_optim_tables(ts, in[0].device());
     launch_fused_sgd(dt, sgd_scalars(a), t.tensors, t.chunks, t.n_chunks);
   }
 }
@@ -69,7 +69,7 @@ void fused_adam_cuda(const Ins& in, Outs&, const Attrs& a) {
     size_t k = 0;
     for (size_t i = 0; i < n; ++i)
       if (in[i].dtype() == dt) ts[k++].adam = adam_scalars(a, double(steps[i]));
-    Tables t = upload(ts, in[0].device());
+    OptimTables t = upload_optim_tables(ts, in[0].device());
     launch_fused_adam(dt, t.tensors, t.chunks, t.n_chunks);
   }
 }

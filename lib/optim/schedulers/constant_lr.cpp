@@ -43,7 +43,7 @@ std::vector<LRScheduler::StateField> ConstantLR::state_fields() {
 
 namespace {
 
-std::unique_ptr<LRScheduler> build(const TomlTable& t, const SchedulerBuild& b) {
+std::unique_ptr<LRScheduler> build_constant_lr(const TomlTable& t, const SchedulerBuild& b) {
   double factor = t.get_float("factor", 1.0 / 3);
   int64_t total_iters = t.get_int("total_iters", 5);
   return located(t, [&] { return std::make_unique<ConstantLR>(b.opt, factor, total_iters); });
@@ -51,6 +51,6 @@ std::unique_ptr<LRScheduler> build(const TomlTable& t, const SchedulerBuild& b) 
 
 }  // namespace
 
-TR_REGISTER_SCHEDULER("constant", {build, "factor = 1/3, total_iters = 5"});
+TR_REGISTER_SCHEDULER("constant", {build_constant_lr, "factor = 1/3, total_iters = 5"});
 
 }  // namespace tr::optim

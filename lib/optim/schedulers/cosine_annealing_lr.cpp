@@ -57,7 +57,7 @@ void CosineAnnealingLR::load_state_dict(const json& s) {
 
 namespace {
 
-std::unique_ptr<LRScheduler> build(const TomlTable& t, const SchedulerBuild& b) {
+std::unique_ptr<LRScheduler> build_cosine_annealing_lr(const TomlTable& t, const SchedulerBuild& b) {
   int64_t T_max = int_or_span(t, "T_max", b.span);
   double eta_min = t.get_float("eta_min", 0.0);
   return located(t, [&] { return std::make_unique<CosineAnnealingLR>(b.opt, T_max, eta_min); });
@@ -65,6 +65,7 @@ std::unique_ptr<LRScheduler> build(const TomlTable& t, const SchedulerBuild& b) 
 
 }  // namespace
 
-TR_REGISTER_SCHEDULER("cosine", {build, "T_max (default: the run's length in intervals, or the phase's), eta_min = 0"});
+TR_REGISTER_SCHEDULER("cosine", {build_cosine_annealing_lr,
+                                 "T_max (default: the run's length in intervals, or the phase's), eta_min = 0"});
 
 }  // namespace tr::optim

@@ -30,13 +30,13 @@ std::vector<LRScheduler::StateField> ExponentialLR::state_fields() { return {{"g
 
 namespace {
 
-std::unique_ptr<LRScheduler> build(const TomlTable& t, const SchedulerBuild& b) {
+std::unique_ptr<LRScheduler> build_exponential_lr(const TomlTable& t, const SchedulerBuild& b) {
   double gamma = t.get_float("gamma");
   return located(t, [&] { return std::make_unique<ExponentialLR>(b.opt, gamma); });
 }
 
 }  // namespace
 
-TR_REGISTER_SCHEDULER("exponential", {build, "gamma (required)"});
+TR_REGISTER_SCHEDULER("exponential", {build_exponential_lr, "gamma (required)"});
 
 }  // namespace tr::optim

@@ -89,7 +89,7 @@ json LambdaLR::state_dict() const {
 
 namespace {
 
-std::unique_ptr<LRScheduler> build(const TomlTable& t, const SchedulerBuild& b) {
+std::unique_ptr<LRScheduler> build_lambda_lr(const TomlTable& t, const SchedulerBuild& b) {
   std::vector<std::string> exprs = t.get_strings("lambda");
   const size_t groups = b.opt.param_groups().size();
   if (exprs.size() != 1 && exprs.size() != groups)
@@ -116,7 +116,7 @@ std::unique_ptr<LRScheduler> build(const TomlTable& t, const SchedulerBuild& b) 
 
 TR_REGISTER_SCHEDULER(
     "lambda",
-    {build,
+    {build_lambda_lr,
      "lambda = \"0.95^epoch\" (or one per param group; variables step, epoch, last_epoch, base_lr, total_steps, "
      "total_epochs, steps_per_epoch, warmup_steps; helpers warmup(), cosine()), warmup_steps = 0"});
 

@@ -51,7 +51,7 @@ std::vector<LRScheduler::StateField> LinearLR::state_fields() {
 
 namespace {
 
-std::unique_ptr<LRScheduler> build(const TomlTable& t, const SchedulerBuild& b) {
+std::unique_ptr<LRScheduler> build_linear_lr(const TomlTable& t, const SchedulerBuild& b) {
   double start = t.get_float("start_factor", 1.0 / 3), end = t.get_float("end_factor", 1.0);
   int64_t total_iters = t.get_int("total_iters", 5);
   return located(t, [&] { return std::make_unique<LinearLR>(b.opt, start, end, total_iters); });
@@ -59,6 +59,6 @@ std::unique_ptr<LRScheduler> build(const TomlTable& t, const SchedulerBuild& b) 
 
 }  // namespace
 
-TR_REGISTER_SCHEDULER("linear", {build, "start_factor = 1/3, end_factor = 1, total_iters = 5"});
+TR_REGISTER_SCHEDULER("linear", {build_linear_lr, "start_factor = 1/3, end_factor = 1, total_iters = 5"});
 
 }  // namespace tr::optim

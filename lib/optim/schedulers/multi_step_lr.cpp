@@ -61,7 +61,7 @@ void MultiStepLR::load_state_dict(const json& s) {
 
 namespace {
 
-std::unique_ptr<LRScheduler> build(const TomlTable& t, const SchedulerBuild& b) {
+std::unique_ptr<LRScheduler> build_multi_step_lr(const TomlTable& t, const SchedulerBuild& b) {
   std::vector<int64_t> milestones = t.get_ints("milestones");
   double gamma = t.get_float("gamma", 0.1);
   return located(t, [&] { return std::make_unique<MultiStepLR>(b.opt, milestones, gamma); });
@@ -69,6 +69,6 @@ std::unique_ptr<LRScheduler> build(const TomlTable& t, const SchedulerBuild& b) 
 
 }  // namespace
 
-TR_REGISTER_SCHEDULER("multistep", {build, "milestones (required), gamma = 0.1"});
+TR_REGISTER_SCHEDULER("multistep", {build_multi_step_lr, "milestones (required), gamma = 0.1"});
 
 }  // namespace tr::optim

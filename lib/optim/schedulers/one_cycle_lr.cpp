@@ -141,7 +141,7 @@ void OneCycleLR::load_state_dict(const json& s) {
 
 namespace {
 
-std::unique_ptr<LRScheduler> build(const TomlTable& t, const SchedulerBuild& b) {
+std::unique_ptr<LRScheduler> build_one_cycle_lr(const TomlTable& t, const SchedulerBuild& b) {
   OneCycleOptions o;
   if (!t.has("max_lr")) t.get_float("max_lr");  // the "missing required key" error
   o.max_lr = float_or_list(t, "max_lr", {});
@@ -160,7 +160,7 @@ std::unique_ptr<LRScheduler> build(const TomlTable& t, const SchedulerBuild& b) 
 }  // namespace
 
 TR_REGISTER_SCHEDULER("onecycle",
-                      {build,
+                      {build_one_cycle_lr,
                        "max_lr (required; one or one per param group), total_steps (default: the run), "
                        "pct_start = 0.3, anneal_strategy = \"cos\" | \"linear\", cycle_momentum = true, "
                        "base_momentum = 0.85, max_momentum = 0.95, div_factor = 25, final_div_factor = 1e4, "

@@ -92,7 +92,7 @@ void SequentialLR::load_state_dict(const json& s) {
 
 namespace {
 
-std::unique_ptr<LRScheduler> build(const TomlTable& t, const SchedulerBuild& b) {
+std::unique_ptr<LRScheduler> build_sequential_lr(const TomlTable& t, const SchedulerBuild& b) {
   std::vector<TomlTable> children = t.get_tables("schedulers");
   std::vector<int64_t> milestones = t.get_ints("milestones");
   if (children.empty()) t.fail("schedulers", "is empty");
@@ -113,7 +113,7 @@ std::unique_ptr<LRScheduler> build(const TomlTable& t, const SchedulerBuild& b) 
 
 }  // namespace
 
-TR_REGISTER_SCHEDULER("sequential", {build,
+TR_REGISTER_SCHEDULER("sequential", {build_sequential_lr,
                                      "schedulers = [{type = ...}, ...] (without interval), milestones (one fewer); a "
                                      "child's T_max / total_steps default to its phase"});
 

@@ -41,7 +41,7 @@ void StepLR::load_state_dict(const json& s) {
 
 namespace {
 
-std::unique_ptr<LRScheduler> build(const TomlTable& t, const SchedulerBuild& b) {
+std::unique_ptr<LRScheduler> build_step_lr(const TomlTable& t, const SchedulerBuild& b) {
   int64_t step_size = t.get_int("step_size");
   double gamma = t.get_float("gamma", 0.1);
   return located(t, [&] { return std::make_unique<StepLR>(b.opt, step_size, gamma); });
@@ -49,6 +49,6 @@ std::unique_ptr<LRScheduler> build(const TomlTable& t, const SchedulerBuild& b) 
 
 }  // namespace
 
-TR_REGISTER_SCHEDULER("step", {build, "step_size (required), gamma = 0.1"});
+TR_REGISTER_SCHEDULER("step", {build_step_lr, "step_size (required), gamma = 0.1"});
 
 }  // namespace tr::optim
