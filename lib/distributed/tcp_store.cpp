@@ -107,7 +107,7 @@ void TCPStore::connect_locked(milliseconds within) {
   Bytes hello{wire::kHello};
   put_str(hello, token_);
   Bytes frame;
-  put_u32(frame, uint32_t(hello.size()));
+  put_le32(frame, uint32_t(hello.size()));
   frame.insert(frame.end(), hello.begin(), hello.end());
   auto reply_by = std::max(deadline, Clock::now() + std::chrono::seconds(10));
   std::string err = send_all(fd_, frame.data(), frame.size(), reply_by);
@@ -129,7 +129,7 @@ Bytes TCPStore::roundtrip(const Bytes& request, milliseconds reply_within, const
   auto deadline = Clock::now() + std::min(reply_within, milliseconds(kMaxTimeoutMs));
   Bytes frame;
   frame.reserve(request.size() + 4);
-  put_u32(frame, uint32_t(request.size()));
+  put_le32(frame, uint32_t(request.size()));
   frame.insert(frame.end(), request.begin(), request.end());
   std::string err = send_all(fd_, frame.data(), frame.size(), deadline);
   uint8_t hdr[4];

@@ -28,14 +28,11 @@ inline constexpr uint64_t kMaxTimeoutMs = 100ull * 365 * 24 * 3600 * 1000;
 // ---- encoding -------------------------------------------------------------------------------
 
 inline void put_u8(Bytes& b, uint8_t v) { b.push_back(v); }
-inline void put_u32(Bytes& b, uint32_t v) {
-  for (int i = 0; i < 4; ++i) b.push_back(uint8_t(v >> (8 * i)));
-}
 inline void put_u64(Bytes& b, uint64_t v) {
   for (int i = 0; i < 8; ++i) b.push_back(uint8_t(v >> (8 * i)));
 }
 inline void put_str(Bytes& b, const uint8_t* p, size_t n) {
-  put_u32(b, uint32_t(n));
+  put_le32(b, uint32_t(n));
   b.insert(b.end(), p, p + n);
 }
 inline void put_str(Bytes& b, const std::string& s) {
@@ -43,10 +40,9 @@ inline void put_str(Bytes& b, const std::string& s) {
 }
 inline void put_str(Bytes& b, const Bytes& v) { put_str(b, v.data(), v.size()); }
 inline void put_keys(Bytes& b, const std::vector<std::string>& keys) {
-  put_u32(b, uint32_t(keys.size()));
+  put_le32(b, uint32_t(keys.size()));
   for (const auto& k : keys) put_str(b, k);
 }
-using ::tr::le32;
 
 // A malformed or oversized message: the connection that sent it is closed (and logged).
 struct ProtocolError : std::runtime_error {

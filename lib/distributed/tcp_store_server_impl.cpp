@@ -50,7 +50,7 @@ void TCPStoreServer::Impl::flush(Conn& c) {
 }
 
 void TCPStoreServer::Impl::reply(Conn& c, const Bytes& payload) {
-  store_io::put_u32(c.out, uint32_t(payload.size()));
+  put_le32(c.out, uint32_t(payload.size()));
   c.out.insert(c.out.end(), payload.begin(), payload.end());
   flush(c);
 }
@@ -247,7 +247,7 @@ void TCPStoreServer::Impl::process(uint64_t id) {
   size_t pos = 0;
   try {
     while (!c.waiting && !c.dead && c.in.size() - pos >= 4) {
-      uint32_t len = store_io::le32(c.in.data() + pos);
+      uint32_t len = le32(c.in.data() + pos);
       // Checked on the header, before the body is buffered: an oversized message costs nothing.
       uint32_t limit = c.authed ? wire::kMaxFrameBytes : wire::kMaxHelloFrameBytes;
       if (len > limit)

@@ -26,7 +26,7 @@ void drain(int fd, tr::distributed::Bytes& pending) {
   }
   size_t pos = 0;
   while (pending.size() - pos >= 4) {
-    uint32_t len = io::le32(pending.data() + pos);
+    uint32_t len = tr::le32(pending.data() + pos);
     if (pending.size() - pos - 4 < len) break;
     if (len == 0 || pending[pos + 4] > wire::kFailed) __builtin_trap();
     pos += 4 + len;
@@ -60,7 +60,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (c & 0x80) {
         tr::distributed::Bytes hello{wire::kHello};
         io::put_str(hello, s.token);
-        io::put_u32(conn.in, uint32_t(hello.size()));
+        tr::put_le32(conn.in, uint32_t(hello.size()));
         conn.in.insert(conn.in.end(), hello.begin(), hello.end());
       }
       const uint64_t id = s.next_id++;

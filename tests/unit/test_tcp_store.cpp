@@ -20,6 +20,7 @@
 #include <optional>
 #include <thread>
 #include "core/error.h"
+#include "core/little_endian.h"
 #include "distributed/env.h"
 #include "distributed/gloo_store.h"
 #include "distributed/hash_store.h"
@@ -53,19 +54,16 @@ int raw_connect(int port) {
   REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
   return fd;
 }
-void put_u32(Bytes& v, uint32_t x) {
-  for (int i = 0; i < 4; ++i) v.push_back(uint8_t(x >> (8 * i)));
-}
 void send_bytes(int fd, const Bytes& v) { REQUIRE(::send(fd, v.data(), v.size(), MSG_NOSIGNAL) == ssize_t(v.size())); }
 Bytes frame(const Bytes& payload) {
   Bytes f;
-  put_u32(f, uint32_t(payload.size()));
+  put_le32(f, uint32_t(payload.size()));
   f.insert(f.end(), payload.begin(), payload.end());
   return f;
 }
 Bytes hello(const std::string& token) {
   Bytes p{wire::kHello};
-  put_u32(p, uint32_t(token.size()));
+  put_le32(p, uint32_t(token.size()));
   p.insert(p.end(), token.begin(), token.end());
   return frame(p);
 }
@@ -212,7 +210,7 @@ TEST_CASE("TCPStore: a wrong token or a missing hello is refused and logged", "[
   {  // a request without a hello
     int fd = raw_connect(server.port());
     Bytes p{wire::kCheck};
-    put_u32(p, 0);
+    put_le32(p, 0);
     send_bytes(fd, frame(p));
     CHECK(closed_by_server(fd, 3s));
     ::close(fd);
@@ -235,7 +233,7 @@ TEST_CASE("TCPStore: oversized messages drop that connection, not the server", "
     int fd = raw_connect(server.port());
     send_bytes(fd, hello("tok"));
     Bytes hdr;
-    put_u32(hdr, 0xFFFFFFF0u);
+    put_le32(hdr, 0xFFFFFFF0u);
     send_bytes(fd, hdr);
     CHECK(closed_by_server(fd, 3s));
     ::close(fd);
@@ -243,7 +241,7 @@ TEST_CASE("TCPStore: oversized messages drop that connection, not the server", "
   SECTION("a big frame before the hello") {
     int fd = raw_connect(server.port());
     Bytes hdr;
-    put_u32(hdr, wire::kMaxHelloFrameBytes + 1);
+    put_le32(hdr, wire::kMaxHelloFrameBytes + 1);
     send_bytes(fd, hdr);
     CHECK(closed_by_server(fd, 3s));
     ::close(fd);
@@ -252,9 +250,9 @@ TEST_CASE("TCPStore: oversized messages drop that connection, not the server", "
     int fd = raw_connect(server.port());
     send_bytes(fd, hello("tok"));
     Bytes p{wire::kSet};
-    put_u32(p, wire::kMaxKeyBytes + 1);
+    put_le32(p, wire::kMaxKeyBytes + 1);
     p.insert(p.end(), wire::kMaxKeyBytes + 1, 'k');
-    put_u32(p, 1);
+    put_le32(p, 1);
     p.push_back('v');
     send_bytes(fd, frame(p));
     CHECK(closed_by_server(fd, 3s));
@@ -264,7 +262,7 @@ TEST_CASE("TCPStore: oversized messages drop that connection, not the server", "
     int fd = raw_connect(server.port());
     send_bytes(fd, hello("tok"));
     Bytes p{wire::kSet};
-    put_u32(p, 100);  // says 100 key bytes, has none
+    put_le32(p, 100);  // says 100 key bytes, has none
     send_bytes(fd, frame(p));
     CHECK(closed_by_server(fd, 3s));
     ::close(fd);
@@ -368,7 +366,7 @@ TEST_CASE("TCPStore: strangers neither crash the store, join it, nor delay a ren
       int fd = raw_connect(port);
       send_bytes(fd, hello("tok"));
       Bytes hdr;
-      put_u32(hdr, 0xFFFFFFF0u);
+      put_le32(hdr, 0xFFFFFFF0u);
       send_bytes(fd, hdr);
       closed_by_server(fd, 3s);
       ::close(fd);
