@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,7 @@
 #include <iostream>
 #include <sstream>
 #include <thread>
+#include <utility>
 #include "distributed/process_group.h"
 #include "unit/temp_dir.h"
 
@@ -99,8 +101,31 @@ struct RankResult {
   std::string out;  // what the rank wrote to its report
 };
 
+// A start line for fork()ed children: each child waits in wait() until the parent, having forked
+// them all, calls open(). A child that started at once could talk to a store server thread in the
+// parent, which could then hold the allocator's lock at the next fork; under ASan (whose allocator
+// has no fork handlers in clang 14) that child waited for it forever (5 of 10 runs of a test with
+// a TCP store hung on a loaded machine).
+struct StartGate {
+  int fd[2] = {-1, -1};
+  StartGate() { REQUIRE(::pipe(fd) == 0); }
+  ~StartGate() { open(); }
+  // in a child: returns once every write end is closed (the parent's in open(), the children's here)
+  void wait() {
+    ::close(std::exchange(fd[1], -1));
+    char c;
+    while (::read(fd[0], &c, 1) < 0 && errno == EINTR) {}
+    ::close(std::exchange(fd[0], -1));
+  }
+  void open() {
+    for (int& f : fd)
+      if (f >= 0) ::close(std::exchange(f, -1));
+  }
+};
+
 // Forks n ranks running body(rank, store, report); an exception in a rank fails it, its message
-// in the report. Every rank is killed if they have not all finished within `limit` (a hang).
+// in the report. Every rank is killed if they have not all finished within `limit` (a hang). The
+// ranks start together, once all are forked (StartGate).
 using StoreFactory = std::function<std::unique_ptr<Store>(const fs::path& dir)>;
 
 inline std::vector<RankResult> run_ranks(int n, const std::function<void(int, Store&, std::ostream&)>& body,
@@ -111,10 +136,12 @@ inline std::vector<RankResult> run_ranks(int n, const std::function<void(int, St
   std::cout.flush();
   std::cerr.flush();
   std::vector<pid_t> pids;
+  StartGate gate;
   for (int r = 0; r < started; ++r) {
     pid_t pid = ::fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
+      gate.wait();
       omp_set_num_threads(1);  // one math thread per rank: two ranks share two cores
       std::ofstream report(dir.path / ("report." + std::to_string(r)));
       int code = 0;
@@ -131,6 +158,7 @@ inline std::vector<RankResult> run_ranks(int n, const std::function<void(int, St
     }
     pids.push_back(pid);
   }
+  gate.open();
   std::vector<RankResult> res(static_cast<size_t>(started));
   std::vector<bool> done(static_cast<size_t>(started), false);
   const auto deadline = Clock::now() + limit;

@@ -4,6 +4,7 @@
 // Gloo full-mesh rendezvous, and the rank environment (read_dist_env, connect_store).
 #include <catch2/catch.hpp>
 #include "unit/env_guard.h"
+#include "unit/fork_ranks.h"
 #include <gloo/allreduce.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
@@ -174,10 +175,12 @@ TEST_CASE("TCPStore: ranks in fork()ed processes rendezvous through it", "[dist]
   TCPStoreServer server("127.0.0.1", 0, "tok");
   const int n = 4;
   std::vector<pid_t> pids;
+  fork_ranks::StartGate gate;
   for (int r = 0; r < n; ++r) {
     pid_t pid = ::fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
+      gate.wait();
       int code = 0;
       try {
         TCPStore st("127.0.0.1", server.port(), "tok", 5s);
@@ -193,6 +196,7 @@ TEST_CASE("TCPStore: ranks in fork()ed processes rendezvous through it", "[dist]
     }
     pids.push_back(pid);
   }
+  gate.open();
   for (pid_t pid : pids) {
     int st = 0;
     REQUIRE(::waitpid(pid, &st, 0) == pid);
