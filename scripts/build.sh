@@ -12,7 +12,7 @@ if [[ ${1:-} == --sanitize ]]; then
   shift
   bash scripts/deps.sh --sanitize
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DTRAINER_FUZZ=ON "$@" >/dev/null
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -gline-tables-only" -DTRAINER_FUZZ=ON "$@" >/dev/null
   ninja -C build-fuzz unit_tests fuzz_targets
   exit 0
 fi
