@@ -47,6 +47,8 @@ struct Geom {
   int N, C, H, W, K, R, S, P, Q, ph, pw, u, v, dh, dw, G;
   int Cg() const { return C / G; }
   int Kg() const { return K / G; }
+  int ck() const { return Cg() * R * S; }  // rows of an im2col matrix (columns of W[g])
+  int pq() const { return P * Q; }         // its columns
 };
 
 cudnnStatus_t geometry(cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t c,
@@ -97,9 +99,9 @@ TapColumns tap_columns(const Geom& g, int s) {
   return {w0, q0, q1};
 }
 
-// f(row, p, h, q0, q1, w0) for every row (c R + r) S + s of the im2col matrix of one image's group
-// (x: its Cg planes) and output row p whose input row h is inside x; columns [q0, q1) of that
-// row read input columns q v + w0, the others are 0.
+// f(row, plane_row, p, t) for every row (c R + r) S + s of the im2col matrix of one image's group
+// (x: its Cg planes) and output row p whose input row h is inside x (plane_row: the offset of
+// row h of plane c); columns [t.q0, t.q1) of that row read input columns q v + t.w0, the others are 0.
 template <typename F> void for_each_col_row(const Geom& g, const F& f) {
   for (int c = 0; c < g.Cg(); ++c)
     for (int r = 0; r < g.R; ++r)
@@ -115,8 +117,8 @@ template <typename F> void for_each_col_row(const Geom& g, const F& f) {
 }
 // col = im2col(x), x the Cg planes of one image's group
 void im2col(const Geom& g, const double* x, double* col) {
-  const size_t pq = size_t(g.P) * g.Q;
-  std::fill(col, col + size_t(g.Cg()) * g.R * g.S * pq, 0.0);
+  const size_t pq = size_t(g.pq());
+  std::fill(col, col + size_t(g.ck()) * pq, 0.0);
   for_each_col_row(g, [&](int row, size_t plane_row, int p, const TapColumns& t) {
     double* out = col + row * pq + size_t(p) * g.Q;
     const double* in = x + plane_row + t.w0;
@@ -125,7 +127,7 @@ void im2col(const Geom& g, const double* x, double* col) {
 }
 // dx += col2im(col), dx the Cg planes of one image's group
 void col2im_add(const Geom& g, const double* col, double* dx) {
-  const size_t pq = size_t(g.P) * g.Q;
+  const size_t pq = size_t(g.pq());
   for_each_col_row(g, [&](int row, size_t plane_row, int p, const TapColumns& t) {
     const double* in = col + row * pq + size_t(p) * g.Q;
     double* out = dx + plane_row + t.w0;
@@ -296,8 +298,8 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void* alpha, cudnnT
   enqueue(stream_of(h->stream), [=] {
     const std::vector<double> x = to_doubles(xp, t, size_t(g.N) * g.C * g.H * g.W),
                               w = to_doubles(wp, t, size_t(g.K) * g.Cg() * g.R * g.S);
-    std::vector<double> acc(size_t(g.N) * g.K * g.P * g.Q), col(size_t(g.Cg()) * g.R * g.S * g.P * g.Q);
-    const int ck = g.Cg() * g.R * g.S, pq = g.P * g.Q;
+    std::vector<double> acc(size_t(g.N) * g.K * g.P * g.Q), col(size_t(g.ck()) * g.pq());
+    const int ck = g.ck(), pq = g.pq();
     for (int n = 0; n < g.N; ++n)
       for (int grp = 0; grp < g.G; ++grp) {
         im2col(g, &x[xi(g, n, grp * g.Cg(), 0, 0)], col.data());
@@ -348,8 +350,8 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void* alpha, c
   enqueue(stream_of(h->stream), [=] {
     const std::vector<double> dy = to_doubles(dyp, t, size_t(g.N) * g.K * g.P * g.Q),
                               w = to_doubles(wp, t, size_t(g.K) * g.Cg() * g.R * g.S);
-    std::vector<double> acc(size_t(g.N) * g.C * g.H * g.W, 0.0), col(size_t(g.Cg()) * g.R * g.S * g.P * g.Q);
-    const int ck = g.Cg() * g.R * g.S, pq = g.P * g.Q;
+    std::vector<double> acc(size_t(g.N) * g.C * g.H * g.W, 0.0), col(size_t(g.ck()) * g.pq());
+    const int ck = g.ck(), pq = g.pq();
     for (int n = 0; n < g.N; ++n)
       for (int grp = 0; grp < g.G; ++grp) {
         cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ck, pq, g.Kg(), 1.0, &w[size_t(grp) * g.Kg() * ck], ck,
@@ -401,8 +403,8 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void* alpha,
   enqueue(stream_of(h->stream), [=] {
     const std::vector<double> dy = to_doubles(dyp, t, size_t(g.N) * g.K * g.P * g.Q),
                               x = to_doubles(xp, t, size_t(g.N) * g.C * g.H * g.W);
-    std::vector<double> acc(size_t(g.K) * g.Cg() * g.R * g.S, 0.0), col(size_t(g.Cg()) * g.R * g.S * g.P * g.Q);
-    const int ck = g.Cg() * g.R * g.S, pq = g.P * g.Q;
+    std::vector<double> acc(size_t(g.K) * g.Cg() * g.R * g.S, 0.0), col(size_t(g.ck()) * g.pq());
+    const int ck = g.ck(), pq = g.pq();
     for (int n = 0; n < g.N; ++n)
       for (int grp = 0; grp < g.G; ++grp) {
         im2col(g, &x[xi(g, n, grp * g.Cg(), 0, 0)], col.data());
