@@ -299,8 +299,8 @@ bool TCPStoreServer::Impl::evict_oldest_unauthed() {
   return false;
 }
 
-void TCPStoreServer::Impl::accept_all() {
-  while (true) {
+void TCPStoreServer::Impl::accept_burst() {
+  for (int accepted = 0; accepted < kAcceptBurst;) {
     int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
@@ -321,6 +321,7 @@ void TCPStoreServer::Impl::accept_all() {
     c.peer = store_io::peer_name(fd);
     c.hello_deadline = Clock::now() + store_io::kHelloWithin;
     conns.emplace(next_id++, std::move(c));
+    ++accepted;
   }
 }
 
@@ -369,7 +370,7 @@ void TCPStoreServer::Impl::run() {
       (void)r;
     }
     if (stop.load()) break;
-    if (n > 0 && (pfds[1].revents & POLLIN)) accept_all();
+    if (n > 0 && (pfds[1].revents & POLLIN)) accept_burst();
     for (size_t i = 2; n > 0 && i < pfds.size(); ++i) {
       short re = pfds[i].revents;
       if (!re) continue;

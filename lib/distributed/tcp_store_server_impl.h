@@ -55,6 +55,9 @@ struct TCPStoreServer::Impl {
   // Connections that hung up without a word (a port scanner, a storm): one log line for all that
   // closed within kSilentReportEvery, not one each.
   static constexpr auto kSilentReportEvery = std::chrono::seconds(10);
+  // Connections accepted per poll round: a connection storm cannot keep the loop in accept()
+  // while the ranks' requests wait; the rest are still pending on the listening socket next round.
+  static constexpr int kAcceptBurst = 32;
   uint64_t silent_unreported = 0;
   std::atomic<uint64_t> silent_total{0};
   Clock::time_point silent_report_due;
@@ -90,7 +93,7 @@ struct TCPStoreServer::Impl {
   void handle_delete(Conn& c, store_io::Reader& r);
   void read_from(Conn& c);
   bool evict_oldest_unauthed();
-  void accept_all();
+  void accept_burst();
 };
 
 }  // namespace tr::distributed

@@ -44,6 +44,21 @@ TEST_CASE("the first train line carries startup_s: process start to the first st
   CHECK(strip_timing(m2).find("startup_s") == std::string::npos);
 }
 
+// cuBLAS and cuBLASLt are opened on a CUDA run's first product, not at start-up (loading
+// libcublasLt cost each process 0.1 s): a CPU run never loads them. (LD_DEBUG=libs: the loader
+// names each library it looks for.)
+TEST_CASE("a CPU run and --help load no cuBLAS", "[integration]") {
+  fs::path d = fresh_dir("no_cublas");
+  write(d / "syn.toml", kSyntheticConfig);
+  for (const char* args : {"--help", "run syn.toml --set train.steps=2"}) {
+    Result r = shell(d, std::string("LD_DEBUG=libs '" TRAINER_BINARY "' ") + args);
+    INFO(args);
+    REQUIRE(r.code == 0);
+    CHECK_THAT(r.out, Contains("libstdc++"));  // the loader did report its libraries
+    CHECK_THAT(r.out, !Contains("libcublas"));
+  }
+}
+
 TEST_CASE("run writes metrics.jsonl and the resolved config, same seed, same metrics", "[integration]") {
   fs::path d = fresh_dir("determinism");
   write(d / "syn.toml", kSyntheticConfig);

@@ -10,6 +10,7 @@
 // Compiled only in builds with the CUDA backend or its emulation (tests/CMakeLists.txt).
 #include <catch2/catch.hpp>
 #include <cublasLt.h>
+#include <dlfcn.h>
 #include "core/cuda/device_guard.h"
 #include "ops/cuda/library_check.h"
 #include "ops/ops.h"
@@ -32,45 +33,48 @@ struct LtCall {
 
 // Runs D = op(A) op(B) with the epilogue; false (with a warning) if the library offers no algorithm.
 bool run(cublasLtHandle_t h, LtCall& c) {
+  const tr::cuda::CublasLibrary& lib = tr::cuda::cublas_library();
   cublasLtMatmulDesc_t desc = nullptr;
-  TR_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  TR_CUBLAS_CHECK(lib.cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  TR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-  TR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  TR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &c.epilogue, sizeof(c.epilogue)));
+  TR_CUBLAS_CHECK(lib.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  TR_CUBLAS_CHECK(lib.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  TR_CUBLAS_CHECK(
+      lib.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &c.epilogue, sizeof(c.epilogue)));
   void* vec = c.vec.raw_data();
-  TR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vec, sizeof(vec)));
+  TR_CUBLAS_CHECK(lib.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vec, sizeof(vec)));
   if (c.aux.defined()) {
     void* aux = c.aux.raw_data();
     const int64_t ld = kM;
-    TR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
-    TR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)));
+    TR_CUBLAS_CHECK(
+        lib.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+    TR_CUBLAS_CHECK(lib.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)));
   }
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
-  TR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, kK, kM, kK));
-  TR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, kK, kN, kK));
-  TR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, kM, kN, kM));
+  TR_CUBLAS_CHECK(lib.cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, kK, kM, kK));
+  TR_CUBLAS_CHECK(lib.cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, kK, kN, kK));
+  TR_CUBLAS_CHECK(lib.cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, kM, kN, kM));
   cublasLtMatmulPreference_t pref = nullptr;
-  TR_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  TR_CUBLAS_CHECK(lib.cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t no_workspace = 0;
-  TR_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &no_workspace,
-                                                       sizeof(no_workspace)));
+  TR_CUBLAS_CHECK(lib.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                           &no_workspace, sizeof(no_workspace)));
   cublasLtMatmulHeuristicResult_t algo{};
   int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, ld, ld, pref, 1, &algo, &found);
+  const cublasStatus_t st = lib.cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, ld, ld, pref, 1, &algo, &found);
   const bool ok = st == CUBLAS_STATUS_SUCCESS && found > 0;
   if (ok) {
     const float one = 1.0f, zero = 0.0f;
-    TR_CUBLAS_CHECK(cublasLtMatmul(h, desc, &one, c.tA.raw_data(), la, c.tB.raw_data(), lb, &zero, c.tD.raw_data(), ld,
-                                   c.tD.raw_data(), ld, &algo.algo, nullptr, 0, nullptr));
+    TR_CUBLAS_CHECK(lib.cublasLtMatmul(h, desc, &one, c.tA.raw_data(), la, c.tB.raw_data(), lb, &zero, c.tD.raw_data(),
+                                       ld, c.tD.raw_data(), ld, &algo.algo, nullptr, 0, nullptr));
   } else {
-    WARN("cuBLASLt offers no algorithm for epilogue " << int(c.epilogue) << ": " << cublasGetStatusName(st));
+    WARN("cuBLASLt offers no algorithm for epilogue " << int(c.epilogue) << ": " << lib.cublasGetStatusName(st));
   }
-  cublasLtMatmulPreferenceDestroy(pref);
-  cublasLtMatrixLayoutDestroy(la);
-  cublasLtMatrixLayoutDestroy(lb);
-  cublasLtMatrixLayoutDestroy(ld);
-  cublasLtMatmulDescDestroy(desc);
+  lib.cublasLtMatmulPreferenceDestroy(pref);
+  lib.cublasLtMatrixLayoutDestroy(la);
+  lib.cublasLtMatrixLayoutDestroy(lb);
+  lib.cublasLtMatrixLayoutDestroy(ld);
+  lib.cublasLtMatmulDescDestroy(desc);
   return ok;
 }
 
@@ -88,6 +92,25 @@ Tensor gelu_tanh(const Tensor& x) { return gelu(x, "tanh"); }
 
 }  // namespace
 
+// No device needed: the product's build opens the toolkit's libraries here (ops/cuda/cublas_library.h).
+TEST_CASE("cuBLAS and cuBLASLt: opened on first use, every function found, the headers' version", "[cublas]") {
+  const cuda::CublasLibrary& lib = cuda::cublas_library();
+#define TR_CUBLAS_FN(library, name) CHECK(lib.name != nullptr);
+#include "ops/cuda/cublas_functions.def"
+#undef TR_CUBLAS_FN
+  int major = -1;
+  REQUIRE(lib.cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS);
+#ifdef CUBLAS_VER_MAJOR
+  CHECK(major == CUBLAS_VER_MAJOR);
+  const std::string lt = "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR);
+  void* loaded = ::dlopen(lt.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  CHECK(loaded != nullptr);  // the library the loader opened, not a second copy
+  if (loaded) ::dlclose(loaded);
+#endif
+  CHECK(std::string(lib.cublasGetStatusName(CUBLAS_STATUS_INVALID_VALUE)) == "CUBLAS_STATUS_INVALID_VALUE");
+  CHECK(&cuda::cublas_library() == &lib);
+}
+
 TEST_CASE("cuBLASLt: the BIAS, BGRADA, BGRADB and GELU_AUX_BIAS epilogues as the library defines them",
           "[gpu][addmm]") {
   TR_REQUIRE_GPU();
@@ -97,7 +120,7 @@ TEST_CASE("cuBLASLt: the BIAS, BGRADA, BGRADB and GELU_AUX_BIAS epilogues as the
   const Tensor prod = mm(tB, tA.t());
   cuda::DeviceGuard g(0);
   cublasLtHandle_t h = nullptr;
-  TR_CUBLAS_CHECK(cublasLtCreate(&h));
+  TR_CUBLAS_CHECK(cuda::cublas_library().cublasLtCreate(&h));
   const auto call = [&](cublasLtEpilogue_t e, const Tensor& vec, bool aux) {
     LtCall c{e,
              tA.to(gpu()),
@@ -133,7 +156,7 @@ TEST_CASE("cuBLASLt: the BIAS, BGRADA, BGRADB and GELU_AUX_BIAS epilogues as the
       check_near("D", gelu_tanh(prod + bias), c.tD, 2e-3);
     }
   }
-  TR_CUBLAS_CHECK(cublasLtDestroy(h));
+  TR_CUBLAS_CHECK(cuda::cublas_library().cublasLtDestroy(h));
 }
 
 }  // namespace test_cublas_lt

@@ -335,6 +335,18 @@ std::chrono::duration<double, std::milli> rendezvous(int port, const std::string
   return std::chrono::steady_clock::now() - t0;
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
 TEST_CASE("TCPStore: strangers neither crash the store, join it, nor delay a rendezvous", "[dist]") {
   TCPStoreServer server("127.0.0.1", 0, "tok");
   const int port = server.port();
@@ -391,7 +403,10 @@ TEST_CASE("TCPStore: strangers neither crash the store, join it, nor delay a ren
                              << " ms beside 20 half-open "
                                 "connections, 10 wrong tokens, 10 garbage senders, 5 huge-length claims and a storm of "
                              << storm.load() << " connections");
-  CHECK(abused < baseline + 1s);
+  // A server held up by a stranger would wait out its 30 s hello limit; 1 s is the bound, 3 s
+  // under AddressSanitizer at -O0 (the sanitizer build), where the storm's connections each cost
+  // the store several times as much beside seven other test processes on two cores.
+  CHECK(abused < baseline + (kSanitized ? 3s : 1s));
   // each refused stranger was logged once; half-open connections wait for their hello deadline
   CHECK(server.refused_connections() == 25);
   // the storm's connections are counted (once the server has accepted the last of them), and

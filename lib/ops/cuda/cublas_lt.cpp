@@ -20,7 +20,7 @@ constexpr uint64_t kMaxWorkspace = uint64_t(32) << 20;
 cublasLtHandle_t lt_handle(int device) {
   return per_device_handle<cublasLtHandle_t>(device, [] {
     cublasLtHandle_t h = nullptr;
-    TR_CUBLAS_CHECK(cublasLtCreate(&h));
+    TR_CUBLAS_CHECK(cublas_library().cublasLtCreate(&h));
     return h;
   });
 }
@@ -29,25 +29,25 @@ cublasLtHandle_t lt_handle(int device) {
 struct MatmulDesc {
   cublasLtMatmulDesc_t d = nullptr;
   ~MatmulDesc() {
-    if (d) cublasLtMatmulDescDestroy(d);
+    if (d) cublas_library().cublasLtMatmulDescDestroy(d);
   }
   template <typename T> void set(cublasLtMatmulDescAttributes_t attr, const T& v) {
-    TR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof(v)));
+    TR_CUBLAS_CHECK(cublas_library().cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof(v)));
   }
 };
 struct Layout {
   cublasLtMatrixLayout_t l = nullptr;
   Layout(cudaDataType_t t, int64_t rows, int64_t cols, int64_t ld) {
-    TR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, t, uint64_t(rows), uint64_t(cols), ld));
+    TR_CUBLAS_CHECK(cublas_library().cublasLtMatrixLayoutCreate(&l, t, uint64_t(rows), uint64_t(cols), ld));
   }
-  ~Layout() { cublasLtMatrixLayoutDestroy(l); }
+  ~Layout() { cublas_library().cublasLtMatrixLayoutDestroy(l); }
 };
 struct Preference {
   cublasLtMatmulPreference_t p = nullptr;
-  Preference() { TR_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&p)); }
-  ~Preference() { cublasLtMatmulPreferenceDestroy(p); }
+  Preference() { TR_CUBLAS_CHECK(cublas_library().cublasLtMatmulPreferenceCreate(&p)); }
+  ~Preference() { cublas_library().cublasLtMatmulPreferenceDestroy(p); }
   template <typename T> void set(cublasLtMatmulPreferenceAttributes_t attr, const T& v) {
-    TR_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(p, attr, &v, sizeof(v)));
+    TR_CUBLAS_CHECK(cublas_library().cublasLtMatmulPreferenceSetAttribute(p, attr, &v, sizeof(v)));
   }
 };
 
@@ -90,8 +90,8 @@ bool lt_gemm(const Tensor& a, const Tensor& b, const Tensor& out, LtEpilogue e, 
   const cudaDataType_t ct = cuda_type(t);
   const bool tf32 = t == DType::F32 && backends::matmul().allow_tf32;
   MatmulDesc desc;
-  TR_CUBLAS_CHECK(
-      cublasLtMatmulDescCreate(&desc.d, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  TR_CUBLAS_CHECK(cublas_library().cublasLtMatmulDescCreate(
+      &desc.d, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
   desc.set(CUBLASLT_MATMUL_DESC_TRANSA, A.op);
   desc.set(CUBLASLT_MATMUL_DESC_TRANSB, B.op);
   const cublasLtEpilogue_t epilogue = e == LtEpilogue::Bias       ? CUBLASLT_EPILOGUE_BIAS
@@ -111,7 +111,7 @@ bool lt_gemm(const Tensor& a, const Tensor& b, const Tensor& out, LtEpilogue e, 
   cublasLtHandle_t h = lt_handle(out.device().index);
   cublasLtMatmulHeuristicResult_t algo{};
   int found = 0;
-  if (cublasLtMatmulAlgoGetHeuristic(h, desc.d, la.l, lb.l, ld.l, ld.l, pref.p, 1, &algo, &found) !=
+  if (cublas_library().cublasLtMatmulAlgoGetHeuristic(h, desc.d, la.l, lb.l, ld.l, ld.l, pref.p, 1, &algo, &found) !=
           CUBLAS_STATUS_SUCCESS ||
       found == 0)
     return false;
@@ -119,9 +119,9 @@ bool lt_gemm(const Tensor& a, const Tensor& b, const Tensor& out, LtEpilogue e, 
   const Tensor ws = algo.workspaceSize ? workspace(algo.workspaceSize, out.device()) : Tensor();
   const float one = 1.0f, zero = 0.0f;
   // beta = 0: C is not read (it is out, given for its layout)
-  TR_CUBLAS_CHECK(cublasLtMatmul(h, desc.d, &one, A.p, la.l, B.p, lb.l, &zero, out.raw_data(), ld.l, out.raw_data(),
-                                 ld.l, &algo.algo, ws.defined() ? ws.raw_data() : nullptr, algo.workspaceSize,
-                                 nullptr));
+  TR_CUBLAS_CHECK(cublas_library().cublasLtMatmul(h, desc.d, &one, A.p, la.l, B.p, lb.l, &zero, out.raw_data(), ld.l,
+                                                  out.raw_data(), ld.l, &algo.algo,
+                                                  ws.defined() ? ws.raw_data() : nullptr, algo.workspaceSize, nullptr));
   return true;
 }
 

@@ -5,13 +5,15 @@
 #include <cudnn.h>
 #include <nccl.h>
 #include "core/error.h"
+#include "ops/cuda/cublas_library.h"
 
-#define TR_CUBLAS_CHECK(call)                                                                                       \
-  do {                                                                                                              \
-    cublasStatus_t tr_st_ = (call);                                                                                 \
-    if (tr_st_ != CUBLAS_STATUS_SUCCESS)                                                                            \
-      throw ::tr::Error(::tr::str(#call, " failed at ", __FILE__, ":", __LINE__, ": ", cublasGetStatusName(tr_st_), \
-                                  " (status ", int(tr_st_), ")"));                                                  \
+#define TR_CUBLAS_CHECK(call)                                                                                         \
+  do {                                                                                                                \
+    cublasStatus_t tr_st_ = (call);                                                                                   \
+    if (tr_st_ != CUBLAS_STATUS_SUCCESS)                                                                              \
+      throw ::tr::Error(::tr::str(#call, " failed at ", __FILE__, ":", __LINE__, ": ",                                \
+                                  ::tr::cuda::cublas_library().cublasGetStatusName(tr_st_), " (status ", int(tr_st_), \
+                                  ")"));                                                                              \
   } while (0)
 
 #define TR_CUDNN_CHECK(call)                                                                                        \

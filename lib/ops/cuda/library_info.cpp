@@ -17,9 +17,9 @@ std::string cuda_info() {
   // Without a driver this returns success and 0 (no libcuda is loaded).
   TR_CUDA_CHECK(cudaDriverGetVersion(&driver));
   int bl_major = 0, bl_minor = 0, bl_patch = 0;
-  TR_CUBLAS_CHECK(cublasGetProperty(MAJOR_VERSION, &bl_major));
-  TR_CUBLAS_CHECK(cublasGetProperty(MINOR_VERSION, &bl_minor));
-  TR_CUBLAS_CHECK(cublasGetProperty(PATCH_LEVEL, &bl_patch));
+  TR_CUBLAS_CHECK(cublas_library().cublasGetProperty(MAJOR_VERSION, &bl_major));
+  TR_CUBLAS_CHECK(cublas_library().cublasGetProperty(MINOR_VERSION, &bl_minor));
+  TR_CUBLAS_CHECK(cublas_library().cublasGetProperty(PATCH_LEVEL, &bl_patch));
   // cuDNN 9 encodes major * 10000 + minor * 100 + patch.
   const size_t dnn = cudnnGetVersion();
   int nccl = 0;

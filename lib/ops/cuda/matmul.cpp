@@ -17,7 +17,7 @@ namespace {
 cublasHandle_t cublas_handle(int device) {
   return per_device_handle<cublasHandle_t>(device, [] {
     cublasHandle_t h = nullptr;
-    TR_CUBLAS_CHECK(cublasCreate(&h));
+    TR_CUBLAS_CHECK(cublas_library().cublasCreate(&h));
     return h;
   });
 }
@@ -53,8 +53,9 @@ void gemm(const Tensor& a, const Tensor& bm, const Tensor& out, int64_t batch) {
   }
   GemmOperand A = gemm_operand(a), B = gemm_operand(bm);
   cublasHandle_t h = cublas_handle(out.device().index);
+  const CublasLibrary& blas = cublas_library();
   // TF32 for f32 products only when allowed (torch.backends.cuda.matmul.allow_tf32)
-  TR_CUBLAS_CHECK(cublasSetMathMode(
+  TR_CUBLAS_CHECK(blas.cublasSetMathMode(
       h, t == DType::F32 && backends::matmul().allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   const int m = as_int(N, "N"), n = as_int(M, "M"), k = as_int(K, "K");
   const int lda = as_int(B.ld, "ld"), ldb = as_int(A.ld, "ld"), ldc = m;
@@ -65,28 +66,31 @@ void gemm(const Tensor& a, const Tensor& bm, const Tensor& out, int64_t batch) {
     const float one = 1.0f, zero = 0.0f;
     const float *pa = static_cast<const float*>(B.p), *pb = static_cast<const float*>(A.p);
     if (nb == 1)
-      TR_CUBLAS_CHECK(cublasSgemm(h, B.op, A.op, m, n, k, &one, pa, lda, pb, ldb, &zero, static_cast<float*>(C), ldc));
+      TR_CUBLAS_CHECK(
+          blas.cublasSgemm(h, B.op, A.op, m, n, k, &one, pa, lda, pb, ldb, &zero, static_cast<float*>(C), ldc));
     else
-      TR_CUBLAS_CHECK(cublasSgemmStridedBatched(h, B.op, A.op, m, n, k, &one, pa, lda, sa, pb, ldb, sb, &zero,
-                                                static_cast<float*>(C), ldc, sc, nb));
+      TR_CUBLAS_CHECK(blas.cublasSgemmStridedBatched(h, B.op, A.op, m, n, k, &one, pa, lda, sa, pb, ldb, sb, &zero,
+                                                     static_cast<float*>(C), ldc, sc, nb));
   } else if (t == DType::F64) {
     const double one = 1.0, zero = 0.0;
     const double *pa = static_cast<const double*>(B.p), *pb = static_cast<const double*>(A.p);
     if (nb == 1)
-      TR_CUBLAS_CHECK(cublasDgemm(h, B.op, A.op, m, n, k, &one, pa, lda, pb, ldb, &zero, static_cast<double*>(C), ldc));
+      TR_CUBLAS_CHECK(
+          blas.cublasDgemm(h, B.op, A.op, m, n, k, &one, pa, lda, pb, ldb, &zero, static_cast<double*>(C), ldc));
     else
-      TR_CUBLAS_CHECK(cublasDgemmStridedBatched(h, B.op, A.op, m, n, k, &one, pa, lda, sa, pb, ldb, sb, &zero,
-                                                static_cast<double*>(C), ldc, sc, nb));
+      TR_CUBLAS_CHECK(blas.cublasDgemmStridedBatched(h, B.op, A.op, m, n, k, &one, pa, lda, sa, pb, ldb, sb, &zero,
+                                                     static_cast<double*>(C), ldc, sc, nb));
   } else {
     // f16 / bf16 storage, f32 accumulation: the CPU computes in f32 and rounds once too.
     const float one = 1.0f, zero = 0.0f;
     const cudaDataType_t ct = cuda_type(t);
     if (nb == 1)
-      TR_CUBLAS_CHECK(cublasGemmEx(h, B.op, A.op, m, n, k, &one, B.p, ct, lda, A.p, ct, ldb, &zero, C, ct, ldc,
-                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      TR_CUBLAS_CHECK(blas.cublasGemmEx(h, B.op, A.op, m, n, k, &one, B.p, ct, lda, A.p, ct, ldb, &zero, C, ct, ldc,
+                                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     else
-      TR_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, B.op, A.op, m, n, k, &one, B.p, ct, lda, sa, A.p, ct, ldb, sb,
-                                                 &zero, C, ct, ldc, sc, nb, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      TR_CUBLAS_CHECK(blas.cublasGemmStridedBatchedEx(h, B.op, A.op, m, n, k, &one, B.p, ct, lda, sa, A.p, ct, ldb, sb,
+                                                      &zero, C, ct, ldc, sc, nb, CUBLAS_COMPUTE_32F,
+                                                      CUBLAS_GEMM_DEFAULT));
   }
 }
 
