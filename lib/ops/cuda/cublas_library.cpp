@@ -49,7 +49,7 @@ CublasLibrary open_library() {
   auto resolve = [](auto& fn, const So& so, const char* symbol) {
     void* p = ::dlsym(so.handle, symbol);
     if (!p) throw Error(str("CUDA: ", so.name, " has no ", symbol, "; this binary was built against a newer cuBLAS"));
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)> >(p);
   };
 #define TR_CUBLAS_FN(library, name) resolve(lib.name, library, TR_CUBLAS_STR(name));
 #include "ops/cuda/cublas_functions.def"
