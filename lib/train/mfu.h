@@ -22,6 +22,10 @@ struct MatmulPeak {
   bool cached = false;  // read from the file, not measured by this run
 };
 MatmulPeak matmul_peak(Device d, DType t, const std::string& file);
+// A peak below what a run achieves (`achieved` FLOP/s of its matrix products) was measured on a
+// busy machine, or the run's products beat the square one: measured again (when `measure`), and the
+// largest of that, `achieved` and `old` kept in `file` and returned, so that MFU stays <= 1.
+double raise_matmul_peak(Device d, DType t, const std::string& file, double old, double achieved, bool measure);
 // peaks.json in trainer's cache directory (data::DecodeCache::cache_root); "" without one.
 std::string default_peaks_file();
 // The key of (d, t) on this machine, e.g. "cpu Intel(R) Xeon(R) Processor (flags 3f2a...), 2

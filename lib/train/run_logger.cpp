@@ -105,7 +105,9 @@ void RunLogger::add_memory(MetricsRecord& r) {
 
 void RunLogger::add_mfu(MetricsRecord& r) {
   if (peak_flops_ == 0) find_peak_flops();
-  const double mfu = step_flops_ * progress_->steps_per_s() / peak_flops_;
+  const double achieved = step_flops_ * progress_->steps_per_s();
+  if (achieved > peak_flops_) raise_peak_flops(achieved);
+  const double mfu = achieved / peak_flops_;
   r.add("flops_per_step", step_flops_)
       .add("peak_flops", std::round(peak_flops_))
       .add("mfu", std::round(mfu * 1e4) / 1e4);
@@ -124,6 +126,21 @@ void RunLogger::find_peak_flops() {
                          peak.cached    ? str(" (measured once on this machine, kept in ", file, ")")
                          : file.empty() ? std::string(" (measured by this run)")
                                         : str(" (measured now, kept in ", file, " for later runs)")));
+}
+
+// A kept peak that this run outdoes was measured on a busy machine (the first run's, say, beside a
+// build): measured again, once a run, and raised to at least this run's rate.
+void RunLogger::raise_peak_flops(double achieved) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const DType t = run_.cfg.amp.enabled ? run_.amp_dtype() : run_.dtype();
+  const double old = peak_flops_;
+  peak_flops_ = raise_matmul_peak(run_.device, t, default_peaks_file(), old, achieved, !peak_remeasured_);
+  progress_->exclude_from_window(std::chrono::steady_clock::now() - t0);
+  if (!peak_remeasured_)
+    progress_->message(str("MFU: this run's ", json_num(std::round(achieved / 1e8) / 10), " GFLOP/s beat the ",
+                           dtype_name(t), " matmul peak of ", json_num(std::round(old / 1e8) / 10),
+                           " GFLOP/s; measured again: ", json_num(std::round(peak_flops_ / 1e8) / 10), " GFLOP/s"));
+  peak_remeasured_ = true;
 }
 
 void RunLogger::eval_line(int64_t step, int64_t epoch, const EvalResult& e, const std::optional<EvalResult>& ema) {

@@ -54,6 +54,7 @@ class RunLogger {
   void add_mfu(MetricsRecord& r);
   // The matmul peak MFU divides by, found on the first train line that reports MFU (outside the timed window).
   void find_peak_flops();
+  void raise_peak_flops(double achieved);
 
   Run& run_;
   std::unique_ptr<io::MetricsSink> metrics_;        // metrics.jsonl ([log] jsonl)
@@ -64,8 +65,9 @@ class RunLogger {
   // hand): written once, as startup_s of the next train line.
   std::optional<double> startup_s_;
   bool startup_logged_ = false;
-  double step_flops_ = -1;  // FLOPs of this process's first step (< 0: not counted yet)
-  double peak_flops_ = 0;   // the matmul FLOP/s MFU divides by (0: not found yet)
+  double step_flops_ = -1;        // FLOPs of this process's first step (< 0: not counted yet)
+  double peak_flops_ = 0;         // the matmul FLOP/s MFU divides by (0: not found yet)
+  bool peak_remeasured_ = false;  // a peak this run outdid was measured again (once a run)
 };
 
 }  // namespace tr::train

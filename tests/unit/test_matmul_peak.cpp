@@ -5,6 +5,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include "train/mfu.h"
+#include "ops/ops.h"
+#include "unit/require_gpu.h"
 #include "unit/temp_dir.h"
 
 namespace test_matmul_peak {
@@ -38,6 +40,30 @@ TEST_CASE("matmul peak: measured once per machine, then read back", "[mfu]") {
   CHECK(train::matmul_peak(kCPU, DType::F32, file).cached);
   // no file to keep it in: measured by the run
   CHECK_FALSE(train::matmul_peak(kCPU, DType::F32, "").cached);
+}
+
+TEST_CASE("matmul peak: one a run outdoes is measured again and raised, so that MFU stays <= 1", "[mfu]") {
+  TempDir tmp;
+  const std::string file = tmp / "peaks.json";
+  const std::string key = train::peak_key(kCPU, DType::F32);
+  std::ofstream(file) << nlohmann::json{{key, 1e3}}.dump();  // as kept by a first run on a busy machine
+  REQUIRE(train::matmul_peak(kCPU, DType::F32, file).flops == 1e3);
+  const double measured = train::raise_matmul_peak(kCPU, DType::F32, file, 1e3, 5e3, true);
+  CHECK(measured > 1e8);  // this machine's product, not the run's 5e3
+  CHECK(train::matmul_peak(kCPU, DType::F32, file).flops == measured);
+  // without measuring: the achieved rate where it is the larger, never below the old peak
+  CHECK(train::raise_matmul_peak(kCPU, DType::F32, file, measured, 1e15, false) == 1e15);
+  CHECK(train::matmul_peak(kCPU, DType::F32, file).flops == 1e15);
+  CHECK(train::raise_matmul_peak(kCPU, DType::F32, file, 1e15, 1e3, false) == 1e15);
+}
+
+TEST_CASE("matmul peak: a GPU's entry does not change with its free memory", "[gpu][mfu]") {
+  TR_REQUIRE_GPU();
+  const Device gpu(DeviceType::CUDA, 0);
+  const std::string key = train::peak_key(gpu, DType::F32);
+  CHECK_THAT(key, Contains("compute capability") && !Contains("free"));
+  const Tensor held = zeros({64 << 20}, TensorOptions(DType::F32).device(gpu));  // 256 MiB less free
+  CHECK(train::peak_key(gpu, DType::F32) == key);
 }
 
 }  // namespace test_matmul_peak
