@@ -83,7 +83,7 @@ TEST_CASE("run writes metrics.jsonl and the resolved config, same seed, same met
   CHECK(peak > 1e8);
   // mfu = flops x steps/s / peak, rounded to 4 decimals (a loaded machine's may round to 0)
   CHECK(std::abs(mfu - flops * std::stod(mf[4].str()) / 32 / peak) <= 0.00006);
-  CHECK(mfu < 2);
+  CHECK(mfu <= 1);  // a kept peak that a run outdoes is measured again and raised
   CHECK_THAT(ma, Contains("{\"split\":\"eval\",\"step\":32,\"epoch\":1,\"loss\":"));
   CHECK(strip_timing(ma) == strip_timing(mb));
   std::string cfg = read(d / "runs/a/config.toml");
