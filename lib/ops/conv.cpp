@@ -2,6 +2,8 @@
 // conv2d_backward_input and conv2d_backward_weight. Each op's backward is written with the other
 // two (and a sum for the bias), so gradients of any order are again these ops.
 // Attrs: stride, padding, dilation ({h, w}), groups; the backward ops add input_size / weight_size.
+#include <tuple>
+#include <utility>
 #include "ops/ops.h"
 #include "ops/registry.h"
 
@@ -68,6 +70,17 @@ Tensor conv_bw(const Tensor& gy, const Tensor& x, const Shape& weight_size, cons
   a.set("weight_size", weight_size);
   return dispatch1("conv2d_backward_weight", {gy, x}, a);
 }
+// (gw, gb) in one call: gb = gy summed over N, OH, OW, the way the device's convolution computes it
+// (on the CPU, in oneDNN's pass over gy for gw: torch's bits. Below a batch norm the bias gradient
+// is rounding noise, and AdamW turns any difference in it into a step of +-lr.)
+std::pair<Tensor, Tensor> conv_bw_bias(const Tensor& gy, const Tensor& x, const Shape& weight_size,
+                                       const ConvParams& p) {
+  Attrs a = attrs_of(p);
+  a.set("weight_size", weight_size);
+  a.set("bias", int64_t(1));
+  auto r = dispatch("conv2d_backward_weight", {gy, x}, a);
+  return {r[0], r[1]};
+}
 
 // 2 x multiply-adds of a convolution with output (or output gradient) y and weight shape w:
 // each output element sums C/groups x kH x kW products.
@@ -98,9 +111,14 @@ TR_REGISTER_OP(conv2d) {
     ConvParams p = params_of(c.attrs);
     const Tensor &x = c.inputs[0], &w = c.inputs[1], &g = c.grads[0];
     Tensor gx, gw, gb;
+    const bool need_gb = c.needs_input_grad.size() == 3 && c.needs_input_grad[2];
     if (c.needs_input_grad[0]) gx = conv_bin(g, w, c.input_specs[0].sizes, p);
-    if (c.needs_input_grad[1]) gw = conv_bw(g, x, c.input_specs[1].sizes, p);
-    if (c.needs_input_grad.size() == 3 && c.needs_input_grad[2]) gb = sum(g, {0, 2, 3});
+    if (c.needs_input_grad[1] && need_gb)
+      std::tie(gw, gb) = conv_bw_bias(g, x, c.input_specs[1].sizes, p);
+    else if (c.needs_input_grad[1])
+      gw = conv_bw(g, x, c.input_specs[1].sizes, p);
+    else if (need_gb)
+      gb = sum(g, {0, 2, 3});
     return {gx, gw, gb};
   };
 }
@@ -132,8 +150,10 @@ TR_REGISTER_OP(conv2d_backward_input) {
 }
 
 // gw = Bw(gy, x), the adjoint of w -> conv(x, w): <g, Bw(gy, x)> = <gy, conv(x, g)>, so
-// d/dgy = conv(x, g) and d/dx = Bin(gy, g).
+// d/dgy = conv(x, g) and d/dx = Bin(gy, g). With attr bias = 1 a second output gb = sum of gy over
+// N, OH, OW (torch's convolution_backward with the bias in its output mask): d/dgy += g_b[o].
 TR_REGISTER_OP(conv2d_backward_weight) {
+  d.unmaterialized_grads = 0b10;
   d.num_inputs = 2;
   d.flops = [](const std::vector<Tensor>& in, const std::vector<Tensor>& out, const Attrs&) {
     return conv_flops(in[0], out[0].sizes());
@@ -145,6 +165,7 @@ TR_REGISTER_OP(conv2d_backward_weight) {
     Shape ys = conv_out_shape(op, in[1].sizes(), ws, params_of(a));
     TR_CHECK(in[0].sizes() == ys, op, ": grad_output of shape ", in[0].sizes(), " does not match the output shape ", ys,
              " of a convolution of input of shape ", in[1].sizes(), " with weight size ", ws);
+    if (a.has("bias") && a.i("bias") != 0) return {{ws, in[0].dtype()}, {{ws[0]}, in[0].dtype()}};
     return {{ws, in[0].dtype()}};
   };
   d.backward = [](const BackwardContext& c) -> std::vector<Tensor> {
@@ -152,6 +173,8 @@ TR_REGISTER_OP(conv2d_backward_weight) {
     const Tensor &gy = c.inputs[0], &x = c.inputs[1], &g = c.grads[0];
     Tensor ggy, gx;
     if (c.needs_input_grad[0]) ggy = conv_fwd(x, g, p);
+    if (c.needs_input_grad[0] && c.grads.size() == 2 && c.grads[1].defined())
+      ggy = ggy + c.grads[1].reshape({1, gy.size(1), 1, 1});
     if (c.needs_input_grad[1]) gx = conv_bin(gy, g, c.input_specs[1].sizes, p);
     return {ggy, gx};
   };

@@ -11,6 +11,7 @@
 #include "core/grad_mode.h"
 #include "core/rng.h"
 #include "data/decode_cache.h"
+#include "ops/cpu/sgemm.h"
 #include "ops/ops.h"
 
 namespace tr::train {
@@ -65,7 +66,11 @@ nlohmann::json read_peaks(const std::string& file) {
 }  // namespace
 
 std::string peak_key(Device d, DType t) {
-  if (d.is_cpu()) return str("cpu ", cpu_identity(), ", ", omp_get_max_threads(), " threads, ", dtype_name(t));
+  // the GEMM's library and kernels: a run held to AVX2 (ONEDNN_MAX_CPU_ISA, OPENBLAS_CORETYPE) or on
+  // another library (TR_SGEMM) has its own peak
+  if (d.is_cpu())
+    return str("cpu ", cpu_identity(), ", ", cpu::sgemm_info(), ", ", omp_get_max_threads(), " threads, ",
+               dtype_name(t));
   // the description ends with the memory free now, which no peak depends on
   std::string desc = cuda::device_description(d.index);
   const size_t free_part = desc.rfind(" (");

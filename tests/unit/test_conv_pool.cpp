@@ -242,10 +242,20 @@ TEST_CASE("conv2d: the oneDNN path matches the naive loops and is deterministic"
   aw.set("weight_size", Shape{48, 32, 3, 3});
   ai.set("input_size", Shape{4, 32, 12, 12});
   Tensor gw = dispatch1("conv2d_backward_weight", {gy, x}, aw), gx = dispatch1("conv2d_backward_input", {gy, w}, ai);
+  // the bias gradient from the weight gradient's pass (torch's oneDNN diff_bias), on both paths
+  Attrs awb = aw;
+  awb.set("bias", int64_t(1));
+  const std::vector<Tensor> gwb = dispatch("conv2d_backward_weight", {gy, x}, awb);
+  REQUIRE(gwb.size() == 2);
+  CHECK(gwb[1].sizes() == Shape{48});
+  CHECK(allclose(gwb[0], gw, 1e-5, 1e-4));
+  CHECK(allclose(gwb[1], sum(gy, {0, 2, 3}), 1e-5, 1e-4));
   for (int i = 0; i < 3; ++i) {
     CHECK(equal(y, conv2d(x, w, b, {1, 1}, {1, 1})));
     CHECK(equal(gw, dispatch1("conv2d_backward_weight", {gy, x}, aw)));
     CHECK(equal(gx, dispatch1("conv2d_backward_input", {gy, w}, ai)));
+    const std::vector<Tensor> again = dispatch("conv2d_backward_weight", {gy, x}, awb);
+    CHECK((equal(again[0], gwb[0]) && equal(again[1], gwb[1])));
   }
 }
 
@@ -611,6 +621,13 @@ TR_OP_CASE("conv2d_backward_weight", "stride 2 leaves a row uncovered",
 TR_OP_CASE("conv2d_backward_weight", "dilation, groups", ({randn64({2, 4, 5, 3}, 214), randn64({2, 2, 5, 5}, 215)}),
            [](const Inputs& x) {
              return conv_bw(x, {4, 1, 2, 2}, geom({1, 2}, {1, 1}, {2, 1}, 2));
+           });
+TR_OP_CASE("conv2d_backward_weight", "with the bias gradient (its second output)",
+           ({randn64({2, 3, 2, 3}, 225), randn64({2, 2, 6, 5}, 226)}), [](const Inputs& x) {
+             Attrs a = geom({2, 2}, {0, 1}, {1, 1}, 1);
+             a.set("weight_size", Shape{3, 2, 3, 2});
+             a.set("bias", int64_t(1));
+             return Outputs(dispatch("conv2d_backward_weight", {x[0], x[1]}, a));
            });
 TR_OP_CASE("max_pool2d", "3x3 stride 2 padding 1", ({distinct64({2, 3, 5, 5}, 216)}), [](const Inputs& x) {
   return Outputs{max_pool2d(x[0], {3, 3}, {2, 2}, {1, 1})};

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include "train/mfu.h"
+#include "ops/cpu/sgemm.h"
 #include "ops/ops.h"
 #include "unit/require_gpu.h"
 #include "unit/temp_dir.h"
@@ -27,6 +28,8 @@ TEST_CASE("matmul peak: measured once per machine, then read back", "[mfu]") {
   // the entry names what the value depends on; another dtype is another entry
   const std::string key = train::peak_key(kCPU, DType::F32);
   CHECK_THAT(key, Contains("cpu ") && Contains(" threads, float32"));
+  // and the GEMM's kernels, so that a run held to AVX2 (ONEDNN_MAX_CPU_ISA) keeps its own peak
+  CHECK_THAT(key, Contains(cpu::sgemm_info()));
   CHECK(train::peak_key(kCPU, DType::F64) != key);
   std::ifstream in(file);
   const nlohmann::json j = nlohmann::json::parse(in);

@@ -424,16 +424,20 @@ void conv2d_backward_input_cpu(const Ins& in, Outs& out, const Attrs& a) {
 }
 TR_REGISTER_KERNEL(conv2d_backward_input, CPU, conv2d_backward_input_cpu);
 
+// gw, and with a second output gb = gy summed over N, OH, OW: oneDNN computes both in one pass (as
+// torch's oneDNN convolution does); the im2col path sums gy apart (as torch's slow_conv2d).
 void conv2d_backward_weight_cpu(const Ins& in, Outs& out, const Attrs& a) {
   ConvGeom g = conv_geom(in[1].sizes(), out[0].sizes(), in[0].sizes(), a);
+  void* gb = out.size() == 2 ? out[1].raw_data() : nullptr;
   if (onednn_direct(in, out[0], [&](const Ins& c, DType t) {
-        return onednn_conv2d_backward_weight(g, t, c[0].raw_data(), c[1].raw_data(), out[0].raw_data());
+        return onednn_conv2d_backward_weight(g, t, c[0].raw_data(), c[1].raw_data(), out[0].raw_data(), gb);
       }))
     return;
   run_float("conv2d_backward_weight", in, out[0], [&]<typename T>(const Ins& c, const Tensor& o) {
     conv2d_backward_weight_fast(static_cast<const T*>(c[0].raw_data()), static_cast<const T*>(c[1].raw_data()),
                                 static_cast<T*>(o.raw_data()), g);
   });
+  if (gb) out[1].detach().copy_(sum(in[0].detach(), {0, 2, 3}));
 }
 TR_REGISTER_KERNEL(conv2d_backward_weight, CPU, conv2d_backward_weight_cpu);
 

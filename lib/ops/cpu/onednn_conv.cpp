@@ -42,6 +42,7 @@ template <typename Prim> struct Backward {
   std::optional<Prim> prim;
   Reorder in0, in1, out;
   int arg0 = 0, arg1 = 0, arg_out = 0;
+  bool diff_bias = false;  // backward weights: also the bias gradient, in the same pass
 };
 
 struct Conv {
@@ -50,8 +51,9 @@ struct Conv {
   std::optional<dnnl::convolution_forward> fwd;
   Reorder fwd_x, fwd_w, fwd_y;
   bool fwd_ok = false;
-  Backward<dnnl::convolution_backward_data> data;        // gx from (gy, w)
-  Backward<dnnl::convolution_backward_weights> weights;  // gw from (x, gy)
+  Backward<dnnl::convolution_backward_data> data;                                // gx from (gy, w)
+  Backward<dnnl::convolution_backward_weights> weights;                          // gw from (x, gy)
+  Backward<dnnl::convolution_backward_weights> weights_bias{.diff_bias = true};  // and gb
   memory::dims strides, dilates, pad_l, pad_r;
 };
 
@@ -141,8 +143,12 @@ void build(Conv& c, Backward<dnnl::convolution_backward_data>& b) {
 }
 
 void build(Conv& c, Backward<dnnl::convolution_backward_weights>& b) {
-  dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, any_layout(c.x), any_layout(c.w),
-                                             any_layout(c.y), c.strides, c.dilates, c.pad_l, c.pad_r);
+  using Desc = dnnl::convolution_backward_weights::desc;
+  const auto alg = dnnl::algorithm::convolution_direct;
+  const Desc d =
+      b.diff_bias
+          ? Desc(alg, any_layout(c.x), any_layout(c.w), c.b, any_layout(c.y), c.strides, c.dilates, c.pad_l, c.pad_r)
+          : Desc(alg, any_layout(c.x), any_layout(c.w), any_layout(c.y), c.strides, c.dilates, c.pad_l, c.pad_r);
   b.pd.emplace(d, onednn_user_scratchpad(), onednn_engine(), *c.fwd_pd);
   b.ok = is_jit(b.pd->impl_info_str());
   if (!b.ok) return;
@@ -155,9 +161,10 @@ void build(Conv& c, Backward<dnnl::convolution_backward_weights>& b) {
   b.arg_out = DNNL_ARG_DIFF_WEIGHTS;
 }
 
-// Runs the backward primitive `which` of g's geometry on (a, b) into out; false where it has none.
-template <typename Prim>
-bool run_backward(const ConvGeom& g, DType t, Backward<Prim> Conv::*which, const void* a, const void* b, void* out) {
+// Runs the backward primitive `which` of g's geometry on (a, b) into out (and the bias gradient
+// into out_bias, for a primitive with diff_bias); false where it has none.
+template <typename Prim> bool run_backward(const ConvGeom& g, DType t, Backward<Prim> Conv::*which, const void* a,
+                                           const void* b, void* out, void* out_bias = nullptr) {
   std::unique_lock<std::mutex> lock;
   Conv& c = conv_for(g, t, false, lock);
   if (!c.fwd_ok) return false;
@@ -172,10 +179,12 @@ bool run_backward(const ConvGeom& g, DType t, Backward<Prim> Conv::*which, const
   if (!op.ok) return false;
   Tensor k0, k1, ko, ks;
   memory m0 = input(op.in0, a, k0), m1 = input(op.in1, b, k1), mo = output(op.out, out, ko);
-  op.prim->execute(onednn_stream(), {{op.arg0, m0},
-                                     {op.arg1, m1},
-                                     {op.arg_out, mo},
-                                     {DNNL_ARG_SCRATCHPAD, onednn_scratchpad(op.pd->scratchpad_desc(), ks)}});
+  std::unordered_map<int, memory> args{{op.arg0, m0},
+                                       {op.arg1, m1},
+                                       {op.arg_out, mo},
+                                       {DNNL_ARG_SCRATCHPAD, onednn_scratchpad(op.pd->scratchpad_desc(), ks)}};
+  if (op.diff_bias) args.emplace(DNNL_ARG_DIFF_BIAS, memory(c.b, onednn_engine(), out_bias));
+  op.prim->execute(onednn_stream(), args);
   finish_output(op.out, mo, out);
   onednn_stream().wait();
   return true;
@@ -214,7 +223,8 @@ bool onednn_conv2d_backward_input(const ConvGeom& g, DType t, const void* gy, co
   return run_backward(g, t, &Conv::data, gy, w, gx);
 }
 
-bool onednn_conv2d_backward_weight(const ConvGeom& g, DType t, const void* gy, const void* x, void* gw) {
+bool onednn_conv2d_backward_weight(const ConvGeom& g, DType t, const void* gy, const void* x, void* gw, void* gb) {
+  if (gb) return run_backward(g, t, &Conv::weights_bias, x, gy, gw, gb);
   return run_backward(g, t, &Conv::weights, x, gy, gw);
 }
 

@@ -22,7 +22,9 @@ bool onednn_conv_enabled();
 bool onednn_conv2d_forward(const ConvGeom& g, DType t, const void* x, const void* w, const void* b, void* y);
 // gx = the gradient of conv(x, w) by x, from gy.
 bool onednn_conv2d_backward_input(const ConvGeom& g, DType t, const void* gy, const void* w, void* gx);
-// gw = the gradient of conv(x, w) by w, from gy.
-bool onednn_conv2d_backward_weight(const ConvGeom& g, DType t, const void* gy, const void* x, void* gw);
+// gw = the gradient of conv(x, w) by w, from gy; and where gb is given, gb = the bias gradient (gy
+// summed over N, OH, OW), in the same pass and in torch's order (its oneDNN convolution's diff_bias).
+bool onednn_conv2d_backward_weight(const ConvGeom& g, DType t, const void* gy, const void* x, void* gw,
+                                   void* gb = nullptr);
 
 }  // namespace tr::cpu

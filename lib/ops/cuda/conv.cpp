@@ -243,7 +243,7 @@ void conv2d_backward_input_cuda(const Ins& in, Outs& out, const Attrs& a) {
 }
 TR_REGISTER_KERNEL(conv2d_backward_input, CUDA, conv2d_backward_input_cuda);
 
-// gw = the adjoint of w -> conv(x, w) applied to gy
+// gw = the adjoint of w -> conv(x, w) applied to gy (and gb, with a second output)
 void conv2d_backward_weight_cuda(const Ins& in, Outs& out, const Attrs& a) {
   DeviceGuard guard(out[0]);
   const Tensor gy = in[0].contiguous(), x = in[1].contiguous();
@@ -255,6 +255,8 @@ void conv2d_backward_weight_cuda(const Ins& in, Outs& out, const Attrs& a) {
   Tensor ws = workspace(bytes, gw.device());
   TR_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, kOne.ptr(t), d.x_, x.raw_data(), d.y_, gy.raw_data(), d.conv_, algo,
                                                 ws.raw_data(), bytes, kZero.ptr(t), d.w_, gw.raw_data()));
+  // the bias gradient, as torch on CUDA: gy summed over N, OH, OW apart from cuDNN
+  if (out.size() == 2) out[1].detach().copy_(sum(gy.detach(), {0, 2, 3}));
 }
 TR_REGISTER_KERNEL(conv2d_backward_weight, CUDA, conv2d_backward_weight_cuda);
 
