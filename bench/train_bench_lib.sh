@@ -22,7 +22,7 @@ ours() {
 # field KEY < line: the number KEY has in a metrics line
 field() { sed -n "s/.*\"$1\":\([-0-9.e+]*\).*/\1/p"; }
 max() { awk "BEGIN{print ($1 > $2) ? $1 : $2}"; }
-ratio() { awk "BEGIN{printf \"%.2f\", $1/$2}"; }
+ratio() { awk "BEGIN{if ($1 == 0 || $2 == 0) printf \"-\"; else printf \"%.2f\", $1/$2}"; }
 # The OpenBLAS kernels the trainer chose where the library fell back to its SSE3 ones (see
 # lib/ops/cpu/blas_coretype.cpp), empty otherwise: the scripts give torch the same choice, since
 # Debian's torch 1.13 also runs OpenBLAS's fallback kernels on a CPU the library does not know.

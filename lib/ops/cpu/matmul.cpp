@@ -8,6 +8,7 @@
 #include "ops/cpu/onednn_matmul.h"
 #include "ops/cpu/sgemm.h"
 #include "ops/cpu/loops.h"
+#include "ops/cpu/vec_math.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
 #include "ops/scalar_math.h"
@@ -34,10 +35,59 @@ BlasMat blas_view(const Tensor& m) {
   return {cc.raw_data(), CblasNoTrans, std::max<int64_t>(c, 1), cc};
 }
 
+bool gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias = Tensor());
+
+// dst = T(src) or T(float(T(src)) + float(bias)): the product rounded, then the bias added as the
+// composite add rounds it; bf16 8 lanes at a time
+template <typename T> void round_row(const float* src, const T* bias, T* dst, int64_t n) {
+  int64_t j = 0;
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    auto* d = reinterpret_cast<uint16_t*>(dst);
+    const auto* b = reinterpret_cast<const uint16_t*>(bias);
+    for (; j + 8 <= n; j += 8) {
+      __m256 v = _mm256_loadu_ps(src + j);
+      if (b) {
+        const __m256 r = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(round_bf16x8(v)), 16));
+        v = _mm256_add_ps(r, load_bf16x8(b + j));
+      }
+      store_bf16x8(d + j, v);
+    }
+  }
+  for (; j < n; ++j) dst[j] = bias ? T(float(T(src[j])) + float(bias[j])) : T(src[j]);
+}
+
+// f16 / bf16 without a native kernel: sgemm on f32 copies, a block of a's rows at a time, so that
+// the block's widened rows and its f32 product stay in cache while they are rounded into out (the
+// whole f32 product written out and read back made gpt_char's bf16 addmm 1.4x its f32 one, held
+// to AVX2). A bias is added as a row is rounded: bf16(bf16(a b) + bias), the composite's roundings.
+// A transposed operand is widened as its contiguous transpose (a flat 8-lane cast) and stays
+// transposed for sgemm; a transposed a is one block.
+template <typename T> bool gemm_widened(const Tensor& a, const Tensor& b, const Tensor& out, const void* pbias) {
+  auto widen = [](const Tensor& m) {
+    if (!m.is_contiguous() && m.t().is_contiguous()) return cast(m.t(), DType::F32).t();
+    return cast(m, DType::F32);
+  };
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  const int64_t rows = a.stride(1) == 1 ? std::max<int64_t>(64, (int64_t(1) << 19) / (K + N)) : M;
+  const Tensor b32 = widen(b);
+  const Tensor o32 = empty({std::min(rows, M), N}, DType::F32);
+  const T* bias = static_cast<const T*>(pbias);
+  T* po = static_cast<T*>(out.raw_data());
+  for (int64_t r0 = 0; r0 < M; r0 += rows) {
+    const int64_t n = std::min(rows, M - r0);
+    gemm(widen(a.narrow(0, r0, n)), b32, o32.narrow(0, 0, n));
+    const float* pf = static_cast<const float*>(o32.raw_data());
+    parallel_for(n, std::max<int64_t>(1, 4096 / N), [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) round_row(pf + i * N, bias, po + (r0 + i) * N, N);
+    });
+  }
+  return bias != nullptr;
+}
+
 // out[M,N] = a[M,K] b[K,N]; out contiguous. With `bias` ([N], contiguous, out's dtype), where the
-// kernel taken is oneDNN's matmul primitive its epilogue adds the bias too: returns whether it did
-// (else the caller adds it).
-bool gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias = Tensor()) {
+// kernel taken is oneDNN's matmul primitive or the widened f16 / bf16 path its epilogue adds the
+// bias too: returns whether it did (else the caller adds it).
+bool gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias) {
   int64_t M = a.size(0), K = a.size(1), N = b.size(1);
   if (M == 0 || N == 0) return false;
   if (K == 0) {
@@ -74,19 +124,8 @@ bool gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bia
     gemm_bf16(a, b, out);
     return false;
   }
-  if (t == DType::F16 || t == DType::BF16) {
-    // a transposed operand is widened as its contiguous transpose (a flat 8-lane cast) and stays
-    // transposed for sgemm
-    auto widen = [](const Tensor& m) {
-      if (!m.is_contiguous() && m.t().is_contiguous()) return cast(m.t(), DType::F32).t();
-      return cast(m, DType::F32);
-    };
-    Tensor a32 = widen(a), b32 = widen(b);
-    Tensor o32 = empty({M, N}, DType::F32);
-    gemm(a32, b32, o32);
-    out.detach().copy_(o32);
-    return false;
-  }
+  if (t == DType::F16) return gemm_widened<Half>(a, b, out, pbias);
+  if (t == DType::BF16) return gemm_widened<BFloat16>(a, b, out, pbias);
   TR_DISPATCH_NUMERIC(t, "mm", [&] {
     Tensor ac = a.contiguous(), bc = b.contiguous();
     const scalar_t* pa = ac.data_ptr<scalar_t>();
