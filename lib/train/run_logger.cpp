@@ -113,9 +113,12 @@ void RunLogger::add_mfu(MetricsRecord& r) {
       .add("mfu", std::round(mfu * 1e4) / 1e4);
 }
 
+// the dtype of the run's matrix products: autocast's where it is on
+DType RunLogger::peak_dtype() const { return run_.cfg.amp.enabled ? run_.amp_dtype() : run_.dtype(); }
+
 void RunLogger::find_peak_flops() {
   const auto t0 = std::chrono::steady_clock::now();
-  const DType t = run_.cfg.amp.enabled ? run_.amp_dtype() : run_.dtype();
+  const DType t = peak_dtype();
   const std::string file = default_peaks_file();
   const MatmulPeak peak = matmul_peak(run_.device, t, file);
   peak_flops_ = peak.flops;
@@ -132,7 +135,7 @@ void RunLogger::find_peak_flops() {
 // build): measured again, once a run, and raised to at least this run's rate.
 void RunLogger::raise_peak_flops(double achieved) {
   const auto t0 = std::chrono::steady_clock::now();
-  const DType t = run_.cfg.amp.enabled ? run_.amp_dtype() : run_.dtype();
+  const DType t = peak_dtype();
   const double old = peak_flops_;
   peak_flops_ = raise_matmul_peak(run_.device, t, default_peaks_file(), old, achieved, !peak_remeasured_);
   progress_->exclude_from_window(std::chrono::steady_clock::now() - t0);

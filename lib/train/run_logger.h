@@ -55,6 +55,7 @@ class RunLogger {
   // The matmul peak MFU divides by, found on the first train line that reports MFU (outside the timed window).
   void find_peak_flops();
   void raise_peak_flops(double achieved);
+  DType peak_dtype() const;
 
   Run& run_;
   std::unique_ptr<io::MetricsSink> metrics_;        // metrics.jsonl ([log] jsonl)
