@@ -20,8 +20,11 @@ class OpNode : public Node {
     std::string who = op_.grad_name;
     for (size_t i = 0; i < ins.size(); ++i) ins[i] = saved_inputs_[i].unpack(who);
     for (size_t i = 0; i < outs.size(); ++i) outs[i] = saved_outputs_[i].unpack(who);
+    // an integer output (max_pool2d's and max_dim's indices) never gets a gradient: no zeros are
+    // made for it (they were max_pool2d's int64 fills, 2% of fmnist_cnn's step)
     for (size_t i = 0; i < grads.size(); ++i) {
-      if (!grads[i].defined() && !(i < 32 && (op_.unmaterialized_grads >> i & 1))) {
+      if (!grads[i].defined() && is_floating(output_specs[i].second) &&
+          !(i < 32 && (op_.unmaterialized_grads >> i & 1))) {
         auto& s = output_specs[i];
         grads[i] = zeros(s.first, TensorOptions(s.second).device(device_));
       }
