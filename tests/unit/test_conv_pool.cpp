@@ -448,8 +448,9 @@ std::pair<std::vector<double>, std::vector<double>> max_pool_naive(const Tensor&
 
 TEST_CASE("max_pool2d: the 2x2 window loop matches the plain loop, with ties, -inf and NaN", "[pool]") {
   Generator g(50);
-  // width 37: rows of 18 stride-2 outputs, 16 of them through f32's 8-lane path, then 2
-  for (Shape shape : {Shape{3, 4, 9, 7}, Shape{2, 3, 6, 37}}) {
+  // width 37: rows of 18 stride-2 outputs, 16 of them through f32's 8-lane path, then 2 masked;
+  // 14 and 7: rows of 7 and 3, masked only; 16: one full step
+  for (Shape shape : {Shape{3, 4, 9, 7}, Shape{2, 3, 6, 37}, Shape{2, 3, 4, 14}, Shape{2, 3, 4, 16}}) {
     for (DType t : {DType::F32, DType::F64}) {
       // rounded values: many ties; a few -inf and NaN
       Tensor x = randint(-3, 4, shape, TensorOptions(DType::I64), &g).to(t);

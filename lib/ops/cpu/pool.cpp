@@ -72,24 +72,29 @@ void max_pool_row_2x2(const T* x, int64_t r0, int64_t W, int64_t SW, int64_t OW,
 }
 
 // max_pool_row_2x2 for f32 with stride 2 along the row: 8 outputs a step, the even and odd columns
-// of each input row separated by shuffles; the same selection rule, lane by lane. Returns how many
-// outputs it wrote (a multiple of 8); the caller finishes the row.
+// of each input row separated by shuffles; the same selection rule, lane by lane. The row's last
+// 1-7 outputs take masked loads and stores (fmnist_cnn's second pool has rows of 7). Returns how
+// many outputs it wrote; the caller finishes the row (other dtypes: none).
 template <typename T> int64_t max_pool_row_2x2_s2(const T*, int64_t, int64_t, int64_t, T*, int64_t*) {
   return 0;  // other dtypes: the chunked loop
 }
 int64_t max_pool_row_2x2_s2(const float* x, int64_t r0, int64_t W, int64_t OW, float* y, int64_t* idx) {
   const float *x0 = x + r0, *x1 = x0 + W;
-  auto split = [](const float* p, __m256& even, __m256& odd) {
-    const __m256 lo = _mm256_loadu_ps(p), hi = _mm256_loadu_ps(p + 8);
+  const __m256i lane8 = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  auto first = [&](int64_t n) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(n)), lane8); };  // lanes < n
+  // the 16 floats at p (only the first n of them read) as their even and odd columns
+  auto split = [&](const float* p, int64_t n, __m256& even, __m256& odd) {
+    const __m256 lo = n >= 16 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, first(std::min<int64_t>(n, 8)));
+    const __m256 hi = n >= 16 ? _mm256_loadu_ps(p + 8) : _mm256_maskload_ps(p + 8, first(std::max<int64_t>(n - 8, 0)));
     even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8));
     odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8));
   };
   const __m256i lane = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
-  int64_t ow = 0;
-  for (; ow + 8 <= OW; ow += 8) {
+  for (int64_t ow = 0; ow < OW; ow += 8) {
+    const int64_t k = std::min<int64_t>(8, OW - ow);  // outputs this step
     __m256 t[4];
-    split(x0 + 2 * ow, t[0], t[1]);
-    split(x1 + 2 * ow, t[2], t[3]);
+    split(x0 + 2 * ow, 2 * k, t[0], t[1]);
+    split(x1 + 2 * ow, 2 * k, t[2], t[3]);
     __m256 best = t[0];
     __m256i tap = _mm256_setzero_si256();
     for (int q = 1; q < 4; ++q) {
@@ -97,18 +102,27 @@ int64_t max_pool_row_2x2_s2(const float* x, int64_t r0, int64_t W, int64_t OW, f
       best = _mm256_blendv_ps(best, t[q], take);
       tap = _mm256_blendv_epi8(tap, _mm256_set1_epi32(q), _mm256_castps_si256(take));
     }
-    _mm256_storeu_ps(y + ow, best);
     // flat position r0 + 2 ow + (tap & 1) + (tap >> 1) W, in int64
     const __m256i pos = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(_mm256_set1_epi32(int32_t(2 * ow)), lane),
                                                           _mm256_and_si256(tap, _mm256_set1_epi32(1))),
                                          _mm256_mullo_epi32(_mm256_srli_epi32(tap, 1), _mm256_set1_epi32(int32_t(W))));
     const __m256i base = _mm256_set1_epi64x(r0);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx + ow),
-                        _mm256_add_epi64(base, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(pos))));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx + ow + 4),
-                        _mm256_add_epi64(base, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(pos, 1))));
+    const __m256i lo = _mm256_add_epi64(base, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(pos)));
+    const __m256i hi = _mm256_add_epi64(base, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(pos, 1)));
+    if (k == 8) {
+      _mm256_storeu_ps(y + ow, best);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx + ow), lo);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx + ow + 4), hi);
+    } else {
+      const __m256i m = first(k);
+      _mm256_maskstore_ps(y + ow, m, best);
+      // the 64-bit lanes' masks: the 32-bit mask's lanes widened
+      auto* out = reinterpret_cast<long long*>(idx + ow);
+      _mm256_maskstore_epi64(out, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(m)), lo);
+      _mm256_maskstore_epi64(out + 4, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(m, 1)), hi);
+    }
   }
-  return ow;
+  return OW;
 }
 
 // y[oh, ow] = max over the window's taps inside the plane, idx = ih W + iw of the first maximum
