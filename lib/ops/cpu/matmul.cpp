@@ -46,10 +46,7 @@ template <typename T> void round_row(const float* src, const T* bias, T* dst, in
     const auto* b = reinterpret_cast<const uint16_t*>(bias);
     for (; j + 8 <= n; j += 8) {
       __m256 v = _mm256_loadu_ps(src + j);
-      if (b) {
-        const __m256 r = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(round_bf16x8(v)), 16));
-        v = _mm256_add_ps(r, load_bf16x8(b + j));
-      }
+      if (b) v = _mm256_add_ps(widen_bf16x8(round_bf16x8(v)), load_bf16x8(b + j));
       store_bf16x8(d + j, v);
     }
   }

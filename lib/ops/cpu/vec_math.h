@@ -115,9 +115,9 @@ inline bool vec_bf16_ok(const Tensor& in, const Tensor& out) {
 }
 
 // 8 bf16 (bit patterns) -> 8 f32: exact, the bits shifted into the high half.
+inline __m256 widen_bf16x8(__m128i b) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(b), 16)); }
 inline __m256 load_bf16x8(const uint16_t* p) {
-  return _mm256_castsi256_ps(
-      _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
+  return widen_bf16x8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 // 8 f32 -> 8 bf16 rounded to nearest even, NaN kept quiet: float_to_bf16_bits (core/half.h) in 8 lanes.
 inline __m128i round_bf16x8(__m256 v) {
