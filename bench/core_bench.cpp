@@ -13,6 +13,7 @@
 #include <vector>
 #include "ops/backends.h"
 #include "ops/ops.h"
+#include "ops/registry.h"
 
 namespace {
 
@@ -92,6 +93,55 @@ void bench_attention(const Options& o, int threads) {
          "GFLOP/s", threads);
   }
   tr::backends::fusion().enabled = true;
+}
+
+// A CNN block's batch norm + relu + 2x2 max pool at fmnist_cnn's two shapes (batch 64), forward and
+// backward timed apart, each as its ops dispatched: the fused batch_norm_relu_max_pool2d and its
+// backward against the chain batch_norm -> relu -> max_pool2d and max_pool2d_backward ->
+// threshold_backward -> batch_norm_backward. GB/s counts the fused ops' own traffic (x read, the
+// pooled output and int64 indices written; x, gy, y, idx read and gx written), so the rows of one
+// shape compare as times.
+void bench_cnn_block(const Options& o, int threads) {
+  struct S {
+    int64_t n, c, hw;
+  };
+  for (S s : {S{64, 32, 28}, S{64, 64, 14}}) {
+    const tr::Tensor x = tr::randn({s.n, s.c, s.hw, s.hw}), w = tr::rand({s.c}), b = tr::randn({s.c}) * 0.1;
+    const std::string shape =
+        std::to_string(s.n) + "x" + std::to_string(s.c) + "x" + std::to_string(s.hw) + "x" + std::to_string(s.hw);
+    const double xb = double(x.numel()) * 4, yb = xb / 4;
+    const tr::Attrs pool{{"kernel", tr::Pair{2, 2}},
+                         {"stride", tr::Pair{2, 2}},
+                         {"padding", tr::Pair{0, 0}},
+                         {"dilation", tr::Pair{1, 1}}};
+    tr::Attrs fused = pool, eps{{"eps", 1e-5}}, pool_back = pool;
+    fused.set("eps", 1e-5);
+    pool_back.set("input_size", x.sizes());
+    std::vector<tr::Tensor> r = tr::dispatch("batch_norm_relu_max_pool2d", {x, w, b}, fused);
+    const tr::Tensor gy = tr::randn(r[0].sizes());
+    double sec = median_seconds(o.reps, [&] {
+      g_sink = g_sink + float(tr::dispatch("batch_norm_relu_max_pool2d", {x, w, b}, fused)[0].numel());
+    });
+    emit("cnn_block_forward", shape, "trainer", sec, (xb + 3 * yb) / sec / 1e9, "GB/s", threads);
+    sec = median_seconds(o.reps, [&] {
+      g_sink = g_sink +
+               float(tr::dispatch("batch_norm_relu_max_pool2d_backward", {gy, x, w, r[2], r[3], r[0], r[1]}, fused)[0]
+                         .numel());
+    });
+    emit("cnn_block_backward", shape, "trainer", sec, (2 * xb + 4 * yb) / sec / 1e9, "GB/s", threads);
+    std::vector<tr::Tensor> bn = tr::dispatch("batch_norm", {x, w, b}, eps);
+    const tr::Tensor h = tr::relu(bn[0]);
+    sec = median_seconds(o.reps, [&] {
+      tr::Tensor y = tr::dispatch("max_pool2d", {tr::relu(tr::dispatch("batch_norm", {x, w, b}, eps)[0])}, pool)[0];
+      g_sink = g_sink + float(y.numel());
+    });
+    emit("cnn_block_forward", shape, "trainer_chain", sec, (xb + 3 * yb) / sec / 1e9, "GB/s", threads);
+    sec = median_seconds(o.reps, [&] {
+      tr::Tensor gz = tr::threshold_backward(tr::dispatch1("max_pool2d_backward", {gy, r[1]}, pool_back), h, 0.0);
+      g_sink = g_sink + float(tr::dispatch("batch_norm_backward", {gz, x, w, bn[1], bn[2]}, eps)[0].numel());
+    });
+    emit("cnn_block_backward", shape, "trainer_chain", sec, (2 * xb + 4 * yb) / sec / 1e9, "GB/s", threads);
+  }
 }
 
 // Elementwise and reduction over n floats; GB/s counts bytes read + written once each.
@@ -192,7 +242,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: core_bench [--reps N] [--threads T] [--only NAME,...] [--numel N] [--no-raw]\n"
-                   "  benchmarks: sgemm attention add mul_scalar exp relu sum\n");
+                   "  benchmarks: sgemm attention cnn_block add mul_scalar exp relu sum\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
@@ -201,6 +251,7 @@ int main(int argc, char** argv) {
     int threads = omp_get_max_threads();
     if (selected(o, "sgemm")) bench_sgemm(o, threads);
     if (selected(o, "attention")) bench_attention(o, threads);
+    if (selected(o, "cnn_block")) bench_cnn_block(o, threads);
     bench_elementwise(o, threads, n);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "core_bench: %s\n", e.what());

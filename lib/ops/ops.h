@@ -168,6 +168,11 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b = Tensor(), Pair
               Pair dilation = {1, 1}, int64_t groups = 1);
 Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride = {}, Pair padding = {0, 0}, Pair dilation = {1, 1});
 Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride = {}, Pair padding = {0, 0}, bool count_include_pad = true);
+// max_pool2d(relu(batch_norm(x))) of x [N, C, H, W] with the batch's statistics (training), which
+// come back detached as batch_norm's: one fused op where fusion is on and the device has it
+// (lib/ops/batch_norm_relu_pool.cpp), the chain otherwise. stride empty = kernel.
+BatchNormOut batch_norm_relu_max_pool2d(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                                        Pair kernel, Pair stride = {}, Pair padding = {0, 0}, Pair dilation = {1, 1});
 
 // ---- randomness (Philox, seeded by a Generator; default_generator() when none) ----
 Tensor rand(const Shape& shape, TensorOptions opts = {}, Generator* gen = nullptr);

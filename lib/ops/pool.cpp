@@ -10,6 +10,20 @@ namespace tr {
 
 namespace {
 
+void check_float(const char* op, const Tensor& x) {
+  TR_CHECK(is_floating(x.dtype()), op, ": expected a floating point input, got ", dtype_name(x.dtype()), " of shape ",
+           x.sizes());
+}
+
+Attrs without_input_size(const Attrs& a) {
+  return {{"kernel", a.ints("kernel")},
+          {"stride", a.ints("stride")},
+          {"padding", a.ints("padding")},
+          {"count_include_pad", a.b("count_include_pad")}};
+}
+
+}  // namespace
+
 // Output shape [N, C, OH, OW], OH = (H + 2 PH - DH (KH - 1) - 1) / SH + 1 (floor, torch's ceil_mode=False).
 Shape pool_out_shape(const char* op, const Shape& x, const Attrs& a) {
   const Pair &k = a.ints("kernel"), &s = a.ints("stride"), &p = a.ints("padding");
@@ -27,20 +41,6 @@ Shape pool_out_shape(const char* op, const Shape& x, const Attrs& a) {
   }
   return out;
 }
-
-void check_float(const char* op, const Tensor& x) {
-  TR_CHECK(is_floating(x.dtype()), op, ": expected a floating point input, got ", dtype_name(x.dtype()), " of shape ",
-           x.sizes());
-}
-
-Attrs without_input_size(const Attrs& a) {
-  return {{"kernel", a.ints("kernel")},
-          {"stride", a.ints("stride")},
-          {"padding", a.ints("padding")},
-          {"count_include_pad", a.b("count_include_pad")}};
-}
-
-}  // namespace
 
 pool::Geom pool_geom(const Shape& x, const Shape& y, const Attrs& a) {
   const Pair &k = a.ints("kernel"), &s = a.ints("stride"), &p = a.ints("padding");

@@ -14,10 +14,11 @@ struct Geom {
 
 template <typename T> TR_HD bool is_nan(T v) { return v != v; }
 
-// y = max over the taps of window (oh, ow) inside the plane xp (padding is -inf); *arg = ih W + iw
-// of the first maximum, a NaN replacing any number (torch's rule). A window with no tap inside
-// the plane gives -inf at the first tap's clamped position (0).
-template <typename A, typename T> TR_HD A max_window(const T* xp, const Geom& g, int64_t oh, int64_t ow, int64_t* arg) {
+// y = max over the taps of window (oh, ow) of the values v(i) at the plane's flat positions i
+// (padding is -inf); *arg = ih W + iw of the first maximum, a NaN replacing any number (torch's
+// rule). A window with no tap inside the plane gives -inf at the first tap's clamped position (0).
+template <typename A, typename V>
+TR_HD A max_window_of(const V& v, const Geom& g, int64_t oh, int64_t ow, int64_t* arg) {
   const int64_t h0 = oh * g.SH - g.PH, w0 = ow * g.SW - g.PW;
   const int64_t i0 = h0 >= 0 ? 0 : (-h0 + g.DH - 1) / g.DH;  // first tap inside the plane
   const int64_t j0 = w0 >= 0 ? 0 : (-w0 + g.DW - 1) / g.DW;
@@ -30,15 +31,24 @@ template <typename A, typename T> TR_HD A max_window(const T* xp, const Geom& g,
     for (int64_t j = j0; j < g.KW; ++j) {
       const int64_t iw = w0 + j * g.DW;
       if (iw >= g.W) break;
-      const A v = A(xp[ih * g.W + iw]);
-      if (v > best || is_nan(v)) {
-        best = v;
+      const A x = v(ih * g.W + iw);
+      if (x > best || is_nan(x)) {
+        best = x;
         a = ih * g.W + iw;
       }
     }
   }
   *arg = a;
   return best;
+}
+
+// The plane xp's values, as max_window_of reads them.
+template <typename A, typename T> struct PlaneValues {
+  const T* xp;
+  TR_HD A operator()(int64_t i) const { return A(xp[i]); }
+};
+template <typename A, typename T> TR_HD A max_window(const T* xp, const Geom& g, int64_t oh, int64_t ow, int64_t* arg) {
+  return max_window_of<A>(PlaneValues<A, T>{xp}, g, oh, ow, arg);
 }
 
 // Window rows [h0, h1) and columns [w0, w1) clipped to the plane, and its divisor: the window's
@@ -96,17 +106,21 @@ TR_HD A avg_backward_at(const T* gyp, const Geom& g, int64_t ih, int64_t iw, boo
 }
 
 // gx[ih, iw] = sum of gy[oh, ow] over the outputs whose argmax is (ih, iw), in ascending (oh, ow)
-// order (the CPU's scatter order). Only windows that can contain the tap are visited.
-template <typename A, typename T>
-TR_HD A max_backward_at(const T* gyp, const int64_t* idxp, const Geom& g, int64_t ih, int64_t iw) {
+// order (the CPU's scatter order). Only windows that can contain the tap are visited. With yp (a
+// relu below the pool), only outputs whose value yp[oh, ow] is > 0 count: threshold_backward's
+// mask at the argmax, whose relu output that value is.
+template <typename A, typename T> TR_HD A max_backward_at(const T* gyp, const int64_t* idxp, const Geom& g, int64_t ih,
+                                                          int64_t iw, const T* yp = nullptr) {
   int64_t oh0, oh1, ow0, ow1;
   windows_over(ih, g.SH, g.PH, g.KH, g.DH, g.OH, &oh0, &oh1);
   windows_over(iw, g.SW, g.PW, g.KW, g.DW, g.OW, &ow0, &ow1);
   const int64_t at = ih * g.W + iw;
   A s = 0;
   for (int64_t oh = oh0; oh < oh1; ++oh)
-    for (int64_t ow = ow0; ow < ow1; ++ow)
-      if (idxp[oh * g.OW + ow] == at) s += A(gyp[oh * g.OW + ow]);
+    for (int64_t ow = ow0; ow < ow1; ++ow) {
+      const int64_t o = oh * g.OW + ow;
+      if (idxp[o] == at && (yp == nullptr || A(yp[o]) > A(0))) s += A(gyp[o]);
+    }
   return s;
 }
 

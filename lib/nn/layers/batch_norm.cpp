@@ -1,6 +1,7 @@
 #include "nn/layers/batch_norm.h"
 #include "core/grad_mode.h"
 #include "nn/layer_registry.h"
+#include "nn/layers/max_pool2d.h"
 #include "nn/repr.h"
 #include "ops/ops.h"
 
@@ -31,7 +32,9 @@ void BatchNorm::reset_running_stats() {
   num_batches_tracked.zero_();
 }
 
-Tensor BatchNorm::forward(const Tensor& x) {
+// The checks of forward's input; true when the batch's statistics normalise it (training, or no
+// running statistics).
+bool BatchNorm::check_forward_input(const Tensor& x) const {
   check_input(x);
   TR_CHECK(x.size(1) == num_features, type_name(), "(", num_features, "): expected input with ", num_features,
            " channels in dim 1, got shape ", x.sizes());
@@ -41,17 +44,34 @@ Tensor BatchNorm::forward(const Tensor& x) {
     int64_t n = x.numel() / num_features;
     TR_CHECK(n > 1, type_name(), ": expected more than 1 value per channel when training, got input size ", x.sizes());
   }
+  return batch_stats;
+}
+
+// running = (1 - m) running + m batch, under no_grad (running_var takes the unbiased variance)
+void BatchNorm::update_running_stats(const Tensor& x, const Tensor& mean, const Tensor& var) {
+  if (!is_training() || !track_running_stats) return;
+  NoGradGuard ng;
+  int64_t n = x.numel() / num_features;
+  num_batches_tracked.add_(1.0);
+  double m = momentum ? *momentum : 1.0 / double(num_batches_tracked.item());
+  Tensor var_c = var * (double(n) / double(n - 1));
+  running_mean.mul_(1.0 - m).add_(mean.to(running_mean.dtype()), m);
+  running_var.mul_(1.0 - m).add_(var_c.to(running_var.dtype()), m);
+}
+
+Tensor BatchNorm::forward(const Tensor& x) {
+  bool batch_stats = check_forward_input(x);
   // The fused ops of lib/ops/batch_norm.cpp; the statistics come back detached.
   BatchNormOut r = batch_norm(x, running_mean, running_var, weight, bias, batch_stats, eps);
-  if (is_training() && track_running_stats) {
-    NoGradGuard ng;
-    int64_t n = x.numel() / num_features;
-    num_batches_tracked.add_(1.0);
-    double m = momentum ? *momentum : 1.0 / double(num_batches_tracked.item());
-    Tensor var_c = r.var * (double(n) / double(n - 1));  // running_var takes the unbiased variance
-    running_mean.mul_(1.0 - m).add_(r.mean.to(running_mean.dtype()), m);
-    running_var.mul_(1.0 - m).add_(var_c.to(running_var.dtype()), m);
-  }
+  if (batch_stats) update_running_stats(x, r.mean, r.var);
+  return r.output;
+}
+
+Tensor BatchNorm::forward_relu_max_pool(const Tensor& x, MaxPool2d& pool) {
+  if (!check_forward_input(x) || x.dim() != 4) return pool.forward(relu(forward(x)));
+  BatchNormOut r =
+      batch_norm_relu_max_pool2d(x, weight, bias, eps, pool.kernel_size, pool.stride, pool.padding, pool.dilation);
+  update_running_stats(x, r.mean, r.var);
   return r.output;
 }
 

@@ -6,6 +6,8 @@
 
 namespace tr::nn {
 
+class MaxPool2d;
+
 class BatchNorm : public Module {
  public:
   // momentum nullopt = cumulative moving average (torch's momentum=None).
@@ -18,6 +20,9 @@ class BatchNorm : public Module {
   //   running = (1 - m) running + m batch   (running_var takes the unbiased Var; m = 1/num_batches_tracked
   //   when momentum is nullopt). Eval: the running statistics.
   Tensor forward(const Tensor& x) override;
+  // pool(relu(forward(x))) for an [N, C, H, W] input, one fused op in training
+  // (batch_norm_relu_max_pool2d): what Sequential runs for BatchNorm2d, ReLU, MaxPool2d in a row.
+  Tensor forward_relu_max_pool(const Tensor& x, MaxPool2d& pool);
   std::string extra_repr() const override;
   void reset_running_stats();
 
@@ -30,6 +35,10 @@ class BatchNorm : public Module {
 
  protected:
   virtual void check_input(const Tensor& x) const = 0;
+
+ private:
+  bool check_forward_input(const Tensor& x) const;
+  void update_running_stats(const Tensor& x, const Tensor& mean, const Tensor& var);
 };
 
 class BatchNorm1d : public BatchNorm {

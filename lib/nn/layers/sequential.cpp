@@ -1,6 +1,8 @@
 #include "nn/layers/sequential.h"
 #include "nn/layer_registry.h"
+#include "nn/layers/batch_norm.h"
 #include "nn/layers/linear.h"
+#include "nn/layers/max_pool2d.h"
 #include "nn/layers/relu.h"
 
 namespace tr::nn {
@@ -10,22 +12,32 @@ Sequential& Sequential::push_back(ModulePtr m, const std::string& name) {
   return *this;
 }
 
-// A Linear followed by a ReLU, neither with hooks nor checkpointed, runs as one linear_relu (same
-// values; the relu in the product's epilogue where the device fuses it).
+// Runs of layers that one fused op computes with the same values, when none of them has hooks or
+// is checkpointed: a Linear and a ReLU as linear_relu (the relu in the product's epilogue where the
+// device fuses it); a BatchNorm2d, a ReLU and a MaxPool2d as batch_norm_relu_max_pool2d.
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
   const auto& layers = named_children();
-  auto plain = [](const Module& m) { return !m.has_hooks() && !m.activation_checkpointing(); };
+  // layer i + k, when it exists, is a T without hooks and not checkpointed
+  auto plain = [&]<typename T>(size_t i, size_t k, T*) -> T* {
+    if (i + k >= layers.size()) return nullptr;
+    Module& m = *layers[i + k].second;
+    return m.has_hooks() || m.activation_checkpointing() ? nullptr : dynamic_cast<T*>(&m);
+  };
   for (size_t i = 0; i < layers.size(); ++i) {
-    Module& m = *layers[i].second;
-    auto* lin = dynamic_cast<Linear*>(&m);
-    if (lin != nullptr && i + 1 < layers.size() && plain(m) &&
-        dynamic_cast<ReLU*>(layers[i + 1].second.get()) != nullptr && plain(*layers[i + 1].second)) {
+    if (Linear* lin = plain(i, 0, (Linear*)nullptr); lin && plain(i, 1, (ReLU*)nullptr)) {
       h = lin->forward_relu(h);
       ++i;
       continue;
     }
-    h = m(h);
+    if (BatchNorm2d* bn = plain(i, 0, (BatchNorm2d*)nullptr); bn && plain(i, 1, (ReLU*)nullptr)) {
+      if (MaxPool2d* pool = plain(i, 2, (MaxPool2d*)nullptr)) {
+        h = bn->forward_relu_max_pool(h, *pool);
+        i += 2;
+        continue;
+      }
+    }
+    h = (*layers[i].second)(h);
   }
   return h;
 }

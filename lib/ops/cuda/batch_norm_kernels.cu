@@ -1,9 +1,14 @@
 // CUDA kernels of batch_norm, batch_norm_backward and batch_norm_elemt over x as [N, C, L]: one
 // block per channel sums its N L values in double (mean, then squared deviations: two passes, as
 // the CPU kernel), writes the channel's coefficients (ops/batch_norm_math.h), and an elementwise
-// kernel applies them.
+// kernel applies them. The fused batch norm + relu + max pool (ops/batch_norm_relu_pool.cpp) takes
+// the same statistics, then pools relu(x alpha + beta) one thread per output; its backward runs the
+// same two kernels as batch_norm_backward, reading the gradient below the pool and the relu where
+// they read gy (gathered from the windows over each position, as max_pool2d_backward's kernel).
 #include "ops/batch_norm_math.h"
 #include "ops/cuda/loops.cuh"
+#include "ops/pool_math.h"
+#include "ops/scalar_math.h"
 
 namespace tr::cuda {
 
@@ -67,16 +72,33 @@ template <typename T> __global__ void batch_norm_affine_kernel(BatchNormGeom g, 
   }
 }
 
-template <typename T> __global__ void batch_norm_grad_sums_kernel(BatchNormGeom g, const T* gy, const T* x, const T* w,
-                                                                  const T* mean, const T* var, T* gw, T* gb,
-                                                                  double* coef) {
+// The gradient reaching batch_norm's output: gy itself, or (GradBelowPool) the gradient below a relu
+// and a max pool. Each returns the value at flat position o of [N, C, L] as a T.
+template <typename T> struct DenseGrad {
+  const T* gy;
+  __device__ T operator()(int64_t o) const { return gy[o]; }
+};
+template <typename T> struct GradBelowPool {
+  const T *gy, *y;  // the pool's gradient and output, [N, C, OH, OW]
+  const int64_t* idx;
+  pool::Geom g;  // planes of H x W = L
+  __device__ T operator()(int64_t o) const {
+    const int64_t plane = o / (g.H * g.W), rem = o - plane * g.H * g.W, off = plane * g.OH * g.OW;
+    return T(pool::max_backward_at<acc_t<T>>(gy + off, idx + off, g, rem / g.W, rem % g.W, y + off));
+  }
+};
+
+template <typename T, typename G> __global__ void batch_norm_grad_sums_kernel(BatchNormGeom g, G gy, const T* x,
+                                                                              const T* w, const T* mean, const T* var,
+                                                                              T* gw, T* gb, double* coef) {
   const int64_t c = blockIdx.x, M = g.N * g.L;
   const double m = at(mean, c);
   double s_g = 0, s_gxmu = 0;
   for (int64_t j = threadIdx.x; j < M; j += blockDim.x) {
     const int64_t o = nc_offset(g, c, j);
-    s_g += at(gy, o);
-    s_gxmu += at(gy, o) * (at(x, o) - m);
+    const double v = double(acc_t<T>(gy(o)));
+    s_g += v;
+    s_gxmu += v * (at(x, o) - m);
   }
   s_g = block_sum(s_g);
   s_gxmu = block_sum(s_gxmu);
@@ -91,13 +113,34 @@ template <typename T> __global__ void batch_norm_grad_sums_kernel(BatchNormGeom 
   }
 }
 
-template <typename T>
-__global__ void batch_norm_grad_input_kernel(BatchNormGeom g, const T* gy, const T* x, T* gx, const double* coef) {
+template <typename T, typename G>
+__global__ void batch_norm_grad_input_kernel(BatchNormGeom g, G gy, const T* x, T* gx, const double* coef) {
   using A = acc_t<T>;
   const int64_t n = g.N * g.C * g.L;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(blockDim.x) * gridDim.x) {
     const double* q = coef + 4 * ((i / g.L) % g.C);
-    gx[i] = T(bn::grad_input(A(gy[i]), A(x[i]), A(q[0]), A(q[1]), A(q[2]), A(q[3])));
+    gx[i] = T(bn::grad_input(A(gy(i)), A(x[i]), A(q[0]), A(q[1]), A(q[2]), A(q[3])));
+  }
+}
+
+// y = the max over each window of relu(x alpha + beta) (the affine rounded to T, as batch_norm's
+// output is), idx its flat argmax in the plane; one thread per output
+template <typename T> struct ReluAffineValues {
+  const T* xp;
+  acc_t<T> alpha, beta;
+  __device__ acc_t<T> operator()(int64_t i) const {
+    using A = acc_t<T>;
+    return A(T(math::relu(A(T(bn::affine(A(xp[i]), alpha, beta))))));
+  }
+};
+template <typename T> __global__ void batch_norm_relu_max_pool2d_kernel(pool::Geom g, int64_t C, const T* x, T* y,
+                                                                        int64_t* idx, const double* coef) {
+  using A = acc_t<T>;
+  const int64_t n = g.planes * g.OH * g.OW;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(blockDim.x) * gridDim.x) {
+    const int64_t plane = i / (g.OH * g.OW), rem = i - plane * g.OH * g.OW, c = plane % C;
+    const ReluAffineValues<T> v{x + plane * g.H * g.W, A(coef[2 * c]), A(coef[2 * c + 1])};
+    y[i] = T(pool::max_window_of<A>(v, g, rem / g.OW, rem % g.OW, idx + i));
   }
 }
 
@@ -126,13 +169,14 @@ void launch_batch_norm_backward(DType t, const BatchNormGeom& g, const void* gy,
   const int64_t n = g.N * g.C * g.L;
   TR_DISPATCH_FLOAT(t, "batch_norm_backward", [&] {
     using T = scalar_t;
-    launch_kernel(batch_norm_grad_sums_kernel<T>, unsigned(g.C), kStatThreads, g, static_cast<const T*>(gy),
-                  static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(mean),
-                  static_cast<const T*>(var), static_cast<T*>(gw), static_cast<T*>(gb), coef);
+    launch_kernel(batch_norm_grad_sums_kernel<T, DenseGrad<T>>, unsigned(g.C), kStatThreads, g,
+                  DenseGrad<T>{static_cast<const T*>(gy)}, static_cast<const T*>(x), static_cast<const T*>(w),
+                  static_cast<const T*>(mean), static_cast<const T*>(var), static_cast<T*>(gw), static_cast<T*>(gb),
+                  coef);
     TR_CUDA_CHECK_LAUNCH("batch_norm_grad_sums_kernel");
     if (n == 0) return;
-    launch_kernel(batch_norm_grad_input_kernel<T>, grid_for(n), kThreads, g, static_cast<const T*>(gy),
-                  static_cast<const T*>(x), static_cast<T*>(gx), coef);
+    launch_kernel(batch_norm_grad_input_kernel<T, DenseGrad<T>>, grid_for(n), kThreads, g,
+                  DenseGrad<T>{static_cast<const T*>(gy)}, static_cast<const T*>(x), static_cast<T*>(gx), coef);
     TR_CUDA_CHECK_LAUNCH("batch_norm_grad_input_kernel");
   });
 }
@@ -150,6 +194,44 @@ void launch_batch_norm_elemt(DType t, const BatchNormGeom& g, const void* x, con
     launch_kernel(batch_norm_affine_kernel<T>, grid_for(n), kThreads, g, static_cast<const T*>(x), static_cast<T*>(y),
                   coef);
     TR_CUDA_CHECK_LAUNCH("batch_norm_affine_kernel");
+  });
+}
+
+void launch_batch_norm_relu_max_pool2d(DType t, const BatchNormGeom& g, const pool::Geom& pg, const void* x,
+                                       const void* w, const void* b, void* y, int64_t* idx, void* mean_out,
+                                       void* var_out, double* coef) {
+  if (g.C == 0) return;
+  const int64_t n = pg.planes * pg.OH * pg.OW;
+  TR_DISPATCH_FLOAT(t, "batch_norm_relu_max_pool2d", [&] {
+    using T = scalar_t;
+    launch_kernel(batch_norm_stats_kernel<T>, unsigned(g.C), kStatThreads, g, static_cast<const T*>(x),
+                  static_cast<const T*>(w), static_cast<const T*>(b), static_cast<T*>(mean_out),
+                  static_cast<T*>(var_out), coef);
+    TR_CUDA_CHECK_LAUNCH("batch_norm_stats_kernel");
+    if (n == 0) return;
+    launch_kernel(batch_norm_relu_max_pool2d_kernel<T>, grid_for(n), kThreads, pg, g.C, static_cast<const T*>(x),
+                  static_cast<T*>(y), idx, coef);
+    TR_CUDA_CHECK_LAUNCH("batch_norm_relu_max_pool2d_kernel");
+  });
+}
+
+void launch_batch_norm_relu_max_pool2d_backward(DType t, const BatchNormGeom& g, const pool::Geom& pg, const void* gy,
+                                                const void* x, const void* w, const void* mean, const void* var,
+                                                const void* y, const int64_t* idx, void* gx, void* gw, void* gb,
+                                                double* coef) {
+  if (g.C == 0) return;
+  const int64_t n = g.N * g.C * g.L;
+  TR_DISPATCH_FLOAT(t, "batch_norm_relu_max_pool2d_backward", [&] {
+    using T = scalar_t;
+    const GradBelowPool<T> below{static_cast<const T*>(gy), static_cast<const T*>(y), idx, pg};
+    launch_kernel(batch_norm_grad_sums_kernel<T, GradBelowPool<T>>, unsigned(g.C), kStatThreads, g, below,
+                  static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(mean),
+                  static_cast<const T*>(var), static_cast<T*>(gw), static_cast<T*>(gb), coef);
+    TR_CUDA_CHECK_LAUNCH("batch_norm_grad_sums_kernel");
+    if (n == 0) return;
+    launch_kernel(batch_norm_grad_input_kernel<T, GradBelowPool<T>>, grid_for(n), kThreads, g, below,
+                  static_cast<const T*>(x), static_cast<T*>(gx), coef);
+    TR_CUDA_CHECK_LAUNCH("batch_norm_grad_input_kernel");
   });
 }
 

@@ -171,6 +171,17 @@ void launch_batch_norm_backward(DType t, const BatchNormGeom& g, const void* gy,
 // y = x alpha + beta from given statistics; `coef` is device scratch of 2 C doubles.
 void launch_batch_norm_elemt(DType t, const BatchNormGeom& g, const void* x, const void* w, const void* b,
                              const void* mean, const void* var, void* y, double* coef);
+// y, idx = max_pool2d(relu(batch_norm(x))) with pg's windows over x's [H, W] planes, and the batch
+// statistics; `coef` is device scratch of 2 C doubles.
+void launch_batch_norm_relu_max_pool2d(DType t, const BatchNormGeom& g, const pool::Geom& pg, const void* x,
+                                       const void* w, const void* b, void* y, int64_t* idx, void* mean_out,
+                                       void* var_out, double* coef);
+// gx, gw, gb of it from the pool's gradient gy, output y and indices; `coef` is device scratch of
+// 4 C doubles.
+void launch_batch_norm_relu_max_pool2d_backward(DType t, const BatchNormGeom& g, const pool::Geom& pg, const void* gy,
+                                                const void* x, const void* w, const void* mean, const void* var,
+                                                const void* y, const int64_t* idx, void* gx, void* gw, void* gb,
+                                                double* coef);
 
 // ---- layer norm over contiguous rows [R, N] of dtype t; mean / rstd f32 (f64 for f64 rows);
 // y of dtype yt: t, or f16 / bf16 beside f32 rows (ops/layer_norm_math.h). With h (dtype ht: t or
