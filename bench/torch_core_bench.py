@@ -2,7 +2,8 @@
 """torch_core_bench: the benchmarks of core_bench.cpp in PyTorch, as JSON lines.
 
   OPENBLAS_NUM_THREADS=B /usr/bin/python3 torch_core_bench.py --threads T [--reps N]
-      times sgemm (torch.mm), add, mul_scalar, exp, relu and sum with torch.set_num_threads(T)
+      times sgemm (torch.mm), cnn_block (batch norm, relu, max pool: forward and backward), add,
+      mul_scalar, exp, relu and sum with torch.set_num_threads(T)
       (torch's OpenMP pool: elementwise ops) and OPENBLAS_NUM_THREADS=B (OpenBLAS's own pthread
       pool: torch.mm on Debian's build). The variable must be set before torch is imported.
   /usr/bin/python3 torch_core_bench.py report ours.jsonl torch_*.jsonl
@@ -53,6 +54,22 @@ def run(args):
             a, b = torch.rand(m, k), torch.rand(k, n)
             sec = median_seconds(args.reps, lambda: sink.__setitem__(0, sink[0] + torch.mm(a, b).numel()))
             emit("sgemm", f"{m}x{k}x{n}", sec, 2.0 * m * k * n / sec / 1e9, "GFLOP/s")
+
+    if selected("cnn_block"):  # core_bench.cpp's cnn_block: batch norm (batch statistics) -> relu -> 2x2 max pool
+        F = torch.nn.functional
+        for nb, c, hw in ((64, 32, 28), (64, 64, 14)):
+            x, w, bias = torch.randn(nb, c, hw, hw), torch.rand(c), torch.randn(c) * 0.1
+            xb = x.numel() * 4.0
+            yb = xb / 4
+            block = lambda x, w, bias: F.max_pool2d(F.relu(F.batch_norm(x, None, None, w, bias, training=True)), 2)
+            sec = median_seconds(args.reps, lambda: sink.__setitem__(0, sink[0] + block(x, w, bias).numel()))
+            emit("cnn_block_forward", f"{nb}x{c}x{hw}x{hw}", sec, (xb + 3 * yb) / sec / 1e9, "GB/s")
+            with torch.enable_grad():
+                xs, ws, bs = (t.clone().requires_grad_(True) for t in (x, w, bias))
+                y = block(xs, ws, bs)
+                gy = torch.randn(y.shape)
+                sec = median_seconds(args.reps, lambda: torch.autograd.grad(y, (xs, ws, bs), gy, retain_graph=True))
+            emit("cnn_block_backward", f"{nb}x{c}x{hw}x{hw}", sec, (2 * xb + 4 * yb) / sec / 1e9, "GB/s")
 
     n = args.numel
     a, b = torch.randn(n), torch.randn(n)
