@@ -144,6 +144,29 @@ template <typename T> __global__ void batch_norm_relu_max_pool2d_kernel(pool::Ge
   }
 }
 
+// The statistics kernel: mean, var and the affine coefficients of each channel
+template <typename T> void launch_statistics(const BatchNormGeom& g, const void* x, const void* w, const void* b,
+                                             void* mean_out, void* var_out, double* coef) {
+  launch_kernel(batch_norm_stats_kernel<T>, unsigned(g.C), kStatThreads, g, static_cast<const T*>(x),
+                static_cast<const T*>(w), static_cast<const T*>(b), static_cast<T*>(mean_out), static_cast<T*>(var_out),
+                coef);
+  TR_CUDA_CHECK_LAUNCH("batch_norm_stats_kernel");
+}
+
+// batch_norm's backward from the gradient source gy (DenseGrad or GradBelowPool)
+template <typename T, typename G> void launch_grad(const BatchNormGeom& g, const G& gy, const void* x, const void* w,
+                                                   const void* mean, const void* var, void* gx, void* gw, void* gb,
+                                                   double* coef) {
+  launch_kernel(batch_norm_grad_sums_kernel<T, G>, unsigned(g.C), kStatThreads, g, gy, static_cast<const T*>(x),
+                static_cast<const T*>(w), static_cast<const T*>(mean), static_cast<const T*>(var), static_cast<T*>(gw),
+                static_cast<T*>(gb), coef);
+  TR_CUDA_CHECK_LAUNCH("batch_norm_grad_sums_kernel");
+  if (g.N * g.C * g.L == 0) return;
+  launch_kernel(batch_norm_grad_input_kernel<T, G>, grid_for(g.N * g.C * g.L), kThreads, g, gy,
+                static_cast<const T*>(x), static_cast<T*>(gx), coef);
+  TR_CUDA_CHECK_LAUNCH("batch_norm_grad_input_kernel");
+}
+
 }  // namespace
 
 void launch_batch_norm(DType t, const BatchNormGeom& g, const void* x, const void* w, const void* b, void* y,
@@ -152,10 +175,7 @@ void launch_batch_norm(DType t, const BatchNormGeom& g, const void* x, const voi
   const int64_t n = g.N * g.C * g.L;
   TR_DISPATCH_FLOAT(t, "batch_norm", [&] {
     using T = scalar_t;
-    launch_kernel(batch_norm_stats_kernel<T>, unsigned(g.C), kStatThreads, g, static_cast<const T*>(x),
-                  static_cast<const T*>(w), static_cast<const T*>(b), static_cast<T*>(mean_out),
-                  static_cast<T*>(var_out), coef);
-    TR_CUDA_CHECK_LAUNCH("batch_norm_stats_kernel");
+    launch_statistics<T>(g, x, w, b, mean_out, var_out, coef);
     if (n == 0) return;
     launch_kernel(batch_norm_affine_kernel<T>, grid_for(n), kThreads, g, static_cast<const T*>(x), static_cast<T*>(y),
                   coef);
@@ -166,18 +186,9 @@ void launch_batch_norm(DType t, const BatchNormGeom& g, const void* x, const voi
 void launch_batch_norm_backward(DType t, const BatchNormGeom& g, const void* gy, const void* x, const void* w,
                                 const void* mean, const void* var, void* gx, void* gw, void* gb, double* coef) {
   if (g.C == 0) return;
-  const int64_t n = g.N * g.C * g.L;
   TR_DISPATCH_FLOAT(t, "batch_norm_backward", [&] {
     using T = scalar_t;
-    launch_kernel(batch_norm_grad_sums_kernel<T, DenseGrad<T>>, unsigned(g.C), kStatThreads, g,
-                  DenseGrad<T>{static_cast<const T*>(gy)}, static_cast<const T*>(x), static_cast<const T*>(w),
-                  static_cast<const T*>(mean), static_cast<const T*>(var), static_cast<T*>(gw), static_cast<T*>(gb),
-                  coef);
-    TR_CUDA_CHECK_LAUNCH("batch_norm_grad_sums_kernel");
-    if (n == 0) return;
-    launch_kernel(batch_norm_grad_input_kernel<T, DenseGrad<T>>, grid_for(n), kThreads, g,
-                  DenseGrad<T>{static_cast<const T*>(gy)}, static_cast<const T*>(x), static_cast<T*>(gx), coef);
-    TR_CUDA_CHECK_LAUNCH("batch_norm_grad_input_kernel");
+    launch_grad<T>(g, DenseGrad<T>{static_cast<const T*>(gy)}, x, w, mean, var, gx, gw, gb, coef);
   });
 }
 
@@ -204,10 +215,7 @@ void launch_batch_norm_relu_max_pool2d(DType t, const BatchNormGeom& g, const po
   const int64_t n = pg.planes * pg.OH * pg.OW;
   TR_DISPATCH_FLOAT(t, "batch_norm_relu_max_pool2d", [&] {
     using T = scalar_t;
-    launch_kernel(batch_norm_stats_kernel<T>, unsigned(g.C), kStatThreads, g, static_cast<const T*>(x),
-                  static_cast<const T*>(w), static_cast<const T*>(b), static_cast<T*>(mean_out),
-                  static_cast<T*>(var_out), coef);
-    TR_CUDA_CHECK_LAUNCH("batch_norm_stats_kernel");
+    launch_statistics<T>(g, x, w, b, mean_out, var_out, coef);
     if (n == 0) return;
     launch_kernel(batch_norm_relu_max_pool2d_kernel<T>, grid_for(n), kThreads, pg, g.C, static_cast<const T*>(x),
                   static_cast<T*>(y), idx, coef);
@@ -220,18 +228,10 @@ void launch_batch_norm_relu_max_pool2d_backward(DType t, const BatchNormGeom& g,
                                                 const void* y, const int64_t* idx, void* gx, void* gw, void* gb,
                                                 double* coef) {
   if (g.C == 0) return;
-  const int64_t n = g.N * g.C * g.L;
   TR_DISPATCH_FLOAT(t, "batch_norm_relu_max_pool2d_backward", [&] {
     using T = scalar_t;
     const GradBelowPool<T> below{static_cast<const T*>(gy), static_cast<const T*>(y), idx, pg};
-    launch_kernel(batch_norm_grad_sums_kernel<T, GradBelowPool<T>>, unsigned(g.C), kStatThreads, g, below,
-                  static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(mean),
-                  static_cast<const T*>(var), static_cast<T*>(gw), static_cast<T*>(gb), coef);
-    TR_CUDA_CHECK_LAUNCH("batch_norm_grad_sums_kernel");
-    if (n == 0) return;
-    launch_kernel(batch_norm_grad_input_kernel<T, GradBelowPool<T>>, grid_for(n), kThreads, g, below,
-                  static_cast<const T*>(x), static_cast<T*>(gx), coef);
-    TR_CUDA_CHECK_LAUNCH("batch_norm_grad_input_kernel");
+    launch_grad<T>(g, below, x, w, mean, var, gx, gw, gb, coef);
   });
 }
 
