@@ -3,9 +3,10 @@
 // (ops/cpu/batch_norm_rows.h) and max_pool2d's plane loop (ops/cpu/max_pool_plane.h) in the same
 // order, so the results are the chain's bit for bit. What the fusion saves is memory traffic: a
 // plane is normalised into an L1-resident scratch buffer and pooled from there (the chain writes and
-// reads the normalised and the relu'd activations in full), and the backward rebuilds each plane's
-// gradient below the pool in scratch (the chain writes max_pool2d_backward's output and
-// threshold_backward's, and reads them again).
+// reads the normalised and the relu'd activations in full), and the backward builds each plane's
+// gradient below the pool and the relu straight into gx's plane, sums it, and finishes gx there in
+// place (the chain writes max_pool2d_backward's output and threshold_backward's, and reads them
+// again).
 #include <immintrin.h>
 #include <atomic>
 #include <vector>
@@ -68,7 +69,8 @@ bool masked_plane_grad_2x2_s2(const float* gy, const float* y, const int64_t* id
   const __m256i even_lanes = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
   const __m256i twice_lane = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
   auto first = [&](int64_t n) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(n)), lane8); };  // lanes < n
-  // the 4 int64 at p (the first n of them) and their high halves' OR, which must be 0
+  // the 4 int64 at p (the first n of them, the rest 0): their low halves in lanes 0-3 of lo32, their
+  // high halves (0 for an index inside the plane) in lanes 0-3 of hi32
   auto idx_halves = [&](const int64_t* p, int64_t n, __m256i& lo32, __m256i& hi32) {
     const __m256i m =
         _mm256_cvtepi32_epi64(_mm_set_epi32(n > 3 ? -1 : 0, n > 2 ? -1 : 0, n > 1 ? -1 : 0, n > 0 ? -1 : 0));
