@@ -12,6 +12,7 @@
 #include "op_cases.h"
 #include "ops/autocast.h"
 #include "ops/backends.h"
+#include "ops/cpu/gemm_bf16.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
 
@@ -122,6 +123,34 @@ TEST_CASE("linear and linear_relu in bf16: fused within one rounding of the comp
   }
   CHECK(got.dtype() == DType::BF16);
   CHECK(allclose(got.to(DType::F32), ref.to(DType::F32), 1.6e-2, 1e-2));
+}
+
+TEST_CASE("linear and linear_relu in bf16 on the widened path: the composite's roundings, bit for bit", "[addmm]") {
+  // f32 products of widened copies (no native bf16 kernel): the bias and the relu are applied as a
+  // row is rounded, bf16(relu(bf16(bf16(a b) + b))), which are the composite's three roundings
+  if (cpu::bf16_gemm_kernel() != cpu::Bf16Gemm::F32) {
+    WARN("skipped: bf16 products run on a native bf16 kernel on this CPU, not on widened f32 copies");
+    return;
+  }
+  Generator gen(5);
+  for (int64_t rows : {16, 128, 300}) {
+    Tensor x = randn({rows, 96}, DType::F32, &gen).to(DType::BF16),
+           w = (randn({43, 96}, DType::F32, &gen) * 0.1).to(DType::BF16),
+           b = randn({43}, DType::F32, &gen).to(DType::BF16);
+    b.data_ptr<BFloat16>()[5] = BFloat16(NAN);
+    Tensor gy = randn({rows, 43}, DType::F32, &gen).to(DType::BF16);
+    for (bool relu : {false, true}) {
+      INFO("rows " << rows << (relu ? " relu" : ""));
+      Run ref = run_linear(false, relu, x, w, b, gy), got = run_linear(true, relu, x, w, b, gy);
+      const Tensor nan = isnan(got.y);
+      CHECK(equal(nan, isnan(ref.y)));
+      CHECK(nan.to(DType::F32).sum().item() == double(rows));
+      CHECK(equal(where(nan, zeros({}, DType::BF16), got.y), where(nan, zeros({}, DType::BF16), ref.y)));
+      if (relu) CHECK((got.y < 0.0).to(DType::F32).sum().item() == 0.0);
+      CHECK(equal(got.gx, ref.gx));
+      CHECK(equal(got.gw, ref.gw));
+    }
+  }
 }
 
 TEST_CASE("Sequential runs Linear + ReLU as linear_relu, unless a hook needs the linear's output", "[addmm][layers]") {

@@ -35,11 +35,24 @@ BlasMat blas_view(const Tensor& m) {
   return {cc.raw_data(), CblasNoTrans, std::max<int64_t>(c, 1), cc};
 }
 
-bool gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias = Tensor());
+// What gemm's kernel applied of the epilogue asked of it (the caller applies the rest).
+struct Applied {
+  bool bias = false, relu = false;
+};
+Applied gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias = Tensor(), bool relu = false);
 
-// dst = T(src) or T(float(T(src)) + float(bias)): the product rounded, then the bias added as the
-// composite add rounds it; bf16 8 lanes at a time
-template <typename T> void round_row(const float* src, const T* bias, T* dst, int64_t n) {
+// math::relu as selects: max(v, 0), NaN kept, -0 -> +0
+template <typename T> inline T relu_select(T v) {
+  const T r = v > T(0) ? v : T(0);
+  return v != v ? v : r;
+}
+
+// relu_select in 8 lanes: v where v > 0 or v is NaN, else +0
+inline __m256 relu_select8(__m256 v) { return _mm256_and_ps(_mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_NLE_UQ), v); }
+
+// dst = T(src), or T(float(T(src)) + float(bias)): the product rounded, then the bias added as the
+// composite add rounds it; then relu (exact on a rounded value); bf16 8 lanes at a time
+template <typename T> void round_row(const float* src, const T* bias, bool relu, T* dst, int64_t n) {
   int64_t j = 0;
   if constexpr (std::is_same_v<T, BFloat16>) {
     auto* d = reinterpret_cast<uint16_t*>(dst);
@@ -47,19 +60,24 @@ template <typename T> void round_row(const float* src, const T* bias, T* dst, in
     for (; j + 8 <= n; j += 8) {
       __m256 v = _mm256_loadu_ps(src + j);
       if (b) v = _mm256_add_ps(widen_bf16x8(round_bf16x8(v)), load_bf16x8(b + j));
+      if (relu) v = relu_select8(widen_bf16x8(round_bf16x8(v)));
       store_bf16x8(d + j, v);
     }
   }
-  for (; j < n; ++j) dst[j] = bias ? T(float(T(src[j])) + float(bias[j])) : T(src[j]);
+  for (; j < n; ++j) {
+    const T v = bias ? T(float(T(src[j])) + float(bias[j])) : T(src[j]);
+    dst[j] = relu ? T(relu_select(float(v))) : v;
+  }
 }
 
 // f16 / bf16 without a native kernel: sgemm on f32 copies, a block of a's rows at a time, so that
 // the block's widened rows and its f32 product stay in cache while they are rounded into out (the
 // whole f32 product written out and read back made gpt_char's bf16 addmm 1.4x its f32 one, held
-// to AVX2). A bias is added as a row is rounded: bf16(bf16(a b) + bias), the composite's roundings.
-// A transposed operand is widened as its contiguous transpose (a flat 8-lane cast) and stays
-// transposed for sgemm; a transposed a is one block.
-template <typename T> bool gemm_widened(const Tensor& a, const Tensor& b, const Tensor& out, const void* pbias) {
+// to AVX2). A bias is added as a row is rounded: bf16(bf16(a b) + bias), the composite's roundings,
+// and addmm_relu's relu after it (a pass over out saved). A transposed operand is widened as its contiguous transpose
+// (a flat 8-lane cast) and stays transposed for sgemm; a transposed a is one block.
+template <typename T>
+Applied gemm_widened(const Tensor& a, const Tensor& b, const Tensor& out, const void* pbias, bool relu) {
   auto widen = [](const Tensor& m) {
     if (!m.is_contiguous() && m.t().is_contiguous()) return cast(m.t(), DType::F32).t();
     return cast(m, DType::F32);
@@ -75,21 +93,21 @@ template <typename T> bool gemm_widened(const Tensor& a, const Tensor& b, const 
     gemm(widen(a.narrow(0, r0, n)), b32, o32.narrow(0, 0, n));
     const float* pf = static_cast<const float*>(o32.raw_data());
     parallel_for(n, std::max<int64_t>(1, 4096 / N), [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) round_row(pf + i * N, bias, po + (r0 + i) * N, N);
+      for (int64_t i = i0; i < i1; ++i) round_row(pf + i * N, bias, relu, po + (r0 + i) * N, N);
     });
   }
-  return bias != nullptr;
+  return {bias != nullptr, relu};
 }
 
 // out[M,N] = a[M,K] b[K,N]; out contiguous. With `bias` ([N], contiguous, out's dtype), where the
 // kernel taken is oneDNN's matmul primitive or the widened f16 / bf16 path its epilogue adds the
-// bias too: returns whether it did (else the caller adds it).
-bool gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias) {
+// bias too, and the widened path a relu after it: returns what it applied.
+Applied gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bias, bool relu) {
   int64_t M = a.size(0), K = a.size(1), N = b.size(1);
-  if (M == 0 || N == 0) return false;
+  if (M == 0 || N == 0) return {};
   if (K == 0) {
     out.detach().zero_();
-    return false;
+    return {};
   }
   const void* pbias = bias.defined() && bias.is_contiguous() ? bias.raw_data() : nullptr;
   DType t = out.dtype();
@@ -103,7 +121,7 @@ bool gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bia
         sgemm_library() == Sgemm::OneDnn &&
         onednn_matmul(t, t, M, N, K, a.raw_data(), a.stride(0), a.stride(1), b.raw_data(), b.stride(0), b.stride(1),
                       out.raw_data(), pbias))
-      return pbias != nullptr;
+      return {pbias != nullptr, false};
     if (t == DType::F32)
       sgemm(A.trans == CblasTrans, B.trans == CblasTrans, M, N, K, 1.0f, static_cast<const float*>(A.p), A.ld,
             static_cast<const float*>(B.p), B.ld, 0.0f, static_cast<float*>(out.raw_data()), N);
@@ -111,18 +129,18 @@ bool gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bia
       cblas_dgemm(CblasRowMajor, A.trans, B.trans, int(M), int(N), int(K), 1.0, static_cast<const double*>(A.p),
                   int(A.ld), static_cast<const double*>(B.p), int(B.ld), 0.0, static_cast<double*>(out.raw_data()),
                   int(N));
-    return false;
+    return {};
   }
   if (t == DType::BF16 && bf16_gemm_kernel() == Bf16Gemm::OneDnn &&
       onednn_matmul(t, t, M, N, K, a.raw_data(), a.stride(0), a.stride(1), b.raw_data(), b.stride(0), b.stride(1),
                     out.raw_data(), pbias))
-    return pbias != nullptr;
+    return {pbias != nullptr, false};
   if (t == DType::BF16 && bf16_gemm_kernel() == Bf16Gemm::Native) {
     gemm_bf16(a, b, out);
-    return false;
+    return {};
   }
-  if (t == DType::F16) return gemm_widened<Half>(a, b, out, pbias);
-  if (t == DType::BF16) return gemm_widened<BFloat16>(a, b, out, pbias);
+  if (t == DType::F16) return gemm_widened<Half>(a, b, out, pbias, relu && pbias);
+  if (t == DType::BF16) return gemm_widened<BFloat16>(a, b, out, pbias, relu && pbias);
   TR_DISPATCH_NUMERIC(t, "mm", [&] {
     Tensor ac = a.contiguous(), bc = b.contiguous();
     const scalar_t* pa = ac.data_ptr<scalar_t>();
@@ -135,17 +153,11 @@ bool gemm(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor& bia
         po[i * N + j] = scalar_t(s);
       }
   });
-  return false;
+  return {};
 }
 
 void mm_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) { gemm(in[0], in[1], out[0]); }
 TR_REGISTER_KERNEL(mm, CPU, mm_cpu);
-
-// math::relu as selects: max(v, 0), NaN kept, -0 -> +0
-template <typename T> inline T relu_select(T v) {
-  const T r = v > T(0) ? v : T(0);
-  return v != v ? v : r;
-}
 
 // One row of addmm's epilogue in place: row = relu?(row + bias), or relu(row) where the bias is
 // in already. The sum in f32 (f64, integers: their own type) rounded as the composite add rounds
@@ -169,8 +181,9 @@ template <typename T> void addmm_epilogue_row(T* row, const T* bias, int64_t n, 
 // oneDNN runs the product, else in our pass.
 void addmm_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&, bool relu) {
   const Tensor& o = out[0];
-  const bool biased = gemm(in[1], in[2], o, in[0]);
-  if (biased && !relu) return;
+  const Applied done = gemm(in[1], in[2], o, in[0], relu);
+  const bool biased = done.bias;
+  if (biased && done.relu == relu) return;
   const Tensor bias = in[0].contiguous();
   const int64_t M = o.size(0), N = o.size(1);
   TR_DISPATCH_NUMERIC(o.dtype(), "addmm", [&] {
