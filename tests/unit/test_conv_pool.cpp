@@ -316,6 +316,36 @@ TEST_CASE("conv2d: f16 and bf16 compute through f32", "[conv]") {
   }
 }
 
+TEST_CASE("conv2d: f16 and bf16 without native kernels are the f32 kernels' results rounded once", "[conv]") {
+  // bf16 where oneDNN's native bf16 kernels are not preferred, and f16 always: the f32 path (oneDNN's
+  // f32 kernels, else im2col) on widened copies, values and both gradients, the bias's too
+  Generator g(17);
+  for (ConvCfg c : {ConvCfg{{4, 8, 10, 10}, {16, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
+                    ConvCfg{{2, 4, 7, 6}, {6, 2, 3, 3}, {2, 1}, {1, 0}, {1, 1}, 2}}) {
+    for (DType t : {DType::F16, DType::BF16}) {
+      if (t == DType::BF16 && cpu::onednn_conv_enabled() && cpu::onednn_bf16_preferred()) continue;
+      INFO("x " << str(c.x) << " w " << str(c.w) << " " << dtype_name(t));
+      Tensor x = randn(c.x, DType::F32, &g).to(t), w = randn(c.w, DType::F32, &g).to(t),
+             b = randn({c.w[0]}, DType::F32, &g).to(t);
+      const auto f32 = [](const Tensor& v) { return v.to(DType::F32); };
+      Tensor y = conv2d(x, w, b, c.stride, c.padding, c.dilation, c.groups);
+      CHECK(equal(y, conv2d(f32(x), f32(w), f32(b), c.stride, c.padding, c.dilation, c.groups).to(t)));
+      Attrs a = conv_attrs(c), ai = a, aw = a;
+      ai.set("input_size", c.x);
+      aw.set("weight_size", c.w);
+      aw.set("bias", int64_t(1));
+      Tensor gy = randn(y.sizes(), DType::F32, &g).to(t);
+      CHECK(equal(dispatch1("conv2d_backward_input", {gy, w}, ai),
+                  dispatch1("conv2d_backward_input", {f32(gy), f32(w)}, ai).to(t)));
+      const std::vector<Tensor> gwb = dispatch("conv2d_backward_weight", {gy, x}, aw),
+                                gwb32 = dispatch("conv2d_backward_weight", {f32(gy), f32(x)}, aw);
+      REQUIRE(gwb.size() == 2);
+      CHECK(equal(gwb[0], gwb32[0].to(t)));
+      CHECK(equal(gwb[1], gwb32[1].to(t)));
+    }
+  }
+}
+
 TEST_CASE("conv2d: double backward through the backward ops", "[conv]") {
   // d/dx of <dL/dw, v> for L = <conv(x, w), gy>: dL/dw = Bw(gy, x) is linear in x, so its
   // gradient wrt x is Bin(gy, v); compare with the naive loops.

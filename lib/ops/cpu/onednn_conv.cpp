@@ -150,7 +150,10 @@ void build(Conv& c, Backward<dnnl::convolution_backward_weights>& b) {
           ? Desc(alg, any_layout(c.x), any_layout(c.w), c.b, any_layout(c.y), c.strides, c.dilates, c.pad_l, c.pad_r)
           : Desc(alg, any_layout(c.x), any_layout(c.w), any_layout(c.y), c.strides, c.dilates, c.pad_l, c.pad_r);
   b.pd.emplace(d, onednn_user_scratchpad(), onednn_engine(), *c.fwd_pd);
-  b.ok = is_jit(b.pd->impl_info_str());
+  // A layout that pads a stem's few input channels to the vector's width multiplies the kernel's
+  // work (held to AVX2, fmnist_cnn's 1 channel as 8 of nChw8c: 3.1 ms against im2col's 1.2); with
+  // AVX-512 oneDNN reads such an x as NCHW and stays ahead (0.75 against 1.1).
+  b.ok = is_jit(b.pd->impl_info_str()) && b.pd->src_desc().get_size() <= c.x.get_size();
   if (!b.ok) return;
   b.prim.emplace(*b.pd);
   b.in0.init(c.x, b.pd->src_desc());
@@ -200,7 +203,7 @@ bool onednn_conv_enabled() {
 bool onednn_conv2d_forward(const ConvGeom& g, DType t, const void* x, const void* w, const void* b, void* y) {
   // A stem's few input channels: reordering the output from nChw16c costs more than the JIT kernel
   // saves (fmnist_cnn's 1 -> 32 channel layer: 0.63 ms against im2col's 0.41). Its weight gradient
-  // still gains (0.31 against 0.40).
+  // still gains with AVX-512 (0.31 against 0.40), not where its channels are padded (build above).
   if (g.C < 16) return false;
   std::unique_lock<std::mutex> lock;
   Conv& c = conv_for(g, t, b != nullptr, lock);
