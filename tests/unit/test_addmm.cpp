@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include "autograd/node.h"
+#include "fusion_switch.h"
 #include "nn/layers/linear.h"
 #include "nn/layers/relu.h"
 #include "nn/layers/sequential.h"
@@ -23,29 +24,21 @@ using namespace tr::test;
 
 namespace {
 
-std::string grad_fn_name(const Tensor& t) { return t.grad_fn() ? t.grad_fn()->name() : ""; }
-
 struct Run {
   Tensor y, gx, gw, gb;
 };
 
 // y = linear(_relu)(x, w, b) and the gradients of sum(y * gy), with fusion as given
 Run run_linear(bool fused, bool relu, const Tensor& x0, const Tensor& w0, const Tensor& b0, const Tensor& gy) {
-  backends::fusion().enabled = fused;
+  FusionSwitch s(fused);
+  Tensor x = x0.detach().requires_grad_(true), w = w0.detach().requires_grad_(true),
+         b = b0.detach().requires_grad_(true);
   Run r;
-  try {
-    Tensor x = x0.detach().requires_grad_(true), w = w0.detach().requires_grad_(true),
-           b = b0.detach().requires_grad_(true);
-    r.y = relu ? linear_relu(x, w, b) : linear(x, w, b);
-    r.y.backward(gy);
-    r.gx = x.grad();
-    r.gw = w.grad();
-    r.gb = b.grad();
-  } catch (...) {
-    backends::fusion().enabled = true;
-    throw;
-  }
-  backends::fusion().enabled = true;
+  r.y = relu ? linear_relu(x, w, b) : linear(x, w, b);
+  r.y.backward(gy);
+  r.gx = x.grad();
+  r.gw = w.grad();
+  r.gb = b.grad();
   return r;
 }
 
@@ -116,9 +109,7 @@ TEST_CASE("linear and linear_relu in bf16: fused within one rounding of the comp
   Tensor ref, got;
   {
     amp::AutocastGuard g(DeviceType::CPU, DType::BF16);
-    backends::fusion().enabled = false;
-    ref = linear_relu(x, w, b);
-    backends::fusion().enabled = true;
+    ref = unfused([&] { return linear_relu(x, w, b); });
     got = linear_relu(x, w, b);
   }
   CHECK(got.dtype() == DType::BF16);

@@ -6,6 +6,7 @@
 // tests/integration/test_cuda_linear_launches.cpp.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include "fusion_switch.h"
 #include "ops/backends.h"
 #include "ops/registry.h"
 #include "ops/ops.h"
@@ -177,15 +178,7 @@ TEST_CASE("addmm on CUDA: with fusion off, the composite agrees with the fused o
   Tensor x = randn_as({32, 24}, DType::F32, gen).to(gpu()), w = randn_as({16, 24}, DType::F32, gen, 0.2).to(gpu()),
          b = randn_as({16}, DType::F32, gen).to(gpu()), gy = randn_as({32, 16}, DType::F32, gen).to(gpu());
   const Grads fused = run(true, x, w, b, gy);
-  backends::fusion().enabled = false;
-  Grads composite;
-  try {
-    composite = run(true, x, w, b, gy);
-  } catch (...) {
-    backends::fusion().enabled = true;
-    throw;
-  }
-  backends::fusion().enabled = true;
+  const Grads composite = test::unfused([&] { return run(true, x, w, b, gy); });
   check_near("y", composite.y.to(kCPU), fused.y, 1e-5, 1e-5);
   check_near("grad x", composite.gx.to(kCPU), fused.gx, 1e-5, 1e-5);
   check_near("grad w", composite.gw.to(kCPU), fused.gw, 1e-5, 1e-5);

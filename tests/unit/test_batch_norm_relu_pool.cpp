@@ -9,6 +9,7 @@
 #include <cmath>
 #include "autograd/node.h"
 #include "core/cuda_hooks.h"
+#include "fusion_switch.h"
 #include "nn/layers/batch_norm.h"
 #include "nn/layers/max_pool2d.h"
 #include "nn/layers/relu.h"
@@ -25,8 +26,6 @@ using namespace tr;
 using namespace tr::test;
 
 namespace {
-
-std::string grad_fn_name(const Tensor& t) { return t.grad_fn() ? t.grad_fn()->name() : ""; }
 
 struct Window {
   Pair kernel, stride, padding, dilation;
@@ -49,16 +48,7 @@ Result run(const Tensor& x, const Tensor& w, const Tensor& b, const Window& win,
 
 // the chain's numbers (fusion off), then the fused op's
 std::pair<Result, Result> chain_and_fused(const Tensor& x, const Tensor& w, const Tensor& b, const Window& win) {
-  backends::fusion().enabled = false;
-  Result chain;
-  try {
-    chain = run(x, w, b, win, 3);
-  } catch (...) {
-    backends::fusion().enabled = true;
-    throw;
-  }
-  backends::fusion().enabled = true;
-  return {chain, run(x, w, b, win, 3)};
+  return unfused_and_fused([&] { return run(x, w, b, win, 3); });
 }
 
 // equal values, NaN where the other has NaN
@@ -162,9 +152,7 @@ TEST_CASE("batch_norm_relu_max_pool2d: the fused op and its fused backward are t
   BatchNormOut r = batch_norm_relu_max_pool2d(x, Tensor(), Tensor(), 1e-5, {2, 2});
   CHECK(grad_fn_name(r.output) == "BatchNormReluMaxPool2dBackward0");
   CHECK_FALSE(r.mean.requires_grad());
-  backends::fusion().enabled = false;
-  BatchNormOut c = batch_norm_relu_max_pool2d(x, Tensor(), Tensor(), 1e-5, {2, 2});
-  backends::fusion().enabled = true;
+  BatchNormOut c = unfused([&] { return batch_norm_relu_max_pool2d(x, Tensor(), Tensor(), 1e-5, {2, 2}); });
   CHECK(grad_fn_name(c.output) == "MaxPool2dBackward0");
   CHECK(equal(r.output, c.output));
 }
@@ -210,9 +198,7 @@ TEST_CASE("Sequential runs BatchNorm2d + ReLU + MaxPool2d as the fused op in tra
   Tensor x = quantized_input({4, 3, 6, 6}, DType::F32, 71);
   for (int step = 0; step < 2; ++step) {
     Tensor yf = (*fused_seq)(x);
-    backends::fusion().enabled = false;
-    Tensor yc = (*chain_seq)(x);
-    backends::fusion().enabled = true;
+    Tensor yc = unfused([&] { return (*chain_seq)(x); });
     CHECK(grad_fn_name(yf) == "BatchNormReluMaxPool2dBackward0");
     CHECK(grad_fn_name(yc) == "MaxPool2dBackward0");
     CHECK(equal(yf, yc));

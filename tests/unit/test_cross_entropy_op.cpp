@@ -7,6 +7,7 @@
 #include "autograd/engine.h"
 #include "core/allocator.h"
 #include "core/grad_mode.h"
+#include "fusion_switch.h"
 #include "nn/losses/cross_entropy_loss.h"
 #include "op_cases.h"
 #include "ops/autocast.h"
@@ -23,19 +24,6 @@ using namespace tr::test;
 using Catch::Matchers::Contains;
 
 namespace {
-
-// Runs f with fusion off, then on, and returns both results.
-template <typename F> auto unfused_and_fused(const F& f) {
-  backends::fusion().enabled = false;
-  try {
-    auto a = f();
-    backends::fusion().enabled = true;
-    return std::make_pair(a, f());
-  } catch (...) {
-    backends::fusion().enabled = true;
-    throw;
-  }
-}
 
 // Logits of scale 3 in dtype t.
 Tensor logits(const Shape& s, DType t, uint64_t seed) {
@@ -162,9 +150,7 @@ TEST_CASE("cross_entropy: bf16 logits give the exact loss and gradient within bf
   for (double ls : {0.0, 0.1}) {
     INFO("ls " << ls);
     // the exact values: the same bf16 numbers in f64, composite
-    backends::fusion().enabled = false;
-    Result exact = run(x.to(DType::F64), t, -100, ls, "mean");
-    backends::fusion().enabled = true;
+    Result exact = unfused([&] { return run(x.to(DType::F64), t, -100, ls, "mean"); });
     Result r = run(x, t, -100, ls, "mean");
     CHECK(r.loss.dtype() == DType::BF16);  // the input's dtype, as the composite's
     CHECK(r.grad.dtype() == DType::BF16);
@@ -316,9 +302,7 @@ TEST_CASE("cross_entropy on CUDA: bf16 logits under autocast, within bf16 roundi
   TR_REQUIRE_GPU();
   const Device gpu(DeviceType::CUDA, 0);
   const Tensor x = logits({24, 1100}, DType::BF16, 71), t = targets({24}, 1100, -100, 72);
-  backends::fusion().enabled = false;
-  Result exact = run(x.to(DType::F64), t, -100, 0.1, "mean");
-  backends::fusion().enabled = true;
+  Result exact = unfused([&] { return run(x.to(DType::F64), t, -100, 0.1, "mean"); });
   amp::AutocastGuard ac(DeviceType::CUDA, DType::BF16);
   Result r = run(x.to(gpu), t.to(gpu), -100, 0.1, "mean");
   CHECK(r.loss.dtype() == DType::F32);

@@ -4,6 +4,7 @@
 // same way), strided and f64 inputs; and their gradcheck cases.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include "fusion_switch.h"
 #include "op_cases.h"
 #include "ops/backends.h"
 #include "ops/ops.h"
@@ -14,23 +15,7 @@ namespace test_fused_backward {
 using namespace tr;
 using namespace tr::test;
 
-namespace {
-
-// Runs f with fusion off, then on, and returns both results.
-template <typename F> std::pair<Tensor, Tensor> unfused_and_fused(const F& f) {
-  backends::fusion().enabled = false;
-  Tensor a;
-  try {
-    a = f();
-  } catch (...) {
-    backends::fusion().enabled = true;
-    throw;
-  }
-  backends::fusion().enabled = true;
-  return {a, f()};
-}
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("gelu_backward: the fused kernel equals the composite formula", "[fused]") {
   Generator gen(7);

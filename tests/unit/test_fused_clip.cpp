@@ -3,6 +3,7 @@
 // the total norm on the device.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include "fusion_switch.h"
 #include "ops/backends.h"
 #include "ops/fused_clip.h"
 #include "ops/ops.h"
@@ -105,7 +106,7 @@ TEST_CASE("cuda: clip_grad_norm_tensor keeps the norm on the device and clips as
   }
   for (bool fused : {true, false}) {
     INFO("fused_ops " << fused);
-    backends::fusion().enabled = fused;
+    test::FusionSwitch s(fused);
     std::vector<Tensor> cp, dp;
     for (size_t i = 0; i < cpu_params.size(); ++i) {
       cp.push_back(cpu_params[i].detach().clone().requires_grad_());
@@ -119,7 +120,6 @@ TEST_CASE("cuda: clip_grad_norm_tensor keeps the norm on the device and clips as
     CHECK(got.item() == Approx(want).epsilon(1e-12));
     for (size_t i = 0; i < cp.size(); ++i) CHECK(max(abs(dp[i].grad().to(kCPU) - cp[i].grad())).item() < 1e-12);
   }
-  backends::fusion().enabled = true;
   CHECK_FALSE(optim::clip_grad_norm_tensor({randn({2})}, 1.0).defined());  // no gradients
 }
 

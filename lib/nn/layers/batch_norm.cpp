@@ -59,8 +59,9 @@ void BatchNorm::update_running_stats(const Tensor& x, const Tensor& mean, const 
   running_var.mul_(1.0 - m).add_(var_c.to(running_var.dtype()), m);
 }
 
-Tensor BatchNorm::forward(const Tensor& x) {
-  bool batch_stats = check_forward_input(x);
+Tensor BatchNorm::forward(const Tensor& x) { return normalize(x, check_forward_input(x)); }
+
+Tensor BatchNorm::normalize(const Tensor& x, bool batch_stats) {
   // The fused ops of lib/ops/batch_norm.cpp; the statistics come back detached.
   BatchNormOut r = batch_norm(x, running_mean, running_var, weight, bias, batch_stats, eps);
   if (batch_stats) update_running_stats(x, r.mean, r.var);
@@ -68,7 +69,8 @@ Tensor BatchNorm::forward(const Tensor& x) {
 }
 
 Tensor BatchNorm::forward_relu_max_pool(const Tensor& x, MaxPool2d& pool) {
-  if (!check_forward_input(x) || x.dim() != 4) return pool.forward(relu(forward(x)));
+  const bool batch_stats = check_forward_input(x);
+  if (!batch_stats || x.dim() != 4) return pool.forward(relu(normalize(x, batch_stats)));
   BatchNormOut r =
       batch_norm_relu_max_pool2d(x, weight, bias, eps, pool.kernel_size, pool.stride, pool.padding, pool.dilation);
   update_running_stats(x, r.mean, r.var);

@@ -38,6 +38,8 @@ class BatchNorm : public Module {
 
  private:
   bool check_forward_input(const Tensor& x) const;
+  // forward's math on a checked input
+  Tensor normalize(const Tensor& x, bool batch_stats);
   void update_running_stats(const Tensor& x, const Tensor& mean, const Tensor& var);
 };
 
