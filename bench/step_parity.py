@@ -17,7 +17,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import tomllib
 
 import torch
 import torch.nn.functional as F
@@ -26,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "fixtures", "generators"))
-from torch_recipe import apply_set, build_model, build_optimizer, load_data, resolve  # noqa: E402
+from torch_recipe import build_model, build_optimizer, load_data, load_recipe  # noqa: E402
 from safetensors_reader import load, save  # noqa: E402
 
 
@@ -63,14 +62,7 @@ def main():
     ap.add_argument("--set", action="append", default=[], dest="sets")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    with open(a.config, "rb") as f:
-        cfg = tomllib.load(f)
-    for s in a.sets:
-        apply_set(cfg, s)
-    base = os.path.dirname(os.path.abspath(a.config))
-    model_path = resolve(cfg["model"]["file"], base)
-    with open(model_path, "rb") as f:
-        model_cfg = tomllib.load(f)
+    cfg, base, model_cfg = load_recipe(a.config, a.sets)
     model_cfg["layers"] = [l for l in model_cfg["layers"] if l["type"] != "dropout"]
 
     work = tempfile.mkdtemp(prefix="step_parity_")

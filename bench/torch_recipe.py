@@ -279,6 +279,18 @@ def evaluate(model, x, y, bs, label_smoothing):
     return loss_sum / len(y), correct / len(y)
 
 
+def load_recipe(config, sets):
+    """The run config (with trainer's --set overrides), its directory, and its model file's table."""
+    with open(config, "rb") as f:
+        cfg = tomllib.load(f)
+    for s in sets:
+        apply_set(cfg, s)
+    base = os.path.dirname(os.path.abspath(config))
+    with open(resolve(cfg["model"]["file"], base), "rb") as f:
+        model_cfg = tomllib.load(f)
+    return cfg, base, model_cfg
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("config")
@@ -287,11 +299,7 @@ def main():
     ap.add_argument("--set", action="append", default=[], help="section.key=value, as trainer's --set")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    with open(a.config, "rb") as f:
-        cfg = tomllib.load(f)
-    for s in a.set:
-        apply_set(cfg, s)
-    base = os.path.dirname(os.path.abspath(a.config))
+    cfg, base, model_cfg = load_recipe(a.config, a.set)
     run, data, train = cfg.get("run", {}), cfg.get("data", {}), cfg.get("train", {})
     loss_cfg = cfg.get("loss", {})
     if loss_cfg.get("type", "cross_entropy") != "cross_entropy":
@@ -301,8 +309,7 @@ def main():
         refuse("only the idx dataset is implemented here")
     torch.manual_seed(a.seed if a.seed is not None else run.get("seed", 0))
 
-    with open(resolve(cfg["model"]["file"], base), "rb") as f:
-        model = build_model(tomllib.load(f))
+    model = build_model(model_cfg)
     xtr, ytr, xte, yte, mean_std = load_data(data, base)
     augment = make_augment(data.get("transforms", []), mean_std)
     bs, ebs = data.get("batch_size", 64), data.get("eval_batch_size", 0) or data.get("batch_size", 64)

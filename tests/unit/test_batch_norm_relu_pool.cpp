@@ -198,7 +198,7 @@ TEST_CASE("Sequential runs BatchNorm2d + ReLU + MaxPool2d as the fused op in tra
   Tensor x = quantized_input({4, 3, 6, 6}, DType::F32, 71);
   for (int step = 0; step < 2; ++step) {
     Tensor yf = (*fused_seq)(x);
-    Tensor yc = unfused([&] { return (*chain_seq)(x); });
+    Tensor yc = unfused([&, seq = chain_seq] { return (*seq)(x); });
     CHECK(grad_fn_name(yf) == "BatchNormReluMaxPool2dBackward0");
     CHECK(grad_fn_name(yc) == "MaxPool2dBackward0");
     CHECK(equal(yf, yc));

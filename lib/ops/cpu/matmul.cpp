@@ -74,8 +74,9 @@ template <typename T> void round_row(const float* src, const T* bias, bool relu,
 // the block's widened rows and its f32 product stay in cache while they are rounded into out (the
 // whole f32 product written out and read back made gpt_char's bf16 addmm 1.4x its f32 one, held
 // to AVX2). A bias is added as a row is rounded: bf16(bf16(a b) + bias), the composite's roundings,
-// and addmm_relu's relu after it (a pass over out saved). A transposed operand is widened as its contiguous transpose
-// (a flat 8-lane cast) and stays transposed for sgemm; a transposed a is one block.
+// and addmm_relu's relu after it (a pass over out saved). A transposed operand is widened as its
+// contiguous transpose (a flat 8-lane cast) and stays transposed for sgemm; a transposed a is one
+// block.
 template <typename T>
 Applied gemm_widened(const Tensor& a, const Tensor& b, const Tensor& out, const void* pbias, bool relu) {
   auto widen = [](const Tensor& m) {
